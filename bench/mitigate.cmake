@@ -1,0 +1,1 @@
+# mitigate benchmarks

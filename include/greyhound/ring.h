@@ -1,0 +1,123 @@
+// Writer and reader of the shared-memory record ring (layout and rules: ring_layout.h).
+//
+// RingWriter::append is the hook's hot path: wait-free, no lock, no allocation, no system call; safe from
+// any number of threads at once. RingReader is for one reading thread; it may run in another process.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "greyhound/ring_layout.h"
+
+namespace greyhound {
+
+// "greyhound.<job>.<rank>" (rank tag: the global rank, or "p<pid>" when the rank is unknown).
+std::string ring_file_name(std::string_view job, std::string_view rank_tag);
+// Keeps [A-Za-z0-9_.-] and replaces anything else by '_'; empty becomes "default". At most kRingJobMax-1.
+std::string sanitize_job_name(std::string_view job);
+
+struct RingIdentity {
+  std::string job = "default";
+  int rank = -1;
+  int local_rank = -1;
+};
+
+class RingWriter {
+ public:
+  // Creates <dir>/<file_name> (mode 0600) holding `capacity` records (rounded up to a power of two,
+  // at least 64). The file is built under a temporary name and renamed into place, so readers never see a
+  // half-made ring; a stale file of the same name is replaced. Returns nullptr and sets *error on failure.
+  static std::unique_ptr<RingWriter> create(const std::string& dir, const std::string& file_name,
+                                            std::uint64_t capacity, const RingIdentity& id,
+                                            std::string* error);
+  ~RingWriter();
+  RingWriter(const RingWriter&) = delete;
+  RingWriter& operator=(const RingWriter&) = delete;
+
+  // Appends one record; sets p.seq. Never blocks: see the drop rule in ring_layout.h.
+  void append(RecordPayload& p) noexcept {
+    const std::uint64_t seq = header_->write_index.fetch_add(1, std::memory_order_relaxed);
+    Record& slot = records_[seq & mask_];
+    const std::uint64_t busy = 2 * seq + 1;
+    std::uint64_t cur = slot.stamp.load(std::memory_order_relaxed);
+    do {
+      if ((cur & 1u) != 0 || cur >= busy) {
+        header_->dropped.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    } while (!slot.stamp.compare_exchange_weak(cur, busy, std::memory_order_relaxed,
+                                               std::memory_order_relaxed));
+    std::atomic_thread_fence(std::memory_order_release);
+    p.seq = seq;
+    std::uint64_t w[15];
+    std::memcpy(w, &p, sizeof w);
+    for (int i = 0; i < 15; ++i) {
+      std::atomic_ref<std::uint64_t>(slot.words[i]).store(w[i], std::memory_order_relaxed);
+    }
+    slot.stamp.store(busy + 1, std::memory_order_release);
+  }
+
+  const std::string& path() const noexcept { return path_; }
+  RingHeader* header() noexcept { return header_; }
+
+ private:
+  RingWriter() = default;
+  std::string path_;
+  RingHeader* header_ = nullptr;
+  Record* records_ = nullptr;
+  std::uint64_t mask_ = 0;
+  std::size_t map_bytes_ = 0;
+};
+
+struct RingPollStats {
+  std::uint64_t read = 0;  // records returned
+  std::uint64_t lost = 0;  // sequence numbers skipped: overwritten before read, or never completed
+};
+
+class RingReader {
+ public:
+  // Maps an existing ring read-only and validates magic, version, sizes and capacity.
+  static std::unique_ptr<RingReader> open(const std::string& path, std::string* error);
+  ~RingReader();
+  RingReader(const RingReader&) = delete;
+  RingReader& operator=(const RingReader&) = delete;
+
+  // Where the next poll starts: the oldest record still in the ring (default), or only new ones.
+  void seek_oldest() noexcept;
+  void seek_end() noexcept;
+
+  // Appends up to `max` complete records, in sequence order, to `out`. Stops at the first record not yet
+  // complete; a record that stays incomplete for longer than `stuck_timeout_ns` while later ones exist
+  // (its writer died or was lapped) is counted lost and skipped. `now_ns` is the caller's monotonic clock.
+  std::size_t poll(std::vector<RecordPayload>& out, std::size_t max, RingPollStats& stats,
+                   std::uint64_t now_ns, std::uint64_t stuck_timeout_ns = 1'000'000'000ull);
+
+  const RingHeader& header() const noexcept { return *header_; }
+  std::uint64_t next_seq() const noexcept { return next_; }
+  std::uint64_t capacity() const noexcept { return mask_ + 1; }
+  std::uint64_t dropped() const noexcept { return header_->dropped.load(std::memory_order_relaxed); }
+  std::string job() const;
+  const std::string& path() const noexcept { return path_; }
+  bool writer_alive() const noexcept;  // the writer's pid still exists
+
+ private:
+  RingReader() = default;
+  std::string path_;
+  const RingHeader* header_ = nullptr;
+  const Record* records_ = nullptr;
+  std::uint64_t mask_ = 0;
+  std::size_t map_bytes_ = 0;
+  std::uint64_t next_ = 0;
+  std::uint64_t stuck_seq_ = ~0ull;
+  std::uint64_t stuck_since_ns_ = 0;
+};
+
+// Ring files of `job` in `dir` (all jobs when job is empty), sorted by name.
+std::vector<std::string> list_ring_files(const std::string& dir, std::string_view job);
+
+}  // namespace greyhound

@@ -1,0 +1,131 @@
+// Shared-memory ring of NCCL call records: the one layout that libgreyhound.so (writer) and the agent,
+// greyhoundctl and tests (readers) agree on. Everything here is a cross-process contract: every offset and
+// size is pinned by static_assert below and by tests/unit/ring_layout_test.cpp. Change it only by bumping
+// kRingVersion.
+//
+// File: one per process, <GREYHOUND_SHM_DIR>/greyhound.<job>.<rank> (mode 0600), RingHeader then
+// `capacity` Records (capacity a power of two).
+//
+// Rule for full and overwrite: the ring is a flight recorder. Writers never block and never wait for
+// readers: record number `seq` goes to slot seq % capacity and overwrites whatever was there. A reader
+// that falls more than `capacity` records behind loses the oldest ones and learns exactly how many (the
+// gap in sequence numbers). A writer drops its record (and counts it in `dropped`) only when its slot is
+// still being written by another writer that was lapped by a whole ring, or already holds a newer record.
+//
+// Consistency: every slot is a seqlock. Its `stamp` is 2*seq+1 while record `seq` is being written and
+// 2*seq+2 once it is complete; the payload is copied word by word with relaxed atomics between two
+// acquire loads of the stamp, so a reader never accepts a torn record.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace greyhound {
+
+inline constexpr std::uint64_t kRingMagic = 0x31474E4952484721ull;  // "!GHRING1" little-endian
+inline constexpr std::uint32_t kRingVersion = 1;
+inline constexpr std::size_t kRingHeaderSize = 4096;
+inline constexpr std::size_t kRecordSize = 128;
+inline constexpr std::size_t kRingJobMax = 64;
+inline constexpr std::size_t kRingHostMax = 64;
+
+// Record flags.
+inline constexpr std::uint8_t kRecordInGroup = 0x1;  // issued between ncclGroupStart and ncclGroupEnd
+
+// The payload of one record: what readers get. Plain data; 15 words.
+struct RecordPayload {
+  std::uint64_t seq;         // per-ring sequence number, 0, 1, 2, ... in reservation order
+  std::uint64_t t_ns;        // CLOCK_MONOTONIC at entry to the intercepted call
+  std::uint64_t group_id;    // same on every member of a communicator; 0 when none
+  std::uint64_t count;       // NCCL's count argument (AllGather: sendcount, ReduceScatter: recvcount)
+  std::uint64_t bytes;       // count * datatype size
+  std::uint64_t stream;      // cudaStream_t value
+  std::uint64_t aux;         // op-specific: parent group id for CommSplit/CommShrink, else 0
+  std::int32_t group_rank;   // rank in the communicator, -1 when unknown
+  std::int32_t group_size;   // communicator size, -1 when unknown
+  std::int32_t peer;         // Send/Recv peer (rank in the communicator), else -1
+  std::int32_t root;         // Broadcast/Bcast/Reduce/Gather/Scatter root, else -1
+  std::uint32_t tid;         // OS thread id of the caller
+  std::int32_t result;       // ncclResult_t the real NCCL returned
+  std::uint8_t op;           // greyhound::Op
+  std::uint8_t dtype;        // ncclDataType_t, 0xff when not applicable
+  std::uint8_t flags;        // kRecordInGroup, ...
+  std::uint8_t reserved0;
+  std::int32_t color;        // CommSplit color, else -1
+  std::uint64_t reserved[4];
+};
+static_assert(sizeof(RecordPayload) == 120);
+static_assert(offsetof(RecordPayload, seq) == 0);
+static_assert(offsetof(RecordPayload, t_ns) == 8);
+static_assert(offsetof(RecordPayload, group_id) == 16);
+static_assert(offsetof(RecordPayload, count) == 24);
+static_assert(offsetof(RecordPayload, bytes) == 32);
+static_assert(offsetof(RecordPayload, stream) == 40);
+static_assert(offsetof(RecordPayload, aux) == 48);
+static_assert(offsetof(RecordPayload, group_rank) == 56);
+static_assert(offsetof(RecordPayload, group_size) == 60);
+static_assert(offsetof(RecordPayload, peer) == 64);
+static_assert(offsetof(RecordPayload, root) == 68);
+static_assert(offsetof(RecordPayload, tid) == 72);
+static_assert(offsetof(RecordPayload, result) == 76);
+static_assert(offsetof(RecordPayload, op) == 80);
+static_assert(offsetof(RecordPayload, dtype) == 81);
+static_assert(offsetof(RecordPayload, flags) == 82);
+static_assert(offsetof(RecordPayload, color) == 84);
+static_assert(offsetof(RecordPayload, reserved) == 88);
+
+// One slot: the seqlock word and the payload as 15 words (copied with relaxed atomics, see above).
+struct alignas(64) Record {
+  std::atomic<std::uint64_t> stamp;  // 0 = never written; 2*seq+1 writing; 2*seq+2 complete
+  std::uint64_t words[15];           // a RecordPayload, bit for bit
+};
+static_assert(sizeof(Record) == kRecordSize);
+static_assert(offsetof(Record, words) == 8);
+static_assert(sizeof(Record::words) == sizeof(RecordPayload));
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+// Header of a ring file. Static fields are written once by the creator before `magic` is stored (release);
+// a reader that sees the magic sees them.
+struct RingHeader {
+  std::atomic<std::uint64_t> magic;    // kRingMagic once the ring is ready
+  std::uint32_t version;               // kRingVersion
+  std::uint32_t header_size;           // kRingHeaderSize
+  std::uint32_t record_size;           // kRecordSize
+  std::uint32_t reserved0;
+  std::uint64_t capacity;              // records; a power of two
+  std::int32_t rank;                   // global rank of the writer, -1 when unknown
+  std::int32_t local_rank;             // rank on its node, -1 when unknown
+  std::int32_t pid;                    // writer process id
+  std::int32_t reserved1;
+  std::uint64_t created_mono_ns;       // CLOCK_MONOTONIC at creation
+  std::uint64_t created_real_ns;       // CLOCK_REALTIME at the same moment (maps t_ns to wall clock)
+  char job[kRingJobMax];               // NUL-terminated job name
+  char host[kRingHostMax];             // NUL-terminated host name
+  std::uint8_t pad0[256 - 192];
+  alignas(64) std::atomic<std::uint64_t> write_index;  // next sequence number to reserve
+  alignas(64) std::atomic<std::uint64_t> dropped;      // records writers gave up on (see rule above)
+  alignas(64) std::uint8_t control[kRingHeaderSize - 384];  // reserved: agent -> rank control block
+};
+static_assert(offsetof(RingHeader, magic) == 0);
+static_assert(offsetof(RingHeader, version) == 8);
+static_assert(offsetof(RingHeader, header_size) == 12);
+static_assert(offsetof(RingHeader, record_size) == 16);
+static_assert(offsetof(RingHeader, capacity) == 24);
+static_assert(offsetof(RingHeader, rank) == 32);
+static_assert(offsetof(RingHeader, local_rank) == 36);
+static_assert(offsetof(RingHeader, pid) == 40);
+static_assert(offsetof(RingHeader, created_mono_ns) == 48);
+static_assert(offsetof(RingHeader, created_real_ns) == 56);
+static_assert(offsetof(RingHeader, job) == 64);
+static_assert(offsetof(RingHeader, host) == 128);
+static_assert(offsetof(RingHeader, write_index) == 256);
+static_assert(offsetof(RingHeader, dropped) == 320);
+static_assert(offsetof(RingHeader, control) == 384);
+static_assert(sizeof(RingHeader) == kRingHeaderSize);
+
+constexpr std::size_t ring_file_size(std::uint64_t capacity) {
+  return kRingHeaderSize + capacity * kRecordSize;
+}
+
+}  // namespace greyhound

@@ -1,0 +1,18 @@
+// Subcommands of greyhoundctl. Each takes its arguments (after the subcommand name), writes results to
+// stdout and errors to stderr, and returns the process exit code: 0 success, 2 bad usage or bad input,
+// 1 other failures.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace greyhound::ctl {
+
+using Argv = std::vector<std::string>;
+
+int cmd_dump(const Argv& args);                // ctl_dump.cpp: records of a job's rings, JSON lines
+int cmd_period(const Argv& args);              // ctl_analysis.cpp: iteration period of an op stream
+int cmd_detect(const Argv& args);              // ctl_analysis.cpp: slowdown/recovery events of a trace
+int cmd_plan_microbatches(const Argv& args);   // ctl_plan.cpp: S2 micro-batch allocation
+
+}  // namespace greyhound::ctl

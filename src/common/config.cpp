@@ -1,0 +1,112 @@
+#include "greyhound/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace greyhound {
+namespace {
+
+bool parse_int(const char* s, long long lo, long long hi, long long* out) {
+  if (s == nullptr || *s == '\0') return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+const char* first_set(const char* (*get)(const char*), std::initializer_list<const char*> names,
+                      const char** which) {
+  for (const char* n : names) {
+    const char* v = get(n);
+    if (v != nullptr && *v != '\0') {
+      *which = n;
+      return v;
+    }
+  }
+  return nullptr;
+}
+
+const char* real_getenv(const char* name) { return std::getenv(name); }
+
+}  // namespace
+
+LogLevel parse_log_level(const std::string& s, bool* ok) {
+  *ok = true;
+  if (s == "trace") return LogLevel::kTrace;
+  if (s == "debug") return LogLevel::kDebug;
+  if (s == "info") return LogLevel::kInfo;
+  if (s == "warn" || s == "warning") return LogLevel::kWarn;
+  if (s == "error") return LogLevel::kError;
+  if (s == "off") return LogLevel::kOff;
+  *ok = false;
+  return LogLevel::kWarn;
+}
+
+const char* log_level_name(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace: return "trace";
+    case LogLevel::kDebug: return "debug";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kWarn: return "warn";
+    case LogLevel::kError: return "error";
+    case LogLevel::kOff: return "off";
+  }
+  return "warn";
+}
+
+EnvConfig read_env_config() { return read_env_config(&real_getenv); }
+
+EnvConfig read_env_config(const char* (*get)(const char*)) {
+  EnvConfig c;
+  auto warn = [&](const char* name, const char* value, const char* want) {
+    c.warnings.push_back(std::string(name) + "='" + value + "' is not " + want + "; using the default");
+  };
+  if (const char* v = get("GREYHOUND_JOB"); v != nullptr && *v != '\0') c.job = v;
+  if (const char* v = get("GREYHOUND_REDIS"); v != nullptr) c.redis = v;
+  if (const char* v = get("GREYHOUND_DISABLE"); v != nullptr && *v != '\0') {
+    const std::string s = v;
+    if (s == "1" || s == "true" || s == "yes") {
+      c.disable = true;
+    } else if (s != "0" && s != "false" && s != "no") {
+      warn("GREYHOUND_DISABLE", v, "0 or 1");
+    }
+  }
+  if (const char* v = get("GREYHOUND_LOG_LEVEL"); v != nullptr && *v != '\0') {
+    bool ok = false;
+    c.log_level = parse_log_level(v, &ok);
+    if (!ok) warn("GREYHOUND_LOG_LEVEL", v, "one of trace, debug, info, warn, error, off");
+  }
+  if (const char* v = get("GREYHOUND_SHM_DIR"); v != nullptr && *v != '\0') c.shm_dir = v;
+  if (const char* v = get("GREYHOUND_RING_RECORDS"); v != nullptr && *v != '\0') {
+    long long n = 0;
+    if (parse_int(v, 64, 1ll << 30, &n)) {
+      c.ring_records = static_cast<std::uint64_t>(n);
+    } else {
+      warn("GREYHOUND_RING_RECORDS", v, "an integer in [64, 2^30]");
+    }
+  }
+  const char* which = nullptr;
+  if (const char* v = first_set(get, {"GREYHOUND_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                      "SLURM_PROCID"}, &which)) {
+    long long n = 0;
+    if (parse_int(v, 0, 1 << 30, &n)) {
+      c.rank = static_cast<int>(n);
+    } else {
+      warn(which, v, "a rank (non-negative integer)");
+    }
+  }
+  if (const char* v = first_set(get, {"GREYHOUND_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                      "SLURM_LOCALID"}, &which)) {
+    long long n = 0;
+    if (parse_int(v, 0, 1 << 30, &n)) {
+      c.local_rank = static_cast<int>(n);
+    } else {
+      warn(which, v, "a local rank (non-negative integer)");
+    }
+  }
+  return c;
+}
+
+}  // namespace greyhound

@@ -1,0 +1,38 @@
+#include "common/record_json.h"
+
+#include <cstdio>
+
+#include "greyhound/ops.h"
+
+namespace greyhound {
+
+std::string group_id_hex(std::uint64_t id) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(id));
+  return buf;
+}
+
+nlohmann::json record_to_json(const RecordPayload& p, int rank) {
+  nlohmann::json j;
+  j["rank"] = rank;
+  j["seq"] = p.seq;
+  j["t_ns"] = p.t_ns;
+  j["op"] = std::string(op_name(static_cast<Op>(p.op)));
+  j["group"] = group_id_hex(p.group_id);
+  j["group_rank"] = p.group_rank;
+  j["group_size"] = p.group_size;
+  j["count"] = p.count;
+  j["dtype"] = p.dtype == 0xff ? std::string("none") : std::string(dtype_name(p.dtype));
+  j["bytes"] = p.bytes;
+  j["peer"] = p.peer;
+  j["root"] = p.root;
+  j["stream"] = p.stream;
+  j["tid"] = p.tid;
+  j["result"] = p.result;
+  j["in_group"] = (p.flags & kRecordInGroup) != 0;
+  j["color"] = p.color;
+  j["parent_group"] = group_id_hex(p.aux);
+  return j;
+}
+
+}  // namespace greyhound

@@ -1,0 +1,275 @@
+#include "greyhound/ring.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+
+namespace greyhound {
+namespace {
+
+std::uint64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::string errno_text(const char* what, const std::string& path) {
+  return std::string(what) + " " + path + ": " + std::strerror(errno);
+}
+
+std::uint64_t round_capacity(std::uint64_t want) {
+  std::uint64_t c = 64;
+  while (c < want && c < (1ull << 40)) c <<= 1;
+  return c;
+}
+
+void copy_cstr(char* dst, std::size_t cap, std::string_view src) {
+  const std::size_t n = std::min(cap - 1, src.size());
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+}  // namespace
+
+std::string sanitize_job_name(std::string_view job) {
+  std::string out;
+  for (char c : job.substr(0, kRingJobMax - 1)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    out.push_back(ok ? c : '_');
+  }
+  if (out.empty()) out = "default";
+  return out;
+}
+
+std::string ring_file_name(std::string_view job, std::string_view rank_tag) {
+  std::string name = "greyhound.";
+  name += sanitize_job_name(job);
+  name += '.';
+  name += rank_tag;
+  return name;
+}
+
+std::unique_ptr<RingWriter> RingWriter::create(const std::string& dir, const std::string& file_name,
+                                               std::uint64_t capacity, const RingIdentity& id,
+                                               std::string* error) {
+  const std::uint64_t cap = round_capacity(capacity);
+  const std::size_t bytes = ring_file_size(cap);
+  const std::string path = dir + "/" + file_name;
+  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+
+  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (error) *error = errno_text("cannot create", tmp);
+    return nullptr;
+  }
+  // Mode 0600 even under a permissive umask or a pre-existing file.
+  // posix_fallocate reserves the pages now: on a full tmpfs creation fails cleanly here instead of
+  // the writer taking SIGBUS later.
+  int rc = fchmod(fd, 0600) != 0 ? errno : posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (rc != 0) {
+    errno = rc;
+    if (error) *error = errno_text("cannot allocate", tmp);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return nullptr;
+  }
+  void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) {
+    if (error) *error = errno_text("cannot map", tmp);
+    ::unlink(tmp.c_str());
+    return nullptr;
+  }
+  auto* h = static_cast<RingHeader*>(map);
+  h->version = kRingVersion;
+  h->header_size = kRingHeaderSize;
+  h->record_size = kRecordSize;
+  h->capacity = cap;
+  h->rank = id.rank;
+  h->local_rank = id.local_rank;
+  h->pid = static_cast<std::int32_t>(getpid());
+  h->created_mono_ns = clock_ns(CLOCK_MONOTONIC);
+  h->created_real_ns = clock_ns(CLOCK_REALTIME);
+  copy_cstr(h->job, kRingJobMax, sanitize_job_name(id.job));
+  char host[kRingHostMax] = {};
+  gethostname(host, sizeof host - 1);
+  copy_cstr(h->host, kRingHostMax, host);
+  h->write_index.store(0, std::memory_order_relaxed);
+  h->dropped.store(0, std::memory_order_relaxed);
+  h->magic.store(kRingMagic, std::memory_order_release);
+
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (error) *error = errno_text("cannot rename into", path);
+    munmap(map, bytes);
+    ::unlink(tmp.c_str());
+    return nullptr;
+  }
+  std::unique_ptr<RingWriter> w(new RingWriter());
+  w->path_ = path;
+  w->header_ = h;
+  w->records_ = reinterpret_cast<Record*>(static_cast<char*>(map) + kRingHeaderSize);
+  w->mask_ = cap - 1;
+  w->map_bytes_ = bytes;
+  return w;
+}
+
+RingWriter::~RingWriter() {
+  if (header_ != nullptr) munmap(header_, map_bytes_);
+}
+
+std::unique_ptr<RingReader> RingReader::open(const std::string& path, std::string* error) {
+  auto fail = [&](const std::string& why) -> std::unique_ptr<RingReader> {
+    if (error) *error = path + ": " + why;
+    return nullptr;
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    ::close(fd);
+    return fail(std::string("cannot stat: ") + std::strerror(errno));
+  }
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size < kRingHeaderSize) {
+    ::close(fd);
+    return fail("too small to be a ring (" + std::to_string(size) + " bytes)");
+  }
+  void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return fail(std::string("cannot map: ") + std::strerror(errno));
+  const auto* h = static_cast<const RingHeader*>(map);
+  std::string why;
+  if (h->magic.load(std::memory_order_acquire) != kRingMagic) {
+    why = "bad magic (not a greyhound ring)";
+  } else if (h->version != kRingVersion) {
+    why = "ring version " + std::to_string(h->version) + ", this reader understands " +
+          std::to_string(kRingVersion);
+  } else if (h->header_size != kRingHeaderSize || h->record_size != kRecordSize) {
+    why = "unexpected header or record size";
+  } else if (h->capacity == 0 || (h->capacity & (h->capacity - 1)) != 0) {
+    why = "capacity is not a power of two";
+  } else if (size < ring_file_size(h->capacity)) {
+    why = "file shorter than its capacity";
+  }
+  if (!why.empty()) {
+    munmap(map, size);
+    return fail(why);
+  }
+  std::unique_ptr<RingReader> r(new RingReader());
+  r->path_ = path;
+  r->header_ = h;
+  r->records_ = reinterpret_cast<const Record*>(static_cast<const char*>(map) + kRingHeaderSize);
+  r->mask_ = h->capacity - 1;
+  r->map_bytes_ = size;
+  r->seek_oldest();
+  return r;
+}
+
+RingReader::~RingReader() {
+  if (header_ != nullptr) munmap(const_cast<RingHeader*>(header_), map_bytes_);
+}
+
+void RingReader::seek_oldest() noexcept {
+  const std::uint64_t wi = header_->write_index.load(std::memory_order_acquire);
+  next_ = wi > capacity() ? wi - capacity() : 0;
+  stuck_seq_ = ~0ull;
+}
+
+void RingReader::seek_end() noexcept {
+  next_ = header_->write_index.load(std::memory_order_acquire);
+  stuck_seq_ = ~0ull;
+}
+
+std::string RingReader::job() const {
+  return std::string(header_->job, strnlen(header_->job, kRingJobMax));
+}
+
+bool RingReader::writer_alive() const noexcept {
+  return header_->pid > 0 && (kill(header_->pid, 0) == 0 || errno == EPERM);
+}
+
+std::size_t RingReader::poll(std::vector<RecordPayload>& out, std::size_t max, RingPollStats& stats,
+                             std::uint64_t now_ns, std::uint64_t stuck_timeout_ns) {
+  std::size_t n = 0;
+  std::uint64_t wi = header_->write_index.load(std::memory_order_acquire);
+  const std::uint64_t cap = capacity();
+  while (n < max && next_ < wi) {
+    if (wi - next_ > cap) {  // lapped: everything older than the last `cap` reservations is gone
+      stats.lost += wi - cap - next_;
+      next_ = wi - cap;
+      stuck_seq_ = ~0ull;
+    }
+    const Record& slot = records_[next_ & mask_];
+    const std::uint64_t want = 2 * next_ + 2;
+    std::uint64_t s1 = slot.stamp.load(std::memory_order_acquire);
+    if (s1 == want) {
+      std::uint64_t w[15];
+      for (int i = 0; i < 15; ++i) {
+        w[i] = std::atomic_ref<const std::uint64_t>(slot.words[i]).load(std::memory_order_relaxed);
+      }
+      std::atomic_thread_fence(std::memory_order_acquire);
+      const std::uint64_t s2 = slot.stamp.load(std::memory_order_relaxed);
+      if (s2 == want) {
+        RecordPayload p;
+        std::memcpy(&p, w, sizeof p);
+        out.push_back(p);
+        ++n;
+        ++stats.read;
+        ++next_;
+        stuck_seq_ = ~0ull;
+        continue;
+      }
+      s1 = s2;  // overwritten while copying
+    }
+    if (s1 > want) {  // a newer record already sits in the slot: ours was overwritten
+      wi = header_->write_index.load(std::memory_order_acquire);
+      const std::uint64_t resume = std::max(next_ + 1, wi > cap ? wi - cap : 0);
+      stats.lost += resume - next_;
+      next_ = resume;
+      stuck_seq_ = ~0ull;
+      continue;
+    }
+    // Not complete yet. Give its writer stuck_timeout_ns, then count it lost (writer died or was lapped).
+    if (stuck_seq_ != next_) {
+      stuck_seq_ = next_;
+      stuck_since_ns_ = now_ns;
+      break;
+    }
+    if (now_ns - stuck_since_ns_ < stuck_timeout_ns) break;
+    ++stats.lost;
+    ++next_;
+    stuck_seq_ = ~0ull;
+  }
+  return n;
+}
+
+std::vector<std::string> list_ring_files(const std::string& dir, std::string_view job) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  const std::string prefix = job.empty() ? std::string("greyhound.") : ring_file_name(job, "");
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0 || name.find(".tmp") != std::string::npos) continue;
+    const std::string path = dir + "/" + name;
+    if (!job.empty()) {
+      // The file name cannot tell job "a" with rank "b.3" from job "a.b": the header can.
+      auto r = RingReader::open(path, nullptr);
+      if (!r || r->job() != sanitize_job_name(job)) continue;
+    }
+    out.push_back(path);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace greyhound

@@ -1,0 +1,372 @@
+// The NCCL entry points libgreyhound.so interposes, with the exact signatures of nccl.h (2.28): each
+// forwards to the real function (resolved once with dlsym(RTLD_NEXT)), then appends one record.
+// Order per call: read the clock, call the real NCCL, record; errno and the real return code are handed
+// back untouched. Re-entrant calls (NCCL calling itself through its PLT) are forwarded unrecorded.
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "greyhound/ops.h"
+#include "group_id.h"
+#include "runtime.h"
+
+namespace gh = greyhound;
+namespace ghh = greyhound::hook;
+
+namespace {
+
+using gh::Op;
+using gh::RecordPayload;
+
+// The real `fn` (one of ours), resolved once (thread-safe static init); nullptr if NCCL is absent.
+#define GH_REAL(fn)                                                                            \
+  static const auto real = reinterpret_cast<decltype(&fn)>(                                    \
+      ghh::resolve_real(#fn, reinterpret_cast<void*>(&fn)))
+// A real NCCL function we do not interpose (no relocation against it: it may be absent at load time).
+#define GH_REAL_OTHER(var, fn) \
+  static const auto var = reinterpret_cast<decltype(&fn)>(ghh::resolve_real(#fn, nullptr))
+
+RecordPayload blank_record(std::uint64_t t0, ncclResult_t rc) {
+  RecordPayload p{};
+  p.t_ns = t0;
+  p.result = static_cast<std::int32_t>(rc);
+  p.tid = ghh::current_tid();
+  p.group_rank = -1;
+  p.group_size = -1;
+  p.peer = -1;
+  p.root = -1;
+  p.color = -1;
+  p.dtype = 0xff;
+  p.flags = ghh::t_group_depth > 0 ? gh::kRecordInGroup : 0;
+  return p;
+}
+
+// Calls `real(args...)` and, when recording, appends the record that `fill(p, rc)` completes. fill runs
+// after the call, so it may read out-parameters.
+template <typename Real, typename Fill, typename... Args>
+inline ncclResult_t traced(Real real, Fill&& fill, Args... args) {
+  if (real == nullptr) return ncclSystemError;
+  if (ghh::t_in_hook) return real(args...);
+  ghh::Runtime& rt = ghh::runtime();
+  int mode = rt.mode.load(std::memory_order_acquire);
+  if (mode == ghh::kUninit) mode = ghh::ensure_init();
+  if (mode != ghh::kRecording) return real(args...);
+
+  const std::uint64_t t0 = ghh::monotonic_ns();
+  ghh::t_in_hook = true;
+  const ncclResult_t rc = real(args...);
+  ghh::t_in_hook = false;
+  const int saved_errno = errno;
+  RecordPayload p = blank_record(t0, rc);
+  fill(p, rc);
+  rt.ring->append(p);
+  errno = saved_errno;
+  return rc;
+}
+
+// Rank and size of a communicator from the real NCCL; -1 while not yet known (non-blocking init).
+void query_rank_size(ncclComm_t comm, int* rank, int* size) {
+  GH_REAL_OTHER(count_fn, ncclCommCount);
+  GH_REAL_OTHER(rank_fn, ncclCommUserRank);
+  *rank = -1;
+  *size = -1;
+  if (comm == nullptr || count_fn == nullptr || rank_fn == nullptr) return;
+  int n = -1, r = -1;
+  if (count_fn(comm, &n) == ncclSuccess && rank_fn(comm, &r) == ncclSuccess) {
+    *rank = r;
+    *size = n;
+  }
+}
+
+inline void fill_group(RecordPayload& p, ncclComm_t comm) {
+  auto* e = ghh::runtime().groups.find(comm);
+  if (e == nullptr) return;
+  p.group_id = e->group_id.load(std::memory_order_relaxed);
+  p.group_rank = e->rank.load(std::memory_order_relaxed);
+  p.group_size = e->size.load(std::memory_order_relaxed);
+  if (p.group_size < 0) {  // rare: learn it once the communicator is ready
+    query_rank_size(comm, &p.group_rank, &p.group_size);
+    if (p.group_size > 0) {
+      e->rank.store(p.group_rank, std::memory_order_relaxed);
+      e->size.store(p.group_size, std::memory_order_relaxed);
+    }
+  }
+}
+
+inline void fill_data(RecordPayload& p, Op op, ncclComm_t comm, size_t count, ncclDataType_t dt,
+                      int peer, int root, cudaStream_t stream) {
+  p.op = static_cast<std::uint8_t>(op);
+  p.count = count;
+  p.dtype = static_cast<std::uint8_t>(dt);
+  p.bytes = count * gh::dtype_size(p.dtype);
+  p.peer = peer;
+  p.root = root;
+  p.stream = reinterpret_cast<std::uint64_t>(stream);
+  fill_group(p, comm);
+}
+
+// Registers a new communicator and fills the record of the call that made it.
+void register_comm(RecordPayload& p, Op op, ncclResult_t rc, ncclComm_t comm, std::uint64_t group_id,
+                   int rank, int size) {
+  p.op = static_cast<std::uint8_t>(op);
+  p.group_id = group_id;
+  p.group_rank = rank;
+  p.group_size = size;
+  if ((rc != ncclSuccess && rc != ncclInProgress) || comm == nullptr) return;
+  if (!ghh::runtime().groups.insert(comm, group_id, rank, size)) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      ghh::log_line(gh::LogLevel::kWarn, "more than %zu live communicators: new ones get group id 0",
+                    ghh::GroupTable::kCapacity);
+    }
+  }
+}
+
+void fill_lifecycle_end(RecordPayload& p, Op op, ncclComm_t comm) {
+  p.op = static_cast<std::uint8_t>(op);
+  fill_group(p, comm);
+}
+
+}  // namespace
+
+// Built with -fvisibility=hidden; the entry points themselves are public (the version script exports
+// nccl* and hides the rest).
+#pragma GCC visibility push(default)
+extern "C" {
+
+// ---- collectives ----------------------------------------------------------------------------------------
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  GH_REAL(ncclAllReduce);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kAllReduce, comm, count, datatype, -1, -1, stream);
+  }, sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  GH_REAL(ncclAllGather);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kAllGather, comm, sendcount, datatype, -1, -1, stream);
+  }, sendbuff, recvbuff, sendcount, datatype, comm, stream);
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+  GH_REAL(ncclReduceScatter);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kReduceScatter, comm, recvcount, datatype, -1, -1, stream);
+  }, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+}
+
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           int root, ncclComm_t comm, cudaStream_t stream) {
+  GH_REAL(ncclBroadcast);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kBroadcast, comm, count, datatype, -1, root, stream);
+  }, sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+  GH_REAL(ncclBcast);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kBcast, comm, count, datatype, -1, root, stream);
+  }, buff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  GH_REAL(ncclReduce);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kReduce, comm, count, datatype, -1, root, stream);
+  }, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                          ncclComm_t comm, cudaStream_t stream) {
+  GH_REAL(ncclAlltoAll);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kAlltoAll, comm, count, datatype, -1, -1, stream);
+  }, sendbuff, recvbuff, count, datatype, comm, stream);
+}
+
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  GH_REAL(ncclGather);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kGather, comm, count, datatype, -1, root, stream);
+  }, sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                         int root, ncclComm_t comm, cudaStream_t stream) {
+  GH_REAL(ncclScatter);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kScatter, comm, count, datatype, -1, root, stream);
+  }, sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+// ---- point to point -------------------------------------------------------------------------------------
+
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  GH_REAL(ncclSend);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kSend, comm, count, datatype, peer, -1, stream);
+  }, sendbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  GH_REAL(ncclRecv);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_data(p, Op::kRecv, comm, count, datatype, peer, -1, stream);
+  }, recvbuff, count, datatype, peer, comm, stream);
+}
+
+// ---- groups ---------------------------------------------------------------------------------------------
+
+ncclResult_t ncclGroupStart() {
+  GH_REAL(ncclGroupStart);
+  const ncclResult_t rc = traced(real, [&](RecordPayload& p, ncclResult_t) {
+    p.op = static_cast<std::uint8_t>(Op::kGroupStart);
+  });
+  if (rc == ncclSuccess && !ghh::t_in_hook) ++ghh::t_group_depth;
+  return rc;
+}
+
+ncclResult_t ncclGroupEnd() {
+  GH_REAL(ncclGroupEnd);
+  if (!ghh::t_in_hook && ghh::t_group_depth > 0) --ghh::t_group_depth;  // the end itself is outside
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    p.op = static_cast<std::uint8_t>(Op::kGroupEnd);
+  });
+}
+
+// ---- communicator lifecycle -----------------------------------------------------------------------------
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  GH_REAL(ncclGetUniqueId);
+  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+    p.op = static_cast<std::uint8_t>(Op::kGetUniqueId);
+    if (rc == ncclSuccess && uniqueId != nullptr) {
+      p.group_id = ghh::group_id_from_unique_id(uniqueId->internal, sizeof uniqueId->internal);
+    }
+  }, uniqueId);
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  GH_REAL(ncclCommInitRank);
+  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+    register_comm(p, Op::kCommInitRank, rc, comm ? *comm : nullptr,
+                  ghh::group_id_from_unique_id(commId.internal, sizeof commId.internal), rank, nranks);
+  }, comm, nranks, commId, rank);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+  GH_REAL(ncclCommInitRankConfig);
+  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+    register_comm(p, Op::kCommInitRankConfig, rc, comm ? *comm : nullptr,
+                  ghh::group_id_from_unique_id(commId.internal, sizeof commId.internal), rank, nranks);
+  }, comm, nranks, commId, rank, config);
+}
+
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+  GH_REAL(ncclCommInitRankScalable);
+  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+    std::uint64_t gid = 0;
+    if (commIds != nullptr && nId > 0) {
+      gid = ghh::group_id_from_unique_id(commIds, sizeof(ncclUniqueId) * static_cast<std::size_t>(nId));
+    }
+    register_comm(p, Op::kCommInitRankScalable, rc, newcomm ? *newcomm : nullptr, gid, myrank, nranks);
+  }, newcomm, nranks, myrank, nId, commIds, config);
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
+  GH_REAL(ncclCommInitAll);
+  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+    // One process owns every member: any id unique to this call works.
+    static std::atomic<std::uint32_t> calls{0};
+    const std::uint64_t salt[3] = {static_cast<std::uint64_t>(getpid()), calls.fetch_add(1), p.t_ns};
+    const std::uint64_t gid = ghh::group_id_from_unique_id(salt, sizeof salt);
+    for (int i = 0; comm != nullptr && i < ndev; ++i) {
+      RecordPayload member = p;
+      register_comm(member, Op::kCommInitAll, rc, comm[i], gid, i, ndev);
+    }
+    p.op = static_cast<std::uint8_t>(Op::kCommInitAll);
+    p.group_id = gid;
+    p.group_rank = 0;
+    p.group_size = ndev;
+  }, comm, ndev, devlist);
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  GH_REAL(ncclCommSplit);
+  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+    auto* parent = ghh::runtime().groups.find(comm);
+    const std::uint64_t parent_id = parent ? parent->group_id.load(std::memory_order_relaxed) : 0;
+    const std::uint32_t index = parent ? parent->splits.fetch_add(1, std::memory_order_relaxed) : 0;
+    p.aux = parent_id;
+    p.color = color;
+    ncclComm_t child = newcomm ? *newcomm : nullptr;
+    if (color == NCCL_SPLIT_NOCOLOR || child == nullptr || parent_id == 0) {
+      p.op = static_cast<std::uint8_t>(Op::kCommSplit);
+      return;
+    }
+    int r = -1, n = -1;
+    query_rank_size(child, &r, &n);
+    register_comm(p, Op::kCommSplit, rc, child, ghh::group_id_from_split(parent_id, index, color), r, n);
+  }, comm, color, key, newcomm, config);
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  GH_REAL(ncclCommShrink);
+  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+    auto* parent = ghh::runtime().groups.find(comm);
+    const std::uint64_t parent_id = parent ? parent->group_id.load(std::memory_order_relaxed) : 0;
+    const std::uint32_t index = parent ? parent->splits.fetch_add(1, std::memory_order_relaxed) : 0;
+    p.aux = parent_id;
+    ncclComm_t child = newcomm ? *newcomm : nullptr;
+    if (child == nullptr || parent_id == 0) {
+      p.op = static_cast<std::uint8_t>(Op::kCommShrink);
+      return;
+    }
+    int r = -1, n = -1;
+    query_rank_size(child, &r, &n);
+    register_comm(p, Op::kCommShrink, rc, child,
+                  ghh::group_id_from_shrink(parent_id, index, excludeRanksList, excludeRanksCount), r, n);
+  }, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  GH_REAL(ncclCommFinalize);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) { fill_lifecycle_end(p, Op::kCommFinalize, comm); },
+                comm);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  GH_REAL(ncclCommDestroy);
+  // The group is looked up by the pointer value (never dereferenced) and then forgotten.
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_lifecycle_end(p, Op::kCommDestroy, comm);
+    ghh::runtime().groups.erase(comm);
+  }, comm);
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  GH_REAL(ncclCommAbort);
+  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+    fill_lifecycle_end(p, Op::kCommAbort, comm);
+    ghh::runtime().groups.erase(comm);
+  }, comm);
+}
+
+}  // extern "C"
+#pragma GCC visibility pop

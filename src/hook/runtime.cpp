@@ -1,0 +1,137 @@
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace greyhound::hook {
+
+GH_TLS bool t_in_hook = false;
+GH_TLS int t_group_depth = 0;
+GH_TLS std::uint32_t t_tid = 0;
+
+namespace {
+
+Runtime g_runtime;
+std::atomic<bool> g_forked_child{false};
+std::atomic<bool> g_atfork_registered{false};
+
+void atfork_child() {
+  // The child is a new process: it must not write into its parent's ring nor use its communicators.
+  Runtime& r = g_runtime;
+  r.ring = nullptr;  // the parent's mapping stays mapped in the child, unused
+  r.groups.clear_after_fork();
+  t_in_hook = false;
+  t_group_depth = 0;
+  t_tid = 0;
+  g_forked_child.store(true, std::memory_order_relaxed);
+  r.mode.store(kUninit, std::memory_order_release);
+}
+
+std::string rank_tag(const EnvConfig& cfg) {
+  return cfg.rank >= 0 ? std::to_string(cfg.rank) : "p" + std::to_string(getpid());
+}
+
+// The ring file name for this process. A live other process holding the plain name (two processes claim
+// one rank) or a forked child gets a pid suffix, so no ring is ever shared by two writers' processes.
+std::string choose_ring_name(const EnvConfig& cfg) {
+  const std::string plain = ring_file_name(cfg.job, rank_tag(cfg));
+  if (g_forked_child.load(std::memory_order_relaxed)) {
+    return plain + ".p" + std::to_string(getpid());
+  }
+  std::string err;
+  if (auto existing = RingReader::open(cfg.shm_dir + "/" + plain, &err)) {
+    if (existing->header().pid != getpid() && existing->writer_alive()) {
+      return plain + ".p" + std::to_string(getpid());
+    }
+  }
+  return plain;
+}
+
+}  // namespace
+
+Runtime& runtime() noexcept { return g_runtime; }
+
+std::uint32_t current_tid() noexcept {
+  if (t_tid == 0) t_tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+void log_line(LogLevel level, const char* fmt, ...) noexcept {
+  if (level < g_runtime.log_level || g_runtime.log_level == LogLevel::kOff) return;
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf, "greyhound[%d]: ", static_cast<int>(getpid()));
+  va_list ap;
+  va_start(ap, fmt);
+  const int m = std::vsnprintf(buf + n, sizeof buf - static_cast<std::size_t>(n) - 1, fmt, ap);
+  va_end(ap);
+  n = std::min<int>(n + std::max(m, 0), static_cast<int>(sizeof buf) - 2);
+  buf[n++] = '\n';
+  const int saved = errno;
+  ssize_t ignored = ::write(STDERR_FILENO, buf, static_cast<std::size_t>(n));
+  (void)ignored;
+  errno = saved;
+}
+
+void* resolve_real(const char* name, void* self) noexcept {
+  const int saved = errno;
+  void* fn = dlsym(RTLD_NEXT, name);
+  if (fn == self) fn = nullptr;  // we were loaded after NCCL, not before it
+  if (fn == nullptr) {
+    log_line(LogLevel::kError, "%s: the real NCCL function is not loaded in this process (%s)", name,
+             "is libnccl.so.2 linked by the job?");
+  }
+  errno = saved;
+  return fn;
+}
+
+int ensure_init() noexcept {
+  Runtime& r = g_runtime;
+  int mode = r.mode.load(std::memory_order_acquire);
+  if (mode != kUninit) return mode;
+  int expected = kUninit;
+  if (!r.mode.compare_exchange_strong(expected, kInitialising, std::memory_order_acq_rel)) {
+    return expected;  // another thread initialises; this call passes through
+  }
+  const int saved_errno = errno;
+  if (!g_atfork_registered.exchange(true)) pthread_atfork(nullptr, nullptr, &atfork_child);
+
+  int result = kPassThrough;
+  try {
+    EnvConfig cfg = read_env_config();
+    r.log_level = cfg.log_level;
+    for (const auto& w : cfg.warnings) log_line(LogLevel::kWarn, "%s", w.c_str());
+    if (cfg.disable) {
+      log_line(LogLevel::kInfo, "GREYHOUND_DISABLE is set: pass-through");
+    } else {
+      std::string err;
+      const std::string name = choose_ring_name(cfg);
+      RingIdentity id{cfg.job, cfg.rank, cfg.local_rank};
+      auto writer = RingWriter::create(cfg.shm_dir, name, cfg.ring_records, id, &err);
+      if (writer) {
+        r.ring = writer.release();  // lives for the process
+        log_line(LogLevel::kInfo, "recording NCCL calls into %s", r.ring->path().c_str());
+        result = kRecording;
+      } else {
+        log_line(LogLevel::kWarn, "cannot create the record ring (%s): NCCL calls pass through unrecorded",
+                 err.c_str());
+      }
+    }
+  } catch (...) {
+    log_line(LogLevel::kWarn, "initialisation failed: NCCL calls pass through unrecorded");
+    result = kPassThrough;
+  }
+  r.mode.store(result, std::memory_order_release);
+  errno = saved_errno;
+  return result;
+}
+
+}  // namespace greyhound::hook
