@@ -20,7 +20,7 @@ int cmd_dump(const Argv& argv) {
   const std::string job = args.str("job");
   const std::string dir = args.str("shm-dir", env.shm_dir);
   const bool one_rank = args.has("rank");
-  const std::int64_t want_rank = args.integer_in("rank", -1, 0, 1 << 30);
+  const std::int64_t want_rank = one_rank ? args.integer_in("rank", 0, 0, 1 << 30) : -1;
 
   struct Ring {
     int rank;

@@ -12,8 +12,8 @@ std::string group_id_hex(std::uint64_t id) {
   return buf;
 }
 
-nlohmann::json record_to_json(const RecordPayload& p, int rank) {
-  nlohmann::json j;
+nlohmann::ordered_json record_to_json(const RecordPayload& p, int rank) {
+  nlohmann::ordered_json j;
   j["rank"] = rank;
   j["seq"] = p.seq;
   j["t_ns"] = p.t_ns;

@@ -15,6 +15,6 @@
 namespace greyhound {
 
 std::string group_id_hex(std::uint64_t id);
-nlohmann::json record_to_json(const RecordPayload& p, int rank);
+nlohmann::ordered_json record_to_json(const RecordPayload& p, int rank);
 
 }  // namespace greyhound

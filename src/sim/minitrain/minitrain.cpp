@@ -1,0 +1,459 @@
+// greyhound-minitrain: a small TP x DP x PP training job that issues Megatron-LM's NCCL call pattern:
+//  - TP: an AllReduce after every layer's partial product, in forward and in backward (row-parallel layers);
+//  - PP: Send/Recv of activations and gradients per micro-batch under a 1F1B schedule, the steady-state
+//    pairs fused in ncclGroupStart/End as Megatron's batched p2p does;
+//  - DP: one gradient AllReduce per iteration (or ReduceScatter + AllGather with --dp-sync rs-ag, the
+//    distributed optimizer), plus the DP AllReduce of the loss on the last stage.
+// It is written against the real NCCL / CUDA runtime / cuBLAS APIs and computes a real (linear) model, so
+// the same source builds for a GPU; on CPU it runs on greyhound's stand-ins (build/lib/sim).
+//
+// Ranks are processes started by a launcher with RANK, WORLD_SIZE and LOCAL_RANK set; rank 0 publishes the
+// world's ncclUniqueId in the rendezvous directory. Global rank = tp + TP * (dp + DP * pp) (Megatron order).
+// One line per iteration on stdout:
+//   iter <i> t_s <job seconds at the end> iter_ms <ms> loss <loss> checksum <hash of this rank's weights>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/args.h"
+#include "sim/pipeline_schedule.h"
+
+namespace {
+
+using greyhound::sim::PipeAction;
+using greyhound::sim::PipeStep;
+
+int g_rank = 0;
+
+[[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void die(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stderr, "greyhound-minitrain rank %d: ", g_rank);
+  std::vfprintf(stderr, fmt, ap);
+  std::fputc('\n', stderr);
+  va_end(ap);
+  std::exit(1);
+}
+
+#define CUDA_CHECK(expr)                                                                     \
+  do {                                                                                       \
+    const cudaError_t e_ = (expr);                                                           \
+    if (e_ != cudaSuccess) die("%s failed: %s", #expr, cudaGetErrorString(e_));              \
+  } while (0)
+#define CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                       \
+    const cublasStatus_t s_ = (expr);                                                        \
+    if (s_ != CUBLAS_STATUS_SUCCESS) die("%s failed: cuBLAS status %d", #expr, static_cast<int>(s_)); \
+  } while (0)
+
+std::uint64_t mono_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+std::uint64_t splitmix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Deterministic values in [-1, 1) from a seed.
+void fill_uniform(std::vector<float>& v, std::uint64_t seed) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = static_cast<float>(static_cast<double>(splitmix(seed ^ (i * 0x632be59bd9b4e019ull)) >> 11) * 0x1.0p-52 - 1.0);
+  }
+}
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') die("%s is not set (start ranks with greyhound-simcluster or a launcher)", name);
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0) die("%s='%s' is not a non-negative integer", name, v);
+  return static_cast<int>(x);
+}
+
+// Every NCCL call the job makes goes through here, so that --call-log can list them in issue order.
+class Nccl {
+ public:
+  explicit Nccl(const std::string& log_path) {
+    if (!log_path.empty()) {
+      log_ = std::fopen(log_path.c_str(), "w");
+      if (log_ == nullptr) die("cannot write --call-log %s", log_path.c_str());
+      std::fprintf(log_, "op,comm,count,dtype,peer,root\n");
+    }
+  }
+  ~Nccl() {
+    if (log_ != nullptr) std::fclose(log_);
+  }
+
+  void check(ncclResult_t rc, const char* what, ncclComm_t comm) {
+    if (rc != ncclSuccess) die("%s failed: %s (%s)", what, ncclGetErrorString(rc), ncclGetLastError(comm));
+  }
+  void log(const char* op, const char* comm, std::size_t count, int dtype, int peer, int root) {
+    if (log_ != nullptr) std::fprintf(log_, "%s,%s,%zu,%d,%d,%d\n", op, comm, count, dtype, peer, root);
+  }
+
+  void all_reduce(const char* name, ncclComm_t comm, float* buf, std::size_t count, ncclRedOp_t op, cudaStream_t s) {
+    log("AllReduce", name, count, ncclFloat32, -1, -1);
+    check(ncclAllReduce(buf, buf, count, ncclFloat32, op, comm, s), "ncclAllReduce", comm);
+  }
+  void reduce_scatter(const char* name, ncclComm_t comm, const float* in, float* out, std::size_t recvcount,
+                      cudaStream_t s) {
+    log("ReduceScatter", name, recvcount, ncclFloat32, -1, -1);
+    check(ncclReduceScatter(in, out, recvcount, ncclFloat32, ncclSum, comm, s), "ncclReduceScatter", comm);
+  }
+  void all_gather(const char* name, ncclComm_t comm, const float* in, float* out, std::size_t sendcount,
+                  cudaStream_t s) {
+    log("AllGather", name, sendcount, ncclFloat32, -1, -1);
+    check(ncclAllGather(in, out, sendcount, ncclFloat32, comm, s), "ncclAllGather", comm);
+  }
+  void send(const char* name, ncclComm_t comm, const float* buf, std::size_t count, int peer, cudaStream_t s) {
+    log("Send", name, count, ncclFloat32, peer, -1);
+    check(ncclSend(buf, count, ncclFloat32, peer, comm, s), "ncclSend", comm);
+  }
+  void recv(const char* name, ncclComm_t comm, float* buf, std::size_t count, int peer, cudaStream_t s) {
+    log("Recv", name, count, ncclFloat32, peer, -1);
+    check(ncclRecv(buf, count, ncclFloat32, peer, comm, s), "ncclRecv", comm);
+  }
+  void group_start() {
+    log("GroupStart", "", 0, -1, -1, -1);
+    check(ncclGroupStart(), "ncclGroupStart", nullptr);
+  }
+  void group_end() {
+    log("GroupEnd", "", 0, -1, -1, -1);
+    check(ncclGroupEnd(), "ncclGroupEnd", nullptr);
+  }
+  void unique_id(ncclUniqueId* id) {
+    log("GetUniqueId", "", 0, -1, -1, -1);
+    check(ncclGetUniqueId(id), "ncclGetUniqueId", nullptr);
+  }
+  ncclComm_t init_rank(const char* name, int nranks, const ncclUniqueId& id, int rank) {
+    log("CommInitRank", name, 0, -1, -1, -1);
+    ncclComm_t c = nullptr;
+    check(ncclCommInitRank(&c, nranks, id, rank), "ncclCommInitRank", nullptr);
+    return c;
+  }
+  ncclComm_t split(const char* name, ncclComm_t parent, int color, int key) {
+    log("CommSplit", name, 0, -1, -1, -1);
+    ncclComm_t c = nullptr;
+    check(ncclCommSplit(parent, color, key, &c, nullptr), "ncclCommSplit", parent);
+    return c;
+  }
+  void destroy(const char* name, ncclComm_t comm) {
+    log("CommDestroy", name, 0, -1, -1, -1);
+    check(ncclCommDestroy(comm), "ncclCommDestroy", nullptr);
+  }
+
+ private:
+  std::FILE* log_ = nullptr;
+};
+
+// Unique ids travel through files: the owner writes <dir>/<name>.id atomically, the others wait for it.
+ncclUniqueId exchange_id(Nccl& nccl, const std::string& dir, const std::string& name, bool owner) {
+  const std::string path = dir + "/" + name + ".id";
+  ncclUniqueId id{};
+  if (owner) {
+    nccl.unique_id(&id);
+    const std::string tmp = path + ".tmp" + std::to_string(getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(id.internal, sizeof id.internal);
+      if (!out) die("cannot write %s", tmp.c_str());
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) die("cannot rename %s: %s", tmp.c_str(), std::strerror(errno));
+    return id;
+  }
+  const std::uint64_t deadline = mono_ns() + 300'000'000'000ull;
+  for (;;) {
+    std::ifstream in(path, std::ios::binary);
+    if (in && in.read(id.internal, sizeof id.internal)) return id;
+    if (mono_ns() > deadline) die("no unique id appeared at %s within 300 s", path.c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+struct Layout {
+  int tp, dp, pp, T, D, P;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> argvv(argv + 1, argv + argc);
+  greyhound::Args args({}, {}, {});
+  try {
+    args = greyhound::Args(argvv,
+                           {"tp", "dp", "pp", "microbatches", "iterations", "duration-s", "hidden", "rows", "layers",
+                            "rdzv", "group-init", "dp-sync", "seed", "call-log", "lr"},
+                           {"help"});
+  } catch (const greyhound::ArgError& e) {
+    std::fprintf(stderr, "greyhound-minitrain: %s\n", e.what());
+    return 2;
+  }
+  if (args.flag("help")) {
+    std::printf(
+        "usage: greyhound-minitrain --tp T --dp D --pp P --microbatches M (--iterations N | --duration-s S)\n"
+        "         --rdzv DIR [--hidden H] [--rows B] [--layers L] [--group-init split|uniqueid]\n"
+        "         [--dp-sync allreduce|rs-ag] [--seed N] [--lr X] [--call-log FILE]\n"
+        "env: RANK, WORLD_SIZE, LOCAL_RANK (set by the launcher)\n");
+    return 0;
+  }
+  int T = 0, D = 0, P = 0, M = 0, H = 0, B = 0, L = 0;
+  std::int64_t iterations = 0;
+  double duration_s = 0, lr = 0;
+  std::string rdzv, group_init, dp_sync, call_log;
+  std::uint64_t seed = 0;
+  try {
+    T = static_cast<int>(args.integer_in("tp", 1, 1, 1024));
+    D = static_cast<int>(args.integer_in("dp", 1, 1, 1 << 20));
+    P = static_cast<int>(args.integer_in("pp", 1, 1, 1024));
+    M = static_cast<int>(args.integer_in("microbatches", 4, 1, 1 << 16));
+    H = static_cast<int>(args.integer_in("hidden", 64, 1, 1 << 14));
+    B = static_cast<int>(args.integer_in("rows", 32, 1, 1 << 16));
+    L = static_cast<int>(args.integer_in("layers", 2, 1, 1024));
+    iterations = args.integer_in("iterations", 0, 0, 1 << 30);
+    duration_s = args.number("duration-s", 0.0);
+    lr = args.number("lr", 1e-3);
+    seed = static_cast<std::uint64_t>(args.integer("seed", 1));
+    rdzv = args.str("rdzv");
+    group_init = args.str("group-init", "split");
+    dp_sync = args.str("dp-sync", "allreduce");
+    call_log = args.str("call-log", "");
+    if ((iterations > 0) == (duration_s > 0)) throw greyhound::ArgError("give exactly one of --iterations, --duration-s");
+    if (group_init != "split" && group_init != "uniqueid") throw greyhound::ArgError("--group-init: split or uniqueid");
+    if (dp_sync != "allreduce" && dp_sync != "rs-ag") throw greyhound::ArgError("--dp-sync: allreduce or rs-ag");
+    if (dp_sync == "rs-ag" && (static_cast<std::int64_t>(L) * H * H) % D != 0) {
+      throw greyhound::ArgError("--dp-sync rs-ag needs layers*hidden*hidden divisible by --dp");
+    }
+  } catch (const greyhound::ArgError& e) {
+    std::fprintf(stderr, "greyhound-minitrain: %s\n", e.what());
+    return 2;
+  }
+
+  g_rank = env_int("RANK");
+  const int world = env_int("WORLD_SIZE");
+  const int local_rank = env_int("LOCAL_RANK");
+  if (world != T * D * P) die("WORLD_SIZE=%d but --tp %d x --dp %d x --pp %d = %d", world, T, D, P, T * D * P);
+  if (g_rank >= world) die("RANK=%d outside WORLD_SIZE=%d", g_rank, world);
+  const Layout lay{g_rank % T, (g_rank / T) % D, g_rank / (T * D), T, D, P};
+  const bool first_stage = lay.pp == 0;
+  const bool last_stage = lay.pp == P - 1;
+
+  int ndev = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&ndev));
+  if (ndev < 1) die("no CUDA device");
+  CUDA_CHECK(cudaSetDevice(local_rank % ndev));
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cublasHandle_t blas = nullptr;
+  CUBLAS_CHECK(cublasCreate(&blas));
+  CUBLAS_CHECK(cublasSetStream(blas, stream));
+
+  // ---- communicators ----
+  Nccl nccl(call_log);
+  const ncclUniqueId world_id = exchange_id(nccl, rdzv, "world", g_rank == 0);
+  ncclComm_t world_comm = nccl.init_rank("world", world, world_id, g_rank);
+  ncclComm_t tp_comm = nullptr, dp_comm = nullptr, pp_comm = nullptr;
+  const int tp_color = lay.pp * D + lay.dp, dp_color = lay.pp * T + lay.tp, pp_color = lay.dp * T + lay.tp;
+  if (group_init == "split") {
+    tp_comm = nccl.split("tp", world_comm, tp_color, g_rank);
+    dp_comm = nccl.split("dp", world_comm, dp_color, g_rank);
+    pp_comm = nccl.split("pp", world_comm, pp_color, g_rank);
+  } else {
+    tp_comm = nccl.init_rank("tp", T, exchange_id(nccl, rdzv, "tp-" + std::to_string(tp_color), lay.tp == 0), lay.tp);
+    dp_comm = nccl.init_rank("dp", D, exchange_id(nccl, rdzv, "dp-" + std::to_string(dp_color), lay.dp == 0), lay.dp);
+    pp_comm = nccl.init_rank("pp", P, exchange_id(nccl, rdzv, "pp-" + std::to_string(pp_color), lay.pp == 0), lay.pp);
+  }
+
+  // ---- model state (column-major H x H weights, H x B activations) ----
+  const std::size_t hh = static_cast<std::size_t>(H) * H;
+  const std::size_t hb = static_cast<std::size_t>(H) * B;
+  const std::size_t nparams = static_cast<std::size_t>(L) * hh;
+  float *W = nullptr, *G = nullptr, *act = nullptr, *dy = nullptr, *dx = nullptr, *target = nullptr, *loss_buf = nullptr;
+  float* shard = nullptr;
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&W), nparams * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&G), nparams * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&act), static_cast<std::size_t>(M) * (L + 1) * hb * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dy), hb * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dx), hb * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&target), hb * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&loss_buf), sizeof(float)));
+  if (dp_sync == "rs-ag") CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&shard), nparams / D * sizeof(float)));
+  {
+    // W_l = (I + 0.05 U) / T on every TP shard, so the sum over shards stays near the identity.
+    std::vector<float> w(nparams), noise(hh);
+    for (int l = 0; l < L; ++l) {
+      fill_uniform(noise, splitmix(seed * 1000003 + static_cast<std::uint64_t>(lay.pp * L + l) * 131 + lay.tp));
+      for (std::size_t i = 0; i < hh; ++i) {
+        const bool diag = (i % static_cast<std::size_t>(H)) == (i / static_cast<std::size_t>(H));
+        w[static_cast<std::size_t>(l) * hh + i] = ((diag ? 1.0f : 0.0f) + 0.05f * noise[i]) / static_cast<float>(T);
+      }
+    }
+    CUDA_CHECK(cudaMemcpy(W, w.data(), nparams * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  auto act_at = [&](int mb, int l) { return act + (static_cast<std::size_t>(mb) * (L + 1) + l) * hb; };
+  std::vector<float> host_batch(hb);
+  const float one = 1.0f, zero = 0.0f, minus_one = -1.0f;
+
+  auto load_batch = [&](float* dst, std::uint64_t iter, int mb, std::uint64_t salt) {
+    fill_uniform(host_batch, splitmix(seed ^ (iter * 0x9e37ull) ^ (static_cast<std::uint64_t>(mb) << 20) ^
+                                      (static_cast<std::uint64_t>(lay.dp) << 40) ^ salt));
+    CUDA_CHECK(cudaMemcpyAsync(dst, host_batch.data(), hb * sizeof(float), cudaMemcpyHostToDevice, stream));
+  };
+
+  double iter_loss = 0;
+  auto forward = [&](std::uint64_t iter, int mb) {
+    if (first_stage) load_batch(act_at(mb, 0), iter, mb, 0x1);
+    for (int l = 0; l < L; ++l) {
+      CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, &one, W + static_cast<std::size_t>(l) * hh, H,
+                               act_at(mb, l), H, &zero, act_at(mb, l + 1), H));
+      if (T > 1) nccl.all_reduce("tp", tp_comm, act_at(mb, l + 1), hb, ncclSum, stream);
+    }
+  };
+  // Leaves the gradient of the stage input in `dy`.
+  auto backward = [&](std::uint64_t iter, int mb) {
+    if (last_stage) {
+      load_batch(target, iter, mb, 0x2);
+      CUDA_CHECK(cudaMemcpyAsync(dy, act_at(mb, L), hb * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      CUBLAS_CHECK(cublasSaxpy(blas, static_cast<int>(hb), &minus_one, target, 1, dy, 1));
+      float sq = 0;
+      CUBLAS_CHECK(cublasSdot(blas, static_cast<int>(hb), dy, 1, dy, 1, &sq));
+      iter_loss += 0.5 * sq / (static_cast<double>(B) * M);
+      const float scale = 1.0f / (static_cast<float>(B) * static_cast<float>(M));
+      CUBLAS_CHECK(cublasSscal(blas, static_cast<int>(hb), &scale, dy, 1));
+    }
+    for (int l = L - 1; l >= 0; --l) {
+      float* Wl = W + static_cast<std::size_t>(l) * hh;
+      CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, H, H, B, &one, dy, H, act_at(mb, l), H, &one,
+                               G + static_cast<std::size_t>(l) * hh, H));
+      CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, H, B, H, &one, Wl, H, dy, H, &zero, dx, H));
+      if (T > 1) nccl.all_reduce("tp", tp_comm, dx, hb, ncclSum, stream);
+      std::swap(dy, dx);
+    }
+  };
+
+  const std::vector<PipeStep> steps = greyhound::sim::one_f_one_b(lay.pp, P, M);
+  const int prev = lay.pp - 1, next = lay.pp + 1;
+  std::uint64_t epoch_ns = mono_ns();
+  if (const char* e = std::getenv("GREYHOUND_SIM_EPOCH_NS"); e != nullptr && *e != '\0') {
+    epoch_ns = std::strtoull(e, nullptr, 10);
+  }
+  const std::uint64_t run_start = mono_ns();
+  std::vector<float> host_w(nparams);
+  int stop = 0;
+
+  for (std::uint64_t iter = 0; stop == 0; ++iter) {
+    const std::uint64_t t0 = mono_ns();
+    iter_loss = 0;
+    CUDA_CHECK(cudaMemsetAsync(G, 0, nparams * sizeof(float), stream));
+    for (const PipeStep& s : steps) {
+      switch (s.action) {
+        case PipeAction::kRecvForward:
+          nccl.recv("pp", pp_comm, act_at(s.mb, 0), hb, prev, stream);
+          break;
+        case PipeAction::kForward:
+          forward(iter, s.mb);
+          break;
+        case PipeAction::kSendForward:
+          nccl.send("pp", pp_comm, act_at(s.mb, L), hb, next, stream);
+          break;
+        case PipeAction::kSendForwardRecvBackward:
+          nccl.group_start();
+          nccl.send("pp", pp_comm, act_at(s.mb, L), hb, next, stream);
+          nccl.recv("pp", pp_comm, dy, hb, next, stream);
+          nccl.group_end();
+          break;
+        case PipeAction::kBackward:
+          backward(iter, s.mb);
+          break;
+        case PipeAction::kSendBackward:
+          nccl.send("pp", pp_comm, dy, hb, prev, stream);
+          break;
+        case PipeAction::kSendBackwardRecvForward:
+          nccl.group_start();
+          nccl.send("pp", pp_comm, dy, hb, prev, stream);
+          nccl.recv("pp", pp_comm, act_at(s.mb2, 0), hb, prev, stream);
+          nccl.group_end();
+          break;
+        case PipeAction::kRecvBackward:
+          nccl.recv("pp", pp_comm, dy, hb, next, stream);
+          break;
+      }
+    }
+    // Data-parallel gradient synchronisation and the optimizer step (SGD, averaged over DP).
+    const float step = -static_cast<float>(lr) / static_cast<float>(D);
+    if (dp_sync == "allreduce") {
+      if (D > 1) nccl.all_reduce("dp", dp_comm, G, nparams, ncclSum, stream);
+      CUBLAS_CHECK(cublasSaxpy(blas, static_cast<int>(nparams), &step, G, 1, W, 1));
+    } else {
+      const std::size_t part = nparams / D;
+      float* my_w = W + static_cast<std::size_t>(lay.dp) * part;
+      nccl.reduce_scatter("dp", dp_comm, G, shard, part, stream);
+      CUBLAS_CHECK(cublasSaxpy(blas, static_cast<int>(part), &step, shard, 1, my_w, 1));
+      CUDA_CHECK(cudaMemcpyAsync(shard, my_w, part * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      nccl.all_gather("dp", dp_comm, shard, W, part, stream);
+    }
+    if (last_stage && D > 1) {
+      float l = static_cast<float>(iter_loss);
+      CUDA_CHECK(cudaMemcpyAsync(loss_buf, &l, sizeof l, cudaMemcpyHostToDevice, stream));
+      nccl.all_reduce("dp", dp_comm, loss_buf, 1, ncclSum, stream);
+      CUDA_CHECK(cudaMemcpyAsync(&l, loss_buf, sizeof l, cudaMemcpyDeviceToHost, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      iter_loss = l / D;
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::uint64_t t1 = mono_ns();
+
+    CUDA_CHECK(cudaMemcpy(host_w.data(), W, nparams * sizeof(float), cudaMemcpyDeviceToHost));
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (float f : host_w) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, sizeof bits);
+      h = (h ^ bits) * 0x100000001b3ull;
+    }
+    std::printf("iter %" PRIu64 " t_s %.6f iter_ms %.3f loss %.6g checksum %016" PRIx64 "\n", iter,
+                static_cast<double>(t1 - epoch_ns) * 1e-9, static_cast<double>(t1 - t0) * 1e-6, iter_loss, h);
+    std::fflush(stdout);
+
+    if (iterations > 0) {
+      stop = static_cast<std::int64_t>(iter) + 1 >= iterations;
+    } else {
+      // Every rank must stop after the same iteration: rank 0's clock decides, the world agrees.
+      int flag = g_rank == 0 && static_cast<double>(mono_ns() - run_start) * 1e-9 >= duration_s;
+      float f = static_cast<float>(flag);
+      CUDA_CHECK(cudaMemcpyAsync(loss_buf, &f, sizeof f, cudaMemcpyHostToDevice, stream));
+      nccl.all_reduce("world", world_comm, loss_buf, 1, ncclMax, stream);
+      CUDA_CHECK(cudaMemcpyAsync(&f, loss_buf, sizeof f, cudaMemcpyDeviceToHost, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      stop = f > 0.5f;
+    }
+  }
+
+  nccl.destroy("pp", pp_comm);
+  nccl.destroy("dp", dp_comm);
+  nccl.destroy("tp", tp_comm);
+  nccl.destroy("world", world_comm);
+  cublasDestroy(blas);
+  cudaStreamDestroy(stream);
+  for (float* p : {W, G, act, dy, dx, target, loss_buf, shard}) cudaFree(p);
+  return 0;
+}

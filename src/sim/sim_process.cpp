@@ -1,0 +1,129 @@
+#include "sim/sim_process.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace greyhound::sim {
+namespace {
+
+int env_int(const char* name, int def, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return def;
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v, &end, 10);
+  if (errno != 0 || *end != '\0' || x < lo || x > hi) {
+    throw std::runtime_error(std::string(name) + "='" + v + "': must be an integer in [" + std::to_string(lo) +
+                             ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int>(x);
+}
+
+SimProcess load() {
+  SimProcess p;
+  const char* rank_var = std::getenv("GREYHOUND_SIM_RANK") ? "GREYHOUND_SIM_RANK" : "RANK";
+  p.rank = env_int(rank_var, 0, 0, 1 << 24);
+  if (const char* v = std::getenv("GREYHOUND_SIM_MODEL"); v != nullptr && *v != '\0') {
+    const std::string text = read_json_arg(v, "GREYHOUND_SIM_MODEL");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw std::runtime_error(std::string("GREYHOUND_SIM_MODEL: not valid JSON: ") + e.what());
+    }
+    p.model = SimModel::parse(j);
+  }
+  p.model.gpus_per_node = env_int("GREYHOUND_SIM_GPUS_PER_NODE", p.model.gpus_per_node, 1, 1024);
+  p.node = env_int("GREYHOUND_SIM_NODE", p.rank / p.model.gpus_per_node, 0, 1 << 24);
+  if (const char* v = std::getenv("GREYHOUND_SIM_FAULTS"); v != nullptr && *v != '\0') {
+    try {
+      p.faults = FaultSchedule::parse_text(read_json_arg(v, "GREYHOUND_SIM_FAULTS"));
+    } catch (const FaultScheduleError& e) {
+      throw std::runtime_error(std::string("GREYHOUND_SIM_FAULTS: ") + e.what());
+    }
+  }
+  p.epoch_ns = now_ns();
+  if (const char* v = std::getenv("GREYHOUND_SIM_EPOCH_NS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long x = std::strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0') {
+      throw std::runtime_error(std::string("GREYHOUND_SIM_EPOCH_NS='") + v + "': must be an integer (ns)");
+    }
+    p.epoch_ns = x;
+  }
+  if (const char* v = std::getenv("GREYHOUND_SIM_DIR"); v != nullptr && *v != '\0') p.dir = v;
+  p.timeout_s = env_int("GREYHOUND_SIM_TIMEOUT_S", 300, 1, 86400);
+  return p;
+}
+
+}  // namespace
+
+std::string read_json_arg(const std::string& value, const std::string& variable) {
+  std::size_t i = value.find_first_not_of(" \t\r\n");
+  if (i != std::string::npos && value[i] == '{') return value;
+  std::ifstream in(value);
+  if (!in) throw std::runtime_error(variable + ": cannot read file '" + value + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const SimProcess& sim_process() {
+  static SimProcess* p = [] {
+    try {
+      return new SimProcess(load());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "greyhound-sim: %s\n", e.what());
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+  }();
+  return *p;
+}
+
+std::uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void sleep_until_ns(std::uint64_t deadline_ns) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(deadline_ns / 1'000'000'000ull);
+  ts.tv_nsec = static_cast<long>(deadline_ns % 1'000'000'000ull);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+std::uint64_t seconds_to_ns(double s) { return s <= 0 ? 0 : static_cast<std::uint64_t>(std::llround(s * 1e9)); }
+
+void host_launch() {
+  const SimProcess& p = sim_process();
+  if (p.model.launch_us <= 0) return;
+  const std::uint64_t t = now_ns();
+  const double slow = p.faults.cpu_slowdown(p.rank, p.job_time_s(t));
+  sleep_until_ns(t + seconds_to_ns(p.model.launch_us * 1e-6 * slow));
+}
+
+void sim_log(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "greyhound-sim[rank %d pid %d]: %s\n", sim_process().rank, static_cast<int>(getpid()), buf);
+}
+
+}  // namespace greyhound::sim
