@@ -2,6 +2,7 @@
 // The numeric values are part of the shared-memory record format (RingVersion): append, never renumber.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -54,6 +55,8 @@ constexpr bool op_creates_comm(Op op) noexcept {
 // NCCL datatype codes (ncclDataType_t values of nccl.h 2.28) and their names and sizes, so that readers
 // of records need not include nccl.h.
 std::string_view dtype_name(std::uint8_t dtype) noexcept;   // "float32", "bfloat16", ... or "unknown"
-std::size_t dtype_size(std::uint8_t dtype) noexcept;        // bytes per element, 0 when unknown
+inline constexpr std::uint8_t kDtypeSizes[12] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+// Bytes per element, 0 when unknown. Inline: the hook's hot path uses it.
+constexpr std::size_t dtype_size(std::uint8_t dtype) noexcept { return dtype < 12 ? kDtypeSizes[dtype] : 0; }
 
 }  // namespace greyhound

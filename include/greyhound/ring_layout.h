@@ -10,11 +10,14 @@
 // readers: record number `seq` goes to slot seq % capacity and overwrites whatever was there. A reader
 // that falls more than `capacity` records behind loses the oldest ones and learns exactly how many (the
 // gap in sequence numbers). A writer drops its record (and counts it in `dropped`) only when its slot is
-// still being written by another writer that was lapped by a whole ring, or already holds a newer record.
+// still being written by a writer lapped by a whole ring, or already holds a newer record.
 //
 // Consistency: every slot is a seqlock. Its `stamp` is 2*seq+1 while record `seq` is being written and
 // 2*seq+2 once it is complete; the payload is copied word by word with relaxed atomics between two
-// acquire loads of the stamp, so a reader never accepts a torn record.
+// acquire loads of the stamp, so a reader never accepts a record that changed while it copied. The last
+// payload word is a checksum of the others (record_check): it catches the one case the stamp cannot, two
+// writers of the same slot at once (possible only when a writer stalls for a whole ring), so claiming a
+// slot needs no compare-and-swap on the hot path.
 #pragma once
 
 #include <atomic>
@@ -53,7 +56,8 @@ struct RecordPayload {
   std::uint8_t flags;        // kRecordInGroup, ...
   std::uint8_t reserved0;
   std::int32_t color;        // CommSplit color, else -1
-  std::uint64_t reserved[4];
+  std::uint64_t reserved[3];
+  std::uint64_t check;       // record_check() of the words before it, written by the ring writer
 };
 static_assert(sizeof(RecordPayload) == 120);
 static_assert(offsetof(RecordPayload, seq) == 0);
@@ -74,6 +78,7 @@ static_assert(offsetof(RecordPayload, dtype) == 81);
 static_assert(offsetof(RecordPayload, flags) == 82);
 static_assert(offsetof(RecordPayload, color) == 84);
 static_assert(offsetof(RecordPayload, reserved) == 88);
+static_assert(offsetof(RecordPayload, check) == 112);
 
 // One slot: the seqlock word and the payload as 15 words (copied with relaxed atomics, see above).
 struct alignas(64) Record {
@@ -123,6 +128,24 @@ static_assert(offsetof(RingHeader, write_index) == 256);
 static_assert(offsetof(RingHeader, dropped) == 320);
 static_assert(offsetof(RingHeader, control) == 384);
 static_assert(sizeof(RingHeader) == kRingHeaderSize);
+
+// Checksum of payload words 0..13 (word 14 holds it): a sum of products with distinct odd constants,
+// finalised by one multiply. The products are independent, so it costs a few cycles on the hot path, and a
+// record stitched from two different records passes only if their differences cancel exactly.
+inline std::uint64_t record_check(const std::uint64_t* words) noexcept {
+  constexpr std::uint64_t k[14] = {
+      0x9e3779b97f4a7c15ull, 0xbf58476d1ce4e5b9ull, 0x94d049bb133111ebull, 0xd6e8feb86659fd93ull,
+      0xa0761d6478bd642full, 0xe7037ed1a0b428dbull, 0x8ebc6af09c88c6e3ull, 0x589965cc75374cc3ull,
+      0x1d8e4e27c47d124full, 0xff51afd7ed558ccdull, 0xc4ceb9fe1a85ec53ull, 0x87c37b91114253d5ull,
+      0x4cf5ad432745937full, 0x2127599bf4325c37ull};
+  std::uint64_t a = 0, b = 0;
+  for (int i = 0; i < 14; i += 2) {
+    a += words[i] * k[i];
+    b += words[i + 1] * k[i + 1];
+  }
+  const std::uint64_t h = (a ^ (b >> 17) ^ (b << 47)) * 0x2545f4914f6cdd1dull;
+  return h ^ (h >> 31);
+}
 
 constexpr std::size_t ring_file_size(std::uint64_t capacity) {
   return kRingHeaderSize + capacity * kRecordSize;

@@ -13,16 +13,11 @@ constexpr std::array<std::string_view, kOpCount> kOpNames = {
     "CommAbort",     "CommFinalize",      "CommInitRankScalable", "CommShrink",
 };
 
-struct DtypeInfo {
-  std::string_view name;
-  std::size_t size;
-};
 // Indexed by ncclDataType_t of nccl.h 2.28.
-constexpr std::array<DtypeInfo, 12> kDtypes = {{
-    {"int8", 1}, {"uint8", 1}, {"int32", 4}, {"uint32", 4}, {"int64", 8}, {"uint64", 8},
-    {"float16", 2}, {"float32", 4}, {"float64", 8}, {"bfloat16", 2}, {"float8e4m3", 1},
-    {"float8e5m2", 1},
-}};
+constexpr std::array<std::string_view, 12> kDtypeNames = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
+    "float8e4m3", "float8e5m2",
+};
 
 }  // namespace
 
@@ -39,11 +34,7 @@ std::optional<Op> op_from_name(std::string_view name) noexcept {
 }
 
 std::string_view dtype_name(std::uint8_t dtype) noexcept {
-  return dtype < kDtypes.size() ? kDtypes[dtype].name : std::string_view("unknown");
-}
-
-std::size_t dtype_size(std::uint8_t dtype) noexcept {
-  return dtype < kDtypes.size() ? kDtypes[dtype].size : 0;
+  return dtype < kDtypeNames.size() ? kDtypeNames[dtype] : std::string_view("unknown");
 }
 
 }  // namespace greyhound

@@ -217,6 +217,12 @@ std::size_t RingReader::poll(std::vector<RecordPayload>& out, std::size_t max, R
       }
       std::atomic_thread_fence(std::memory_order_acquire);
       const std::uint64_t s2 = slot.stamp.load(std::memory_order_relaxed);
+      if (s2 == want && w[14] != record_check(w)) {  // two writers at once: never accept it
+        stats.lost += 1;
+        ++next_;
+        stuck_seq_ = ~0ull;
+        continue;
+      }
       if (s2 == want) {
         RecordPayload p;
         std::memcpy(&p, w, sizeof p);

@@ -27,18 +27,29 @@ using gh::RecordPayload;
 #define GH_REAL_OTHER(var, fn) \
   static const auto var = reinterpret_cast<decltype(&fn)>(ghh::resolve_real(#fn, nullptr))
 
-RecordPayload blank_record(std::uint64_t t0, ncclResult_t rc) {
-  RecordPayload p{};
+// Every field set explicitly (no zero-fill of the whole struct first: this is the hot path).
+inline RecordPayload blank_record(std::uint64_t t0, ncclResult_t rc) {
+  RecordPayload p;
+  p.seq = 0;
   p.t_ns = t0;
-  p.result = static_cast<std::int32_t>(rc);
-  p.tid = ghh::current_tid();
+  p.group_id = 0;
+  p.count = 0;
+  p.bytes = 0;
+  p.stream = 0;
+  p.aux = 0;
   p.group_rank = -1;
   p.group_size = -1;
   p.peer = -1;
   p.root = -1;
-  p.color = -1;
+  p.tid = ghh::current_tid();
+  p.result = static_cast<std::int32_t>(rc);
+  p.op = 0;
   p.dtype = 0xff;
   p.flags = ghh::t_group_depth > 0 ? gh::kRecordInGroup : 0;
+  p.reserved0 = 0;
+  p.color = -1;
+  p.reserved[0] = p.reserved[1] = p.reserved[2] = 0;
+  p.check = 0;
   return p;
 }
 
@@ -50,7 +61,7 @@ inline ncclResult_t traced(Real real, Fill&& fill, Args... args) {
   if (ghh::t_in_hook) return real(args...);
   ghh::Runtime& rt = ghh::runtime();
   int mode = rt.mode.load(std::memory_order_acquire);
-  if (mode == ghh::kUninit) mode = ghh::ensure_init();
+  if (mode == ghh::kUninit || mode == ghh::kInitialising) mode = ghh::ensure_init();
   if (mode != ghh::kRecording) return real(args...);
 
   const std::uint64_t t0 = ghh::monotonic_ns();

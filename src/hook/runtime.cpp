@@ -10,6 +10,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 namespace greyhound::hook {
@@ -18,9 +19,10 @@ GH_TLS bool t_in_hook = false;
 GH_TLS int t_group_depth = 0;
 GH_TLS std::uint32_t t_tid = 0;
 
+Runtime g_runtime;
+
 namespace {
 
-Runtime g_runtime;
 std::atomic<bool> g_forked_child{false};
 std::atomic<bool> g_atfork_registered{false};
 
@@ -58,10 +60,8 @@ std::string choose_ring_name(const EnvConfig& cfg) {
 
 }  // namespace
 
-Runtime& runtime() noexcept { return g_runtime; }
-
-std::uint32_t current_tid() noexcept {
-  if (t_tid == 0) t_tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
+std::uint32_t fetch_tid() noexcept {
+  t_tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
   return t_tid;
 }
 
@@ -96,10 +96,17 @@ void* resolve_real(const char* name, void* self) noexcept {
 int ensure_init() noexcept {
   Runtime& r = g_runtime;
   int mode = r.mode.load(std::memory_order_acquire);
-  if (mode != kUninit) return mode;
+  if (mode != kUninit && mode != kInitialising) return mode;
   int expected = kUninit;
   if (!r.mode.compare_exchange_strong(expected, kInitialising, std::memory_order_acq_rel)) {
-    return expected;  // another thread initialises; this call passes through
+    // Another thread is creating the ring (a file and a mapping: milliseconds). Wait for it, boundedly,
+    // so that a job whose threads all start at once loses no record; past the bound, pass through.
+    for (int i = 0; i < 4000 && expected == kInitialising; ++i) {
+      const timespec pause{0, 50'000};
+      nanosleep(&pause, nullptr);
+      expected = r.mode.load(std::memory_order_acquire);
+    }
+    return expected;
   }
   const int saved_errno = errno;
   if (!g_atfork_registered.exchange(true)) pthread_atfork(nullptr, nullptr, &atfork_child);

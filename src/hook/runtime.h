@@ -28,7 +28,8 @@ struct Runtime {
   GroupTable groups;
 };
 
-Runtime& runtime() noexcept;
+extern Runtime g_runtime;
+inline Runtime& runtime() noexcept { return g_runtime; }
 
 // Called by every wrapper before doing anything else; cheap after the first call. Preserves errno.
 // Returns the mode to act on.
@@ -40,7 +41,8 @@ extern GH_TLS bool t_in_hook;     // re-entrancy guard: set while the real NCCL 
 extern GH_TLS int t_group_depth;  // ncclGroupStart nesting of this thread
 extern GH_TLS std::uint32_t t_tid;
 
-std::uint32_t current_tid() noexcept;
+std::uint32_t fetch_tid() noexcept;  // the gettid system call, once per thread
+inline std::uint32_t current_tid() noexcept { return t_tid != 0 ? t_tid : fetch_tid(); }
 
 // One line to stderr, "greyhound[pid]: ...", if `level` passes GREYHOUND_LOG_LEVEL. Allocation-free.
 void log_line(LogLevel level, const char* fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
