@@ -24,10 +24,10 @@ namespace greyhound::sim {
 struct SimModel {
   int gpus_per_node = 8;
   double intra_bw_MBps = 400.0;   // per direction, one link inside a node (NVLink stand-in)
-  double inter_bw_MBps = 40.0;    // per direction, between two nodes (network stand-in)
+  double inter_bw_MBps = 4.0;     // per direction, between two nodes (network stand-in)
   double intra_lat_us = 20.0;
-  double inter_lat_us = 80.0;
-  double gemm_gflops = 0.08;      // per GPU
+  double inter_lat_us = 100.0;
+  double gemm_gflops = 0.035;     // per GPU
   double mem_bw_MBps = 400.0;     // level-1 BLAS and memset/memcpy on the device
   double launch_us = 30.0;        // host cost of one kernel/collective launch (scaled by CPU contention)
 

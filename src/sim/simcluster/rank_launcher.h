@@ -1,0 +1,44 @@
+// Starting, watching and stopping the rank processes of a simulated job (greyhound-simcluster).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace greyhound::sim {
+
+struct ChildSpec {
+  std::string name;                          // for messages: "rank 3", "agent node 1", ...
+  std::vector<std::string> argv;             // argv[0] is the executable path
+  std::map<std::string, std::string> env;    // added to (and overriding) the launcher's environment
+  std::vector<std::string> unset_env;        // removed from the environment
+  std::string stdout_path;                   // empty: inherit
+  std::string stderr_path;                   // empty: inherit
+};
+
+struct ChildExit {
+  std::string name;
+  pid_t pid = -1;
+  int exit_code = -1;  // 128 + signal when killed by a signal
+};
+
+// Starts a child in its own process group. Returns its pid, or -1 with *error set.
+pid_t spawn(const ChildSpec& spec, std::string* error);
+
+// Sends SIGTERM to the process group of each pid, waits up to grace_s, then SIGKILLs what is left.
+void stop_all(const std::vector<pid_t>& pids, double grace_s);
+
+// Waits for every pid (each in `names` order); returns their exits. Stops early, killing the others,
+// when `stop_requested` becomes true (signal handler) or one child fails and `fail_fast` is set.
+// `on_tick` (optional) runs about every 100 ms while waiting.
+std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vector<std::string>& names,
+                                volatile bool* stop_requested, bool fail_fast,
+                                const std::function<void()>& on_tick = {});
+
+// Last `lines` lines of a text file ("" if unreadable).
+std::string tail_file(const std::string& path, int lines);
+
+}  // namespace greyhound::sim

@@ -1,0 +1,106 @@
+#include "sim/simcluster/run_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace greyhound::sim {
+
+std::optional<IterationLine> parse_iteration_line(const std::string& line) {
+  std::istringstream in(line);
+  std::string k_iter, k_t, k_ms, k_loss, k_sum;
+  IterationLine it;
+  if (!(in >> k_iter >> it.index >> k_t >> it.t_s >> k_ms >> it.iter_ms >> k_loss >> it.loss >> k_sum >> it.checksum)) {
+    return std::nullopt;
+  }
+  if (k_iter != "iter" || k_t != "t_s" || k_ms != "iter_ms" || k_loss != "loss" || k_sum != "checksum") {
+    return std::nullopt;
+  }
+  return it;
+}
+
+std::vector<IterationLine> parse_iteration_log(const std::string& text) {
+  std::vector<IterationLine> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto it = parse_iteration_line(line)) out.push_back(*it);
+  }
+  return out;
+}
+
+double throughput_iter_per_min(const std::vector<IterationLine>& its) {
+  if (its.empty()) return 0.0;
+  const double start = its.front().t_s - its.front().iter_ms * 1e-3;
+  const double span = its.back().t_s - start;
+  return span > 0 ? 60.0 * static_cast<double>(its.size()) / span : 0.0;
+}
+
+double mean_iter_ms_between(const std::vector<IterationLine>& its, double start_s, double end_s) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& it : its) {
+    if (it.t_s >= start_s && it.t_s < end_s) {
+      sum += it.iter_ms;
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : std::nan("");
+}
+
+double healthy_mean_iter_ms(const std::vector<IterationLine>& its, const FaultSchedule& faults, int skip) {
+  double sum = 0;
+  int n = 0;
+  for (std::size_t i = static_cast<std::size_t>(std::max(skip, 0)); i < its.size(); ++i) {
+    const double end = its[i].t_s;
+    const double start = end - its[i].iter_ms * 1e-3;
+    bool touched = false;
+    for (const auto& f : faults.faults()) touched |= start < f.end_s && end > f.start_s;
+    if (!touched) {
+      sum += its[i].iter_ms;
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : std::nan("");
+}
+
+std::string format_timeline(const nlohmann::json& report) {
+  struct Entry {
+    double t;
+    std::string text;
+  };
+  std::vector<Entry> entries;
+  char buf[512];
+  for (const auto& f : report.value("faults", nlohmann::json::array())) {
+    const std::string kind = f.value("kind", "?");
+    std::string what;
+    if (kind == "link") {
+      std::snprintf(buf, sizeof buf, "link between nodes %d and %d at %.0f%% bandwidth",
+                    f["nodes"][0].get<int>(), f["nodes"][1].get<int>(), 100.0 * f.value("bandwidth_factor", 1.0));
+    } else {
+      std::snprintf(buf, sizeof buf, "%s of rank %d slowed %.2fx", kind == "gpu" ? "GPU" : "CPU", f.value("rank", -1),
+                    f.value("slowdown", 1.0));
+    }
+    what = buf;
+    entries.push_back({f.value("start_s", 0.0), "FAULT  start: " + what});
+    entries.push_back({f.value("end_s", 0.0), "FAULT  end:   " + what});
+  }
+  for (const auto& e : report.value("events", nlohmann::json::array())) {
+    std::string text = "EVENT  " + e.value("type", std::string("?"));
+    for (const auto& [k, v] : e.items()) {
+      if (k == "t_s" || k == "type") continue;
+      text += " " + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    entries.push_back({e.value("t_s", 0.0), text});
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.t < b.t; });
+  std::string out;
+  for (const auto& e : entries) {
+    std::snprintf(buf, sizeof buf, "  t=%7.2fs  ", e.t);
+    out += buf + e.text + "\n";
+  }
+  return out;
+}
+
+}  // namespace greyhound::sim

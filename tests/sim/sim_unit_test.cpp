@@ -1,0 +1,240 @@
+// Pure pieces of the simulated cluster: reductions, fault schedule, timing model, 1F1B schedule, report.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/fault_schedule.h"
+#include "sim/pipeline_schedule.h"
+#include "sim/reduce.h"
+#include "sim/sim_model.h"
+#include "sim/simcluster/run_report.h"
+
+namespace greyhound::sim {
+namespace {
+
+TEST(Reduce, AllOperatorsOnIntegersAndFloats) {
+  const std::int32_t a[] = {1, -5, 7}, b[] = {4, 2, -3}, c[] = {2, 2, 2};
+  const void* in[] = {a, b, c};
+  std::int32_t out[3];
+  reduce(kInt32, 0, in, 3, out, 3);
+  EXPECT_EQ(std::vector<int>(out, out + 3), (std::vector<int>{7, -1, 6}));
+  reduce(kInt32, 1, in, 3, out, 3);
+  EXPECT_EQ(std::vector<int>(out, out + 3), (std::vector<int>{8, -20, -42}));
+  reduce(kInt32, 2, in, 3, out, 3);
+  EXPECT_EQ(std::vector<int>(out, out + 3), (std::vector<int>{4, 2, 7}));
+  reduce(kInt32, 3, in, 3, out, 3);
+  EXPECT_EQ(std::vector<int>(out, out + 3), (std::vector<int>{1, -5, -3}));
+  reduce(kInt32, 4, in, 3, out, 3);
+  EXPECT_EQ(std::vector<int>(out, out + 3), (std::vector<int>{2, 0, 2}));  // integer division, like NCCL
+
+  const double x[] = {0.5, 1e308}, y[] = {0.25, 1e308};
+  const void* din[] = {x, y};
+  double dout[2];
+  reduce(kFloat64, 4, din, 2, dout, 2);
+  EXPECT_EQ(dout[0], 0.375);
+  EXPECT_TRUE(std::isinf(dout[1]));  // sum overflows before the division, as a float kernel would
+}
+
+TEST(Reduce, HalfAndBfloat16RoundToNearestEven) {
+  EXPECT_EQ(float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half(-2.0f), 0xc000);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);        // rounds to infinity
+  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);  // tie -> even
+  EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048), 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(float_to_half(5.9604645e-08f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(half_to_float(0x0001), 5.9604645e-08f);
+  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(NAN))));
+  for (std::uint32_t h = 0; h < 0x7c00; ++h) {  // every finite positive half survives a round trip
+    ASSERT_EQ(float_to_half(half_to_float(static_cast<std::uint16_t>(h))), h);
+  }
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_float(0x3f80), 1.0f);
+  EXPECT_EQ(float_to_bf16(1.00390625f), 0x3f80);  // 1 + 2^-8: tie -> even
+  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3f82);  // 1 + 3*2^-8: tie -> even (up)
+
+  const std::uint16_t h1[] = {float_to_half(1.5f)}, h2[] = {float_to_half(2.25f)};
+  const void* in[] = {h1, h2};
+  std::uint16_t out[1];
+  reduce(kFloat16, 0, in, 2, out, 1);
+  EXPECT_EQ(half_to_float(out[0]), 3.75f);
+  EXPECT_FALSE(reduction_supported(kFp8E4M3, 0));
+  EXPECT_FALSE(reduction_supported(kFloat32, 5));
+}
+
+TEST(FaultSchedule, ParsesTheDocumentedExample) {
+  const auto f = FaultSchedule::parse_text(
+      R"({"faults":[{"kind":"gpu","rank":3,"start_s":5,"end_s":20,"slowdown":1.7},
+                    {"kind":"link","nodes":[1,2],"start_s":30,"end_s":60,"bandwidth_factor":0.3},
+                    {"kind":"cpu","rank":0,"start_s":10,"end_s":30,"slowdown":1.3},
+                    {"kind":"gpu","rank":3,"start_s":15,"end_s":25,"slowdown":2,"label":"overlap"}]})");
+  ASSERT_EQ(f.faults().size(), 4u);
+  EXPECT_DOUBLE_EQ(f.gpu_slowdown(3, 4.99), 1.0);
+  EXPECT_DOUBLE_EQ(f.gpu_slowdown(3, 5.0), 1.7);
+  EXPECT_DOUBLE_EQ(f.gpu_slowdown(3, 16), 3.4);  // compound
+  EXPECT_DOUBLE_EQ(f.gpu_slowdown(3, 20), 2.0);  // end is exclusive
+  EXPECT_DOUBLE_EQ(f.gpu_slowdown(2, 16), 1.0);
+  EXPECT_DOUBLE_EQ(f.cpu_slowdown(0, 12), 1.3);
+  EXPECT_DOUBLE_EQ(f.link_factor(2, 1, 31), 0.3);  // unordered pair
+  EXPECT_DOUBLE_EQ(f.link_factor(1, 3, 31), 1.0);
+  EXPECT_DOUBLE_EQ(f.link_factor(1, 1, 31), 1.0);
+  EXPECT_EQ(f.faults()[3].label, "overlap");
+  // Round trip through JSON.
+  const auto g = FaultSchedule::parse(f.to_json());
+  EXPECT_EQ(g.to_json(), f.to_json());
+}
+
+TEST(FaultSchedule, BadSchedulesNameTheField) {
+  auto error_of = [](const std::string& text) {
+    try {
+      FaultSchedule::parse_text(text);
+    } catch (const FaultScheduleError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::map<std::string, std::string> cases = {
+      {R"({"faults":[{"kind":"gpu","rank":3,"start_s":5,"end_s":20,"slowdown":0.5}]})",
+       "faults[0].slowdown: must be a number in [1, 1000]"},
+      {R"({"faults":[{"kind":"gpu","rank":3,"start_s":5,"end_s":20}]})", "faults[0].slowdown: missing"},
+      {R"({"faults":[{"kind":"gpu","rank":-1,"start_s":5,"end_s":20,"slowdown":2}]})",
+       "faults[0].rank: must be a non-negative integer"},
+      {R"({"faults":[{"kind":"link","nodes":[1],"start_s":5,"end_s":20,"bandwidth_factor":0.5}]})",
+       "faults[0].nodes: must be an array of two node indices"},
+      {R"({"faults":[{"kind":"link","nodes":[1,1],"start_s":5,"end_s":20,"bandwidth_factor":0.5}]})",
+       "faults[0].nodes: must name two different nodes"},
+      {R"({"faults":[{"kind":"link","nodes":[0,1],"start_s":5,"end_s":20,"bandwidth_factor":0}]})",
+       "faults[0].bandwidth_factor: must be a number in (0, 1]"},
+      {R"({"faults":[{"kind":"gpu","rank":1,"start_s":5,"end_s":5,"slowdown":2}]})",
+       "faults[0].end_s: must be greater than start_s"},
+      {R"({"faults":[{"kind":"gpu","rank":1,"start_s":"5","end_s":9,"slowdown":2}]})",
+       "faults[0].start_s: must be a finite number"},
+      {R"({"faults":[{"kind":"disk","rank":1,"start_s":5,"end_s":9}]})",
+       "faults[0].kind: must be \"gpu\", \"link\" or \"cpu\", not \"disk\""},
+      {R"({"faults":[{"kind":"gpu","rank":1,"start_s":5,"end_s":9,"slowdown":2,"slowdwn":3}]})",
+       "faults[0].slowdwn: unknown field for kind \"gpu\""},
+      {R"({"faults":{}})", "faults: must be an array"},
+      {R"({"fault":[]})", "fault: unknown field (expected only \"faults\")"},
+      {R"({"faults":[)", "not valid JSON"},
+  };
+  for (const auto& [text, want] : cases) {
+    EXPECT_NE(error_of(text).find(want), std::string::npos) << text << " -> " << error_of(text);
+  }
+}
+
+TEST(SimModel, RingDurationsFollowTheSlowestLink) {
+  SimModel m;
+  m.intra_bw_MBps = 100;  // 1e8 B/s
+  m.inter_bw_MBps = 10;   // 1e7 B/s
+  m.intra_lat_us = 10;
+  m.inter_lat_us = 100;
+  FaultSchedule none;
+  const std::vector<int> one_node = {0, 0, 0, 0};
+  const std::vector<int> two_nodes = {0, 0, 1, 1};
+  // AllReduce: 2(n-1) steps of (lat + S/n/bw).
+  EXPECT_NEAR(collective_seconds(m, none, Op::kAllReduce, one_node, 4'000'000, 0), 6 * (10e-6 + 1e6 / 1e8), 1e-12);
+  EXPECT_NEAR(collective_seconds(m, none, Op::kAllReduce, two_nodes, 4'000'000, 0), 6 * (100e-6 + 1e6 / 1e7), 1e-12);
+  EXPECT_NEAR(collective_seconds(m, none, Op::kAllGather, two_nodes, 1'000'000, 0), 3 * (100e-6 + 1e6 / 1e7), 1e-12);
+  EXPECT_NEAR(collective_seconds(m, none, Op::kBroadcast, two_nodes, 1'000'000, 0), 3 * 100e-6 + 1e6 / 1e7, 1e-12);
+  EXPECT_NEAR(collective_seconds(m, none, Op::kAllReduce, std::vector<int>{3}, 1'000'000, 0), 10e-6, 1e-12);
+  EXPECT_NEAR(p2p_seconds(m, none, 0, 1, 1'000'000, 0), 100e-6 + 0.1, 1e-12);
+  EXPECT_NEAR(p2p_seconds(m, none, 2, 2, 1'000'000, 0), 10e-6 + 0.01, 1e-12);
+
+  const auto slow = FaultSchedule::parse_text(
+      R"({"faults":[{"kind":"link","nodes":[0,1],"start_s":1,"end_s":2,"bandwidth_factor":0.25}]})");
+  EXPECT_NEAR(p2p_seconds(m, slow, 1, 0, 1'000'000, 1.5), 100e-6 + 0.4, 1e-12);
+  EXPECT_NEAR(p2p_seconds(m, slow, 1, 0, 1'000'000, 2.5), 100e-6 + 0.1, 1e-12);
+  EXPECT_NEAR(collective_seconds(m, slow, Op::kAllReduce, two_nodes, 4'000'000, 1.5), 6 * (100e-6 + 4e5 / 1e6 * 1.0),
+              1e-9);
+  EXPECT_NEAR(gemm_seconds(m, 2e9 * m.gemm_gflops, 1.5), 3.0, 1e-12);
+}
+
+TEST(SimModel, ParseRejectsUnknownAndOutOfRange) {
+  EXPECT_THROW(SimModel::parse(nlohmann::json::parse(R"({"gemm_gflop": 1})")), SimModelError);
+  EXPECT_THROW(SimModel::parse(nlohmann::json::parse(R"({"gemm_gflops": -1})")), SimModelError);
+  EXPECT_THROW(SimModel::parse(nlohmann::json::parse(R"({"gpus_per_node": 0})")), SimModelError);
+  const SimModel m = SimModel::parse(nlohmann::json::parse(R"({"gpus_per_node": 2, "inter_bw_MBps": 7})"));
+  EXPECT_EQ(m.gpus_per_node, 2);
+  EXPECT_EQ(m.inter_bw_MBps, 7);
+  EXPECT_EQ(SimModel::parse(m.to_json()).to_json(), m.to_json());
+}
+
+// Replays the 1F1B schedules of all stages against each other: every send meets a receive of the same
+// micro-batch in the same order, each stage runs every forward and backward once, and a backward never
+// precedes its forward.
+TEST(PipelineSchedule, StagesMatchUpForManyShapes) {
+  for (int P = 1; P <= 6; ++P) {
+    for (int M = 1; M <= 9; ++M) {
+      std::vector<std::vector<PipeStep>> s;
+      for (int st = 0; st < P; ++st) s.push_back(one_f_one_b(st, P, M));
+      for (int st = 0; st < P; ++st) {
+        std::vector<int> fwd, bwd;
+        for (const auto& x : s[st]) {
+          if (x.action == PipeAction::kForward) fwd.push_back(x.mb);
+          if (x.action == PipeAction::kBackward) {
+            EXPECT_NE(std::find(fwd.begin(), fwd.end(), x.mb), fwd.end()) << "P" << P << " M" << M;
+            bwd.push_back(x.mb);
+          }
+        }
+        std::vector<int> all(M);
+        for (int i = 0; i < M; ++i) all[i] = i;
+        EXPECT_EQ(fwd, all);
+        EXPECT_EQ(bwd, all);
+        // Activations stage -> stage+1 and gradients stage+1 -> stage, in the same order on both sides.
+        if (st + 1 < P) {
+          std::vector<int> sent_act, recv_act, sent_grad, recv_grad;
+          for (const auto& x : s[st]) {
+            if (x.action == PipeAction::kSendForward || x.action == PipeAction::kSendForwardRecvBackward) sent_act.push_back(x.mb);
+            if (x.action == PipeAction::kRecvBackward) recv_grad.push_back(x.mb);
+            if (x.action == PipeAction::kSendForwardRecvBackward) recv_grad.push_back(x.mb2);
+          }
+          for (const auto& x : s[st + 1]) {
+            if (x.action == PipeAction::kRecvForward) recv_act.push_back(x.mb);
+            if (x.action == PipeAction::kSendBackwardRecvForward) {
+              sent_grad.push_back(x.mb);
+              recv_act.push_back(x.mb2);
+            }
+            if (x.action == PipeAction::kSendBackward) sent_grad.push_back(x.mb);
+          }
+          EXPECT_EQ(sent_act, all) << "P" << P << " M" << M;
+          EXPECT_EQ(recv_act, all) << "P" << P << " M" << M;
+          EXPECT_EQ(sent_grad, all) << "P" << P << " M" << M;
+          EXPECT_EQ(recv_grad, all) << "P" << P << " M" << M;
+        }
+      }
+    }
+  }
+  // Warm-up depth of Megatron's schedule: P - stage - 1 forwards before the first backward.
+  const auto s0 = one_f_one_b(0, 4, 8);
+  int forwards_before_backward = 0;
+  for (const auto& x : s0) {
+    if (x.action == PipeAction::kBackward) break;
+    forwards_before_backward += x.action == PipeAction::kForward;
+  }
+  EXPECT_EQ(forwards_before_backward, 4);  // 3 warm-up + the first steady forward
+}
+
+TEST(RunReport, ParsesMinitrainLinesAndComputesThroughput) {
+  const auto its = parse_iteration_log(
+      "greyhound[1]: recording\n"
+      "iter 0 t_s 1.000000 iter_ms 500.000 loss 2.5 checksum 00ff\n"
+      "iter 1 t_s 1.500000 iter_ms 500.000 loss 2.4 checksum 00fe\n"
+      "iter 2 t_s 2.500000 iter_ms 1000.000 loss 2.3 checksum 00fd\n"
+      "garbage iter 3\n");
+  ASSERT_EQ(its.size(), 3u);
+  EXPECT_EQ(its[2].index, 2);
+  EXPECT_EQ(its[2].checksum, "00fd");
+  EXPECT_DOUBLE_EQ(throughput_iter_per_min(its), 60.0 * 3 / 2.0);
+  EXPECT_DOUBLE_EQ(mean_iter_ms_between(its, 1.2, 3.0), 750.0);
+  const auto f = FaultSchedule::parse_text(
+      R"({"faults":[{"kind":"gpu","rank":0,"start_s":2.0,"end_s":3.0,"slowdown":2}]})");
+  EXPECT_DOUBLE_EQ(healthy_mean_iter_ms(its, f, 0), 500.0);
+}
+
+}  // namespace
+}  // namespace greyhound::sim
