@@ -1,0 +1,307 @@
+#include "common/messages.h"
+
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+namespace greyhound {
+namespace {
+
+using nlohmann::json;
+
+struct Invalid : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Typed, named access to the fields of one JSON object; throws Invalid naming the field.
+class Fields {
+ public:
+  explicit Fields(const json& j) : j_(j) {
+    if (!j_.is_object()) throw Invalid("not a JSON object");
+  }
+  bool has(const char* k) const { return j_.contains(k) && !j_.at(k).is_null(); }
+  std::string str(const char* k, std::size_t max_len = 4096) const {
+    const json& v = need(k);
+    if (!v.is_string()) throw Invalid(std::string(k) + ": must be a string");
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.size() > max_len) throw Invalid(std::string(k) + ": longer than " + std::to_string(max_len));
+    return s;
+  }
+  std::string str_or(const char* k, const std::string& def) const { return has(k) ? str(k) : def; }
+  double num(const char* k) const {
+    const json& v = need(k);
+    if (!v.is_number() || !std::isfinite(v.get<double>())) throw Invalid(std::string(k) + ": must be a finite number");
+    return v.get<double>();
+  }
+  double num_or(const char* k, double def) const { return has(k) ? num(k) : def; }
+  std::int64_t integer(const char* k, std::int64_t lo, std::int64_t hi) const {
+    const json& v = need(k);
+    if (!v.is_number_integer()) throw Invalid(std::string(k) + ": must be an integer");
+    const auto x = v.get<std::int64_t>();
+    if (x < lo || x > hi) throw Invalid(std::string(k) + ": " + std::to_string(x) + " out of range");
+    return x;
+  }
+  std::int64_t integer_or(const char* k, std::int64_t def, std::int64_t lo, std::int64_t hi) const {
+    return has(k) ? integer(k, lo, hi) : def;
+  }
+  std::vector<int> ints_or_empty(const char* k, std::size_t max_items = 1 << 16) const {
+    std::vector<int> out;
+    if (!has(k)) return out;
+    const json& v = j_.at(k);
+    if (!v.is_array() || v.size() > max_items) throw Invalid(std::string(k) + ": must be an array of integers");
+    for (const auto& x : v) {
+      if (!x.is_number_integer()) throw Invalid(std::string(k) + ": must be an array of integers");
+      out.push_back(x.get<int>());
+    }
+    return out;
+  }
+  const json& raw(const char* k) const { return need(k); }
+
+ private:
+  const json& need(const char* k) const {
+    if (!j_.contains(k)) throw Invalid(std::string(k) + ": missing");
+    return j_.at(k);
+  }
+  const json& j_;
+};
+
+template <typename T, typename F>
+std::optional<T> parse_with(const std::string& text, std::string* error, F&& build) {
+  auto fail = [&](const std::string& why) -> std::optional<T> {
+    if (error) *error = why;
+    return std::nullopt;
+  };
+  if (text.size() > kMaxMessageBytes) return fail("value of " + std::to_string(text.size()) + " bytes is too large");
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return fail(std::string("not valid JSON: ") + e.what());
+  }
+  try {
+    return build(Fields(j), j);
+  } catch (const Invalid& e) {
+    return fail(e.what());
+  } catch (const json::exception& e) {
+    return fail(e.what());
+  }
+}
+
+constexpr std::int64_t kMaxRank = 1 << 24;
+
+bool valid_stream_id(const std::string& id) {
+  const auto dash = id.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == id.size() || id.size() > 41) return false;
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    if (i != dash && (id[i] < '0' || id[i] > '9')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+json to_json(const Event& e) {
+  json j = {{"type", e.type}, {"t_s", e.t_s}};
+  if (e.t_unix_ms != 0) j["t_unix_ms"] = e.t_unix_ms;
+  if (!e.source.empty()) j["source"] = e.source;
+  if (e.rank >= 0) j["rank"] = e.rank;
+  if (e.node >= 0) j["node"] = e.node;
+  if (e.index >= 0) j["index"] = e.index;
+  if (e.detected_index >= 0) j["detected_index"] = e.detected_index;
+  if (e.detected_t_s >= 0) j["detected_t_s"] = e.detected_t_s;
+  if (e.before_ms > 0) j["before_ms"] = e.before_ms;
+  if (e.after_ms > 0) j["after_ms"] = e.after_ms;
+  if (e.ratio > 0) j["ratio"] = e.ratio;
+  if (e.incident >= 0) j["incident"] = e.incident;
+  if (e.detail.is_object()) j["detail"] = e.detail;
+  return j;
+}
+
+std::optional<Event> parse_event(const std::string& text, std::string* error) {
+  return parse_with<Event>(text, error, [](const Fields& f, const json& j) {
+    static const std::set<std::string> kTypes = {
+        event_type::kSlowdown,   event_type::kRecovery,     event_type::kPeriodChange,    event_type::kAgentStart,
+        event_type::kAgentStop,  event_type::kCommandAck,   event_type::kIncidentOpen,    event_type::kIncidentUpdate,
+        event_type::kIncidentClose};
+    Event e;
+    e.type = f.str("type", 64);
+    if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");
+    e.t_s = f.num("t_s");
+    e.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    e.source = f.str_or("source", "");
+    e.rank = static_cast<int>(f.integer_or("rank", -1, -1, kMaxRank));
+    e.node = static_cast<int>(f.integer_or("node", -1, -1, kMaxRank));
+    e.index = f.integer_or("index", -1, -1, INT64_MAX);
+    e.detected_index = f.integer_or("detected_index", -1, -1, INT64_MAX);
+    e.detected_t_s = f.num_or("detected_t_s", -1);
+    e.before_ms = f.num_or("before_ms", 0);
+    e.after_ms = f.num_or("after_ms", 0);
+    e.ratio = f.num_or("ratio", 0);
+    e.incident = f.integer_or("incident", -1, -1, INT64_MAX);
+    if (f.has("detail")) {
+      if (!j.at("detail").is_object()) throw Invalid("detail: must be an object");
+      e.detail = j.at("detail");
+    }
+    const bool change = e.type == event_type::kSlowdown || e.type == event_type::kRecovery;
+    if (change) {
+      if (e.rank < 0) throw Invalid("rank: missing");
+      if (e.before_ms <= 0 || e.after_ms <= 0) throw Invalid("before_ms/after_ms: must be positive");
+    }
+    return e;
+  });
+}
+
+json to_json(const RankRegistration& r) {
+  return {{"rank", r.rank}, {"local_rank", r.local_rank}, {"node", r.node}, {"host", r.host},
+          {"pid", r.pid},   {"device", r.device},         {"ring", r.ring}, {"t_unix_ms", r.t_unix_ms}};
+}
+
+std::optional<RankRegistration> parse_rank_registration(const std::string& text, std::string* error) {
+  return parse_with<RankRegistration>(text, error, [](const Fields& f, const json&) {
+    RankRegistration r;
+    r.rank = static_cast<int>(f.integer("rank", 0, kMaxRank));
+    r.local_rank = static_cast<int>(f.integer_or("local_rank", -1, -1, kMaxRank));
+    r.node = static_cast<int>(f.integer("node", 0, kMaxRank));
+    r.host = f.str("host", 255);
+    r.pid = static_cast<int>(f.integer("pid", 0, INT32_MAX));
+    r.device = static_cast<int>(f.integer_or("device", -1, -1, 1 << 16));
+    r.ring = f.str_or("ring", "");
+    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    return r;
+  });
+}
+
+json to_json(const AgentHeartbeat& h) {
+  return {{"node", h.node},
+          {"host", h.host},
+          {"pid", h.pid},
+          {"t_unix_ms", h.t_unix_ms},
+          {"ranks", h.ranks},
+          {"records_read", h.records_read},
+          {"records_lost", h.records_lost},
+          {"events_dropped", h.events_dropped},
+          {"redis_reconnects", h.redis_reconnects}};
+}
+
+std::optional<AgentHeartbeat> parse_agent_heartbeat(const std::string& text, std::string* error) {
+  return parse_with<AgentHeartbeat>(text, error, [](const Fields& f, const json&) {
+    AgentHeartbeat h;
+    h.node = static_cast<int>(f.integer("node", 0, kMaxRank));
+    h.host = f.str("host", 255);
+    h.pid = static_cast<int>(f.integer("pid", 0, INT32_MAX));
+    h.t_unix_ms = f.integer("t_unix_ms", 0, INT64_MAX);
+    h.ranks = f.ints_or_empty("ranks");
+    h.records_read = static_cast<std::uint64_t>(f.integer_or("records_read", 0, 0, INT64_MAX));
+    h.records_lost = static_cast<std::uint64_t>(f.integer_or("records_lost", 0, 0, INT64_MAX));
+    h.events_dropped = static_cast<std::uint64_t>(f.integer_or("events_dropped", 0, 0, INT64_MAX));
+    h.redis_reconnects = static_cast<std::uint64_t>(f.integer_or("redis_reconnects", 0, 0, INT64_MAX));
+    return h;
+  });
+}
+
+json to_json(const IterationUpdate& u) {
+  return {{"rank", u.rank}, {"index", u.index}, {"t_s", u.t_s}, {"iter_ms", u.iter_ms}, {"period", u.period},
+          {"t_unix_ms", u.t_unix_ms}};
+}
+
+std::optional<IterationUpdate> parse_iteration_update(const std::string& text, std::string* error) {
+  return parse_with<IterationUpdate>(text, error, [](const Fields& f, const json&) {
+    IterationUpdate u;
+    u.rank = static_cast<int>(f.integer("rank", 0, kMaxRank));
+    u.index = f.integer("index", 0, INT64_MAX);
+    u.t_s = f.num("t_s");
+    u.iter_ms = f.num("iter_ms");
+    if (u.iter_ms <= 0) throw Invalid("iter_ms: must be positive");
+    u.period = static_cast<int>(f.integer_or("period", 0, 0, 1 << 24));
+    u.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    return u;
+  });
+}
+
+json to_json(const Command& c) {
+  json j = {{"cmd", c.cmd}, {"id", c.id}};
+  if (c.args.is_object()) j["args"] = c.args;
+  return j;
+}
+
+std::optional<Command> parse_command(const std::string& text, std::string* error) {
+  return parse_with<Command>(text, error, [](const Fields& f, const json& j) {
+    Command c;
+    c.cmd = f.str("cmd", 64);
+    if (c.cmd != "ping" && c.cmd != "resync") throw Invalid("cmd: unknown command '" + c.cmd + "'");
+    c.id = f.str("id", 128);
+    if (f.has("args")) {
+      if (!j.at("args").is_object()) throw Invalid("args: must be an object");
+      c.args = j.at("args");
+    }
+    return c;
+  });
+}
+
+json to_json(const Incident& i) {
+  return {{"id", i.id},
+          {"status", i.status},
+          {"onset_t_s", i.onset_t_s},
+          {"detected_t_s", i.detected_t_s},
+          {"closed_t_s", i.closed_t_s},
+          {"before_ms", i.before_ms},
+          {"after_ms", i.after_ms},
+          {"severity", i.severity},
+          {"ranks", i.ranks},
+          {"recovered", i.recovered},
+          {"nodes", i.nodes}};
+}
+
+std::optional<Incident> parse_incident(const std::string& text, std::string* error) {
+  return parse_with<Incident>(text, error, [](const Fields& f, const json&) {
+    Incident i;
+    i.id = f.integer("id", 1, INT64_MAX);
+    i.status = f.str("status", 16);
+    if (i.status != "open" && i.status != "closed") throw Invalid("status: must be open or closed");
+    i.onset_t_s = f.num("onset_t_s");
+    i.detected_t_s = f.num("detected_t_s");
+    i.closed_t_s = f.num_or("closed_t_s", -1);
+    i.before_ms = f.num("before_ms");
+    i.after_ms = f.num("after_ms");
+    i.severity = f.num("severity");
+    i.ranks = f.ints_or_empty("ranks");
+    i.recovered = f.ints_or_empty("recovered");
+    i.nodes = f.ints_or_empty("nodes");
+    return i;
+  });
+}
+
+json to_json(const MasterState& s) {
+  return {{"cursor", s.cursor},
+          {"state", s.state},
+          {"open_incident", s.open_incident},
+          {"incidents_total", s.incidents_total},
+          {"events_processed", s.events_processed},
+          {"events_rejected", s.events_rejected},
+          {"updated_unix_ms", s.updated_unix_ms}};
+}
+
+std::optional<MasterState> parse_master_state(const std::string& text, std::string* error) {
+  return parse_with<MasterState>(text, error, [](const Fields& f, const json&) {
+    static const std::set<std::string> kStates = {"healthy", "slow", "profiling", "validating", "mitigating"};
+    MasterState s;
+    s.cursor = f.str("cursor", 64);
+    if (!valid_stream_id(s.cursor)) throw Invalid("cursor: not a stream id");
+    s.state = f.str("state", 32);
+    if (kStates.count(s.state) == 0) throw Invalid("state: unknown state '" + s.state + "'");
+    s.open_incident = f.integer_or("open_incident", -1, -1, INT64_MAX);
+    s.incidents_total = f.integer_or("incidents_total", 0, 0, INT64_MAX);
+    s.events_processed = f.integer_or("events_processed", 0, 0, INT64_MAX);
+    s.events_rejected = f.integer_or("events_rejected", 0, 0, INT64_MAX);
+    s.updated_unix_ms = f.integer_or("updated_unix_ms", 0, 0, INT64_MAX);
+    return s;
+  });
+}
+
+}  // namespace greyhound

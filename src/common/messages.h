@@ -1,0 +1,125 @@
+// The JSON messages greyhound keeps in Redis (docs/redis-keys.md): one struct, one writer and one
+// validating reader per message. Readers never trust what they read: a value that is not valid JSON, has a
+// field of the wrong type, a missing required field or an oversized text is rejected with a message
+// naming the field; callers log it once and carry on.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace greyhound {
+
+// Values larger than this are rejected before parsing (a planted huge string must not cost memory or time).
+inline constexpr std::size_t kMaxMessageBytes = 1 << 20;
+
+// Event types of the job's event stream.
+namespace event_type {
+inline constexpr const char* kSlowdown = "slowdown";          // agent: a rank's iterations became slower
+inline constexpr const char* kRecovery = "recovery";          // agent: ... faster again
+inline constexpr const char* kPeriodChange = "period_change"; // agent: the op pattern changed (not a slowdown)
+inline constexpr const char* kAgentStart = "agent_start";
+inline constexpr const char* kAgentStop = "agent_stop";
+inline constexpr const char* kCommandAck = "command_ack";
+inline constexpr const char* kIncidentOpen = "incident_open";      // master
+inline constexpr const char* kIncidentUpdate = "incident_update";  // master: compound / more severe
+inline constexpr const char* kIncidentClose = "incident_close";    // master
+}  // namespace event_type
+
+struct Event {
+  std::string type;
+  double t_s = 0;                  // job time (seconds since the job's epoch)
+  std::int64_t t_unix_ms = 0;      // wall clock, 0 when unknown
+  std::string source;              // "agent:<node>" or "master"
+  int rank = -1;                   // -1: not about one rank
+  int node = -1;
+  std::int64_t index = -1;         // onset iteration (rank's own numbering)
+  std::int64_t detected_index = -1;
+  double detected_t_s = -1;        // job time of the iteration whose arrival triggered the event
+  double before_ms = 0, after_ms = 0, ratio = 0;
+  std::int64_t incident = -1;
+  nlohmann::json detail;           // free-form extras (object or null)
+};
+nlohmann::json to_json(const Event& e);
+std::optional<Event> parse_event(const std::string& text, std::string* error);
+
+struct RankRegistration {
+  int rank = -1;
+  int local_rank = -1;
+  int node = -1;
+  std::string host;
+  int pid = 0;
+  int device = -1;
+  std::string ring;  // ring file path on its node
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const RankRegistration& r);
+std::optional<RankRegistration> parse_rank_registration(const std::string& text, std::string* error);
+
+struct AgentHeartbeat {
+  int node = -1;
+  std::string host;
+  int pid = 0;
+  std::int64_t t_unix_ms = 0;
+  std::vector<int> ranks;
+  std::uint64_t records_read = 0;
+  std::uint64_t records_lost = 0;
+  std::uint64_t events_dropped = 0;  // events that found the outgoing buffer full while Redis was away
+  std::uint64_t redis_reconnects = 0;
+};
+nlohmann::json to_json(const AgentHeartbeat& h);
+std::optional<AgentHeartbeat> parse_agent_heartbeat(const std::string& text, std::string* error);
+
+struct IterationUpdate {
+  int rank = -1;
+  std::int64_t index = 0;
+  double t_s = 0;       // end of the iteration, job time
+  double iter_ms = 0;
+  int period = 0;       // NCCL calls per iteration
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const IterationUpdate& u);
+std::optional<IterationUpdate> parse_iteration_update(const std::string& text, std::string* error);
+
+struct Command {
+  std::string cmd;  // "ping", "resync"
+  std::string id;
+  nlohmann::json args;
+};
+nlohmann::json to_json(const Command& c);
+std::optional<Command> parse_command(const std::string& text, std::string* error);
+
+struct Incident {
+  std::int64_t id = 0;
+  std::string status = "open";  // "open", "closed"
+  double onset_t_s = 0;
+  double detected_t_s = 0;
+  double closed_t_s = -1;
+  double before_ms = 0;
+  double after_ms = 0;
+  double severity = 1.0;        // after_ms / before_ms
+  std::vector<int> ranks;       // ranks that reported the slowdown
+  std::vector<int> recovered;   // ranks that reported the recovery
+  std::vector<int> nodes;
+};
+nlohmann::json to_json(const Incident& i);
+std::optional<Incident> parse_incident(const std::string& text, std::string* error);
+
+struct MasterState {
+  std::string cursor = "0-0";   // last event-stream id processed
+  std::string state = "healthy";
+  std::int64_t open_incident = -1;
+  std::int64_t incidents_total = 0;
+  std::int64_t events_processed = 0;
+  std::int64_t events_rejected = 0;
+  std::int64_t updated_unix_ms = 0;
+};
+nlohmann::json to_json(const MasterState& s);
+std::optional<MasterState> parse_master_state(const std::string& text, std::string* error);
+
+std::int64_t unix_ms_now();
+
+}  // namespace greyhound

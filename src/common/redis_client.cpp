@@ -1,0 +1,226 @@
+#include "common/redis_client.h"
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace greyhound {
+namespace {
+
+timeval to_timeval(std::chrono::milliseconds ms) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
+  return tv;
+}
+
+RedisReply convert(const redisReply* r) {
+  RedisReply out;
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::kString;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::kStatus;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = RedisReply::Type::kError;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      for (std::size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
+      break;
+    default:
+      out.type = RedisReply::Type::kNil;
+      break;
+  }
+  return out;
+}
+
+int parse_int(const std::string& s, int lo, int hi, const std::string& what) {
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < lo || v > hi) {
+    throw std::invalid_argument("Redis URL: " + what + " '" + s + "' is not an integer in [" + std::to_string(lo) +
+                                ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+std::string RedisEndpoint::describe() const {
+  return (unix_path.empty() ? host + ":" + std::to_string(port) : "unix:" + unix_path) + "/" + std::to_string(db);
+}
+
+RedisEndpoint parse_redis_url(const std::string& text) {
+  RedisEndpoint e;
+  if (text.empty()) return e;
+  if (text[0] == '/') {
+    e.unix_path = text;
+    return e;
+  }
+  if (text.rfind("unix://", 0) == 0) {
+    std::string rest = text.substr(7);
+    if (const auto q = rest.find("?db="); q != std::string::npos) {
+      e.db = parse_int(rest.substr(q + 4), 0, 1 << 16, "database");
+      rest = rest.substr(0, q);
+    }
+    if (rest.empty() || rest[0] != '/') throw std::invalid_argument("Redis URL: unix:// needs an absolute path");
+    e.unix_path = rest;
+    return e;
+  }
+  if (text.rfind("redis://", 0) != 0) {
+    throw std::invalid_argument("Redis URL '" + text + "': expected redis://[:password@]host:port/db or a unix path");
+  }
+  std::string rest = text.substr(8);
+  if (const auto at = rest.rfind('@'); at != std::string::npos) {
+    const std::string cred = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    if (const auto colon = cred.find(':'); colon != std::string::npos) {
+      e.user = cred.substr(0, colon);
+      e.password = cred.substr(colon + 1);
+    } else {
+      e.password = cred;
+    }
+  }
+  if (const auto slash = rest.find('/'); slash != std::string::npos) {
+    const std::string db = rest.substr(slash + 1);
+    if (!db.empty()) e.db = parse_int(db, 0, 1 << 16, "database");
+    rest = rest.substr(0, slash);
+  }
+  if (const auto colon = rest.rfind(':'); colon != std::string::npos) {
+    e.port = parse_int(rest.substr(colon + 1), 1, 65535, "port");
+    rest = rest.substr(0, colon);
+  }
+  if (rest.empty()) throw std::invalid_argument("Redis URL '" + text + "': missing host");
+  e.host = rest;
+  return e;
+}
+
+RedisEndpoint redis_endpoint_from_env() {
+  const char* url = std::getenv("GREYHOUND_REDIS");
+  RedisEndpoint e = parse_redis_url(url != nullptr ? url : "");
+  const char* file = std::getenv("GREYHOUND_REDIS_PASSWORD_FILE");
+  if (e.password.empty() && file != nullptr && *file != '\0') {
+    std::ifstream in(file);
+    if (!in) throw std::invalid_argument(std::string("GREYHOUND_REDIS_PASSWORD_FILE: cannot read ") + file);
+    std::getline(in, e.password);
+    while (!e.password.empty() && (e.password.back() == '\r' || e.password.back() == ' ')) e.password.pop_back();
+  }
+  return e;
+}
+
+RedisClient::RedisClient(Options options) : options_(std::move(options)) {}
+
+RedisClient::~RedisClient() { disconnect(); }
+
+void RedisClient::disconnect() {
+  if (ctx_ != nullptr) {
+    redisFree(ctx_);
+    ctx_ = nullptr;
+  }
+}
+
+void RedisClient::fail(const std::string& why) {
+  last_error_ = why;
+  disconnect();
+  // Exponential backoff with jitter: many agents must not reconnect in lockstep.
+  backoff_ = backoff_.count() == 0 ? options_.backoff_min : std::min(options_.backoff_max, backoff_ * 2);
+  static thread_local std::minstd_rand jitter(std::random_device{}());
+  const auto j = std::chrono::milliseconds(jitter() % (backoff_.count() / 4 + 1));
+  next_attempt_ = std::chrono::steady_clock::now() + backoff_ + j;
+}
+
+bool RedisClient::ensure_connected() {
+  if (ctx_ != nullptr) return true;
+  if (std::chrono::steady_clock::now() < next_attempt_) return false;
+  return connect_now();
+}
+
+bool RedisClient::connect_now() {
+  const RedisEndpoint& e = options_.endpoint;
+  const timeval ctv = to_timeval(options_.connect_timeout);
+  redisContext* c = e.unix_path.empty() ? redisConnectWithTimeout(e.host.c_str(), e.port, ctv)
+                                        : redisConnectUnixWithTimeout(e.unix_path.c_str(), ctv);
+  if (c == nullptr || c->err != 0) {
+    const std::string why = c != nullptr ? c->errstr : "out of memory";
+    if (c != nullptr) redisFree(c);
+    fail("cannot connect to Redis at " + e.describe() + ": " + why);
+    return false;
+  }
+  if (redisSetTimeout(c, to_timeval(options_.command_timeout)) != REDIS_OK) {
+    redisFree(c);
+    fail("cannot set the Redis command timeout");
+    return false;
+  }
+  ctx_ = c;
+  if (!e.password.empty()) {
+    auto r = e.user.empty() ? command({"AUTH", e.password}) : command({"AUTH", e.user, e.password});
+    if (!r) return false;
+    if (r->is_error()) {
+      fail("Redis AUTH failed: " + r->str);
+      return false;
+    }
+  }
+  if (e.db != 0) {
+    auto r = command({"SELECT", std::to_string(e.db)});
+    if (!r) return false;
+    if (r->is_error()) {
+      fail("Redis SELECT " + std::to_string(e.db) + " failed: " + r->str);
+      return false;
+    }
+  }
+  if (ever_connected_) ++reconnects_;
+  ever_connected_ = true;
+  backoff_ = std::chrono::milliseconds(0);
+  return true;
+}
+
+std::optional<RedisReply> RedisClient::command(const std::vector<std::string>& argv) {
+  auto r = pipeline({argv});
+  if (!r) return std::nullopt;
+  return std::move(r->front());
+}
+
+std::optional<std::vector<RedisReply>> RedisClient::pipeline(const std::vector<std::vector<std::string>>& commands) {
+  if (!ensure_connected()) return std::nullopt;
+  for (const auto& argv : commands) {
+    std::vector<const char*> ptrs;
+    std::vector<std::size_t> lens;
+    for (const auto& a : argv) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK) {
+      fail(std::string("Redis: cannot queue a command: ") + ctx_->errstr);
+      return std::nullopt;
+    }
+  }
+  std::vector<RedisReply> out;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
+      fail(std::string("Redis connection to ") + options_.endpoint.describe() + " lost: " +
+           (ctx_ != nullptr && ctx_->errstr[0] != '\0' ? ctx_->errstr : "no reply"));
+      return std::nullopt;
+    }
+    out.push_back(convert(static_cast<redisReply*>(raw)));
+    freeReplyObject(raw);
+  }
+  return out;
+}
+
+}  // namespace greyhound

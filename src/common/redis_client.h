@@ -1,0 +1,93 @@
+// The one Redis client of greyhound (agent, master, greyhoundctl, simcluster), over hiredis' synchronous API.
+//
+// - Every connect and every command has a timeout; a dead or absent server costs at most that.
+// - After a failure the client is disconnected and reconnects on a later call, with exponential backoff
+//   (so a missing Redis is not hammered and callers never sleep).
+// - AUTH with the URL's password (or GREYHOUND_REDIS_PASSWORD_FILE), SELECT of the URL's database.
+// - Errors are returned (status + message), never thrown; server error replies are replies of type kError.
+// Not thread-safe: one client per thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct redisContext;
+
+namespace greyhound {
+
+struct RedisEndpoint {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string unix_path;  // set: connect to this socket instead of host:port
+  std::string user;       // Redis 6 ACL user (optional)
+  std::string password;   // empty: no AUTH
+  int db = 0;
+  std::string describe() const;  // "127.0.0.1:6379/0" or "unix:/path/0", never the password
+};
+
+// redis://[[user]:password@]host[:port][/db], unix:///path[?db=N], or an absolute socket path.
+// Empty text gives the default endpoint. Throws std::invalid_argument with a message naming the problem.
+RedisEndpoint parse_redis_url(const std::string& text);
+
+// GREYHOUND_REDIS (default redis://127.0.0.1:6379/0) plus GREYHOUND_REDIS_PASSWORD_FILE when the URL has
+// no password. Throws std::invalid_argument on a bad URL or an unreadable password file.
+RedisEndpoint redis_endpoint_from_env();
+
+struct RedisReply {
+  enum class Type { kString, kArray, kInteger, kNil, kStatus, kError };
+  Type type = Type::kNil;
+  std::string str;  // kString, kStatus, kError
+  long long integer = 0;
+  std::vector<RedisReply> elements;  // kArray
+
+  bool is_error() const { return type == Type::kError; }
+  bool is_nil() const { return type == Type::kNil; }
+};
+
+class RedisClient {
+ public:
+  struct Options {
+    RedisEndpoint endpoint;
+    std::chrono::milliseconds connect_timeout{500};
+    std::chrono::milliseconds command_timeout{1000};
+    std::chrono::milliseconds backoff_min{100};
+    std::chrono::milliseconds backoff_max{5000};
+  };
+
+  explicit RedisClient(Options options);
+  ~RedisClient();
+  RedisClient(const RedisClient&) = delete;
+  RedisClient& operator=(const RedisClient&) = delete;
+
+  // Connects if not connected and the backoff allows an attempt now. True when connected.
+  bool ensure_connected();
+  bool connected() const { return ctx_ != nullptr; }
+  void disconnect();
+
+  // One command. nullopt on a connection problem (then disconnected; last_error() says why). A server
+  // error reply is returned as a reply of type kError.
+  std::optional<RedisReply> command(const std::vector<std::string>& argv);
+  // Several commands in one round trip (e.g. MULTI ... EXEC). nullopt on a connection problem.
+  std::optional<std::vector<RedisReply>> pipeline(const std::vector<std::vector<std::string>>& commands);
+
+  const std::string& last_error() const { return last_error_; }
+  const RedisEndpoint& endpoint() const { return options_.endpoint; }
+  std::uint64_t reconnects() const { return reconnects_; }
+
+ private:
+  bool connect_now();
+  void fail(const std::string& why);
+
+  Options options_;
+  redisContext* ctx_ = nullptr;
+  std::string last_error_;
+  std::chrono::steady_clock::time_point next_attempt_{};
+  std::chrono::milliseconds backoff_{0};
+  std::uint64_t reconnects_ = 0;
+  bool ever_connected_ = false;
+};
+
+}  // namespace greyhound
