@@ -1,0 +1,105 @@
+// BocdDetector: the paper's online slowdown detector. Bocd finds where the iteration-time level changed;
+// validation (changepoint_validation.h) keeps only changes of >= 10 %. With validation off it is the plain
+// BOCD baseline ("bocd"); with it on, the paper's "bocd+v".
+//
+// Pipeline for each iteration time x_t, read strictly in order:
+// 1. Healthy level (scale-free). The first `baseline_iterations` values are buffered; their median is the
+//    level L. Leading values more than min_rel_change above L are warm-up (compilation, autotuning,
+//    allocator growth) and are skipped (at most half of the buffer). Bocd then sees y_t = ln(x_t / L): the
+//    log makes multiplicative jitter homoscedastic and a 1.5x slowdown the same step at any scale, so one
+//    prior serves 50 ms and 50 s iterations. No event is decided before the buffer is full.
+// 2. Bocd update with y_t (Normal-Gamma, hazard 1 / hazard_lambda, outlier-robust, pruned).
+// 3. Decision (the lagged rule): P(min_run <= r_t <= max_run | y_1..t) >= threshold, i.e. "a new run began
+//    between max_run and min_run iterations ago" is at least 90 % likely. The onset is the first iteration
+//    of the most probable such run. min_run is the number of iterations a change must persist before it can
+//    be reported: jitter bursts shorter than min_run never form a run that long, and the detection latency
+//    (detected_index - onset) is at least min_run - 1. Under a constant hazard P(r_t = 0) is always exactly
+//    the hazard, so "P(changepoint) > 0.9" must be read this way.
+// 4. The candidate must be new evidence: its onset lies after the iteration at which the previous event was
+//    decided, and at least min_run iterations of the current segment precede it. With validation,
+//    before = the robust mean of up to `before_max` iterations from the previous event's onset (or the
+//    start) to the onset, after = the robust mean from the onset to t; the event stands if they differ by
+//    >= min_rel_change. A candidate that fails is re-checked on the next iterations
+//    while Bocd still places the run start there (up to max_run), so a borderline change gets a longer
+//    after-segment before it is dropped.
+// Memory O(before_max + max_run + kept run lengths); time O(kept run lengths) per iteration.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "greyhound/analysis/bocd.h"
+#include "greyhound/analysis/changepoint_validation.h"
+#include "greyhound/analysis/slowdown_detector.h"
+#include "greyhound/analysis/iteration_history.h"
+
+namespace greyhound::analysis {
+
+// Defaults and why (the trade-off tables behind them are in docs/analysis.md):
+struct BocdDetectorParams {
+  // Healthy level: median of the first 16 iterations (robust to up to 7 warm-up or disturbed ones).
+  std::uint32_t baseline_iterations = 16;
+  // Bocd on ln(x / level). The prior says: a fresh run's mean is unknown (kappa 0.01: its first iteration
+  // sets it), its jitter about 3 % (beta / (alpha - 1) = 0.03^2), with moderately heavy tails (alpha 2:
+  // 4 degrees of freedom). Hazard 1/100: fail-slows are transient and come as onset/end pairs minutes
+  // apart; 100 was better than 250 and 1000 on every evaluation sample (docs/analysis.md).
+  double hazard_lambda = 100.0;
+  NormalGammaPrior prior{0.0, 0.01, 2.0, 0.0009};
+  // Interference (GC pauses, stalls) as outliers: eps 2 % of iterations, uniform over a log-range of 10
+  // (ratios 1/150 .. 150 to the level). Keeps one checkpoint stall from erasing Bocd's history (see Bocd).
+  double outlier_probability = 0.02;
+  double outlier_log_density = -2.302585092994046;  // log(1 / 10)
+  // Pruning: in a stationary stretch every run length keeps a posterior of order H e^-k (a young run
+  // predicts as well as an old one once it has learned the jitter), so a tiny threshold keeps O(t) of
+  // them; 1e-3 (H / 10) keeps 2-3 and Bocd runs several times faster than at 1e-4, with the same accuracy
+  // (docs/analysis.md). A change still seeds a run: its first iteration gives the r = 1 hypothesis far
+  // more than 1e-3 unless it lies within ~2 standard deviations of the current level.
+  double prune_below = 1e-3;
+  std::size_t max_run_lengths = 1024;
+  // Decision rule: P(6 <= r_t <= 16) >= 0.9 (a threshold is clamped below 1 - 1/hazard_lambda, the most
+  // mass r > 0 can have). min_run 6 is the persistence a change needs: interference
+  // clusters of up to 5 iterations (a burst next to a GC pause) are common enough in long jobs that
+  // min_run 5 gives about 1-3 % of healthy 1,500-6,000-iteration jobs a false event, min_run 6 under 1 %;
+  // the cost is a detection latency of 5 iterations (detected_index - onset). max_run 16 bounds how long a
+  // borderline change keeps being re-validated.
+  std::uint32_t min_run = 6;
+  std::uint32_t max_run = 16;
+  double threshold = 0.9;  // the paper's 0.9
+  // Validation (changepoint_validation.h): 10 %, fastest-quarter means, before = up to 64 iterations.
+  bool validate = true;
+  ValidationParams validation;
+  std::uint32_t before_max = 64;
+};
+
+class BocdDetector final : public SlowdownDetector {
+ public:
+  explicit BocdDetector(const BocdDetectorParams& params = {});
+
+  bool push(double iter_ms, std::vector<SlowdownEvent>& events) override;
+  std::uint64_t iterations() const override { return n_; }
+
+  // The healthy level (median of the baseline), once known.
+  std::optional<double> level() const { return level_; }
+  // Iterations skipped as warm-up (known once the baseline is full).
+  std::uint64_t warmup_iterations() const { return warmup_; }
+  const Bocd& bocd() const { return bocd_; }
+  const BocdDetectorParams& params() const { return params_; }
+
+ private:
+  // Feeds iteration `i` (already in history_) to Bocd and decides; `now` is the iteration being read.
+  void step(std::uint64_t i, std::uint64_t now, std::vector<SlowdownEvent>& events);
+
+  BocdDetectorParams params_;
+  Bocd bocd_;
+  IterationHistory history_;
+  std::vector<double> scratch_;
+  std::uint64_t n_ = 0;
+  std::optional<double> level_;
+  double log_level_ = 0.0;
+  std::uint64_t warmup_ = 0;
+  std::uint64_t segment_start_ = 0;            // onset of the last event, or the first non-warm-up iteration
+  std::optional<std::uint64_t> last_decided_;  // detected_index of the last event
+};
+
+}  // namespace greyhound::analysis

@@ -1,0 +1,41 @@
+#include "greyhound/analysis/slowdown_detector.h"
+
+#include "greyhound/analysis/bocd_detector.h"
+#include "greyhound/analysis/sliding_window_detector.h"
+
+namespace greyhound::analysis {
+
+std::string_view direction_name(ChangeDirection d) {
+  return d == ChangeDirection::kSlowdown ? "slowdown" : "recovery";
+}
+
+std::string_view method_name(DetectionMethod m) {
+  switch (m) {
+    case DetectionMethod::kBocdValidated: return "bocd+v";
+    case DetectionMethod::kBocd: return "bocd";
+    case DetectionMethod::kSlidingWindow: return "window";
+  }
+  return "unknown";
+}
+
+std::optional<DetectionMethod> method_from_name(std::string_view name) {
+  for (auto m : {DetectionMethod::kBocdValidated, DetectionMethod::kBocd, DetectionMethod::kSlidingWindow}) {
+    if (name == method_name(m)) return m;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<SlowdownDetector> make_slowdown_detector(DetectionMethod method) {
+  switch (method) {
+    case DetectionMethod::kBocdValidated: return std::make_unique<BocdDetector>();
+    case DetectionMethod::kBocd: {
+      BocdDetectorParams p;
+      p.validate = false;
+      return std::make_unique<BocdDetector>(p);
+    }
+    case DetectionMethod::kSlidingWindow: return std::make_unique<SlidingWindowDetector>();
+  }
+  return nullptr;
+}
+
+}  // namespace greyhound::analysis
