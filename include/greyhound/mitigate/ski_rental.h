@@ -1,0 +1,118 @@
+// SkiRental: for one fail-slow incident, when to climb the strategy ladder S1 -> S2 -> S3 -> S4 and when
+// to step back down after it ends. The duration of a fail-slow is unknown (seconds to hours); its cost so
+// far is not. Like renting skis until the rent paid equals the price of buying, the controller stays with
+// the current strategy until the loss accumulated over the incident reaches the overhead of the next one.
+//
+// Rule, evaluated once per iteration (the master calls observe() with the iteration that just ended):
+//  - While the fail-slow is present: loss += max(0, t_iteration - t_healthy). If the current strategy has
+//    not brought the iteration time (median of the last `window` iterations since it took effect) back to
+//    within fixed_ratio x healthy, and loss >= overhead(next), apply `next`: the next strategy that can help
+//    the localised cause (S2 balances compute, so it is skipped for a congested link) and that the master
+//    has not marked unavailable (solver or planner found nothing better). One step per call.
+//    If the current strategy does hold the iteration within fixed_ratio, it has paid off the loss before
+//    it, and only the residual loss accumulated under it counts: `next` is applied when that residual
+//    reaches overhead(next). (Without this, a residual under 10 % would never be escalated, and a long
+//    incident would cost without bound against an oracle that restarts.)
+//  - After it ends: S1 and S4 leave nothing to undo (S4 restarted without the slow part). S2 and S3 may
+//    leave a configuration slower than the original on the healthy cluster; its excess over healthy
+//    (beyond jitter_ratio) is a new rent, and the controller reverts when it reaches the revert overhead.
+//    A configuration that stays within jitter for `window` iterations is kept.
+// Overheads: S2 = one iteration + solve time; S3 = the measured pause (default 60 s); S4 = checkpoint +
+// restart. Reverting S2 or S3 costs what applying it did.
+//
+// Competitiveness (docs/mitigation.md): with S1 and one remedy the loss is at most twice that of an oracle
+// that knows the duration (plus one iteration of rounding); with an intermediate rung S_k before S4, at
+// most 2 + overhead(S_k) / overhead(S4) times if S_k does not fix the incident, 2 + 2 overhead(S_k) /
+// overhead(S4) if it leaves a residual within fixed_ratio.
+//
+// Pure: time enters only as the iteration durations passed in. Not thread-safe; one per incident.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "greyhound/mitigate/plan_decision.h"
+#include "greyhound/mitigate/result.h"
+
+namespace greyhound::mitigate {
+
+enum class FailSlowCause : std::uint8_t {
+  kComputation,    // slow GPU or CPU contention: S2, S3 and S4 can help
+  kCommunication,  // congested link: S3 and S4 can help, S2 cannot
+  kBoth,           // compound: any may help
+};
+
+struct SkiRentalConfig {
+  double fixed_ratio = 1.10;     // "fixed": iteration time <= fixed_ratio x healthy
+  double s2_solve_s = 0.001;     // S2 overhead = one iteration + this
+  double s3_pause_s = 60.0;      // S3 overhead
+  double s4_restart_s = 1800.0;  // S4 overhead: checkpoint + restart
+  double jitter_ratio = 0.02;    // after recovery, iterations within this of healthy cost nothing
+  int window = 5;                // iterations whose median judges the current strategy
+};
+
+struct SkiRentalIncident {
+  FailSlowCause cause = FailSlowCause::kComputation;
+  double healthy_iteration_s = 0.0;
+  bool s2_available = true;  // false: the solver finds no allocation faster than the current one
+  bool s3_available = true;  // false: the planner finds no placement worth its pause
+  bool s4_available = true;  // false: no spare capacity, or restarts are not allowed
+};
+
+struct SkiRentalObservation {
+  double iteration_s = 0.0;       // duration of the iteration that just ended
+  bool fail_slow_present = true;  // the localised cause is still there (profiling / validation)
+};
+
+enum class SkiRentalAction : std::uint8_t {
+  kStay,    // nothing to do
+  kApply,   // apply `strategy` from the next iteration boundary
+  kRevert,  // restore the original configuration (even micro-batches, original placement)
+};
+
+struct SkiRentalDecision {
+  SkiRentalAction action = SkiRentalAction::kStay;
+  Strategy strategy = Strategy::kS1Ignore;  // the strategy in force after the action
+  double overhead_s = 0.0;                  // expected cost of the action
+  std::string reason;                       // why; empty for kStay
+};
+
+class SkiRental {
+ public:
+  // Errors: healthy time not > 0, a negative or non-finite overhead, fixed_ratio < 1, window < 1.
+  static Result<SkiRental> create(const SkiRentalConfig& config, const SkiRentalIncident& incident);
+
+  SkiRentalDecision observe(const SkiRentalObservation& observation);
+
+  // The master could not apply `s` after all (nothing better found): mark it unavailable and, if the
+  // controller had just moved to it, fall back to the strategy before it.
+  void decline(Strategy s);
+
+  Strategy strategy() const { return strategy_; }
+  double accumulated_loss_s() const { return loss_s_; }
+  double post_recovery_loss_s() const { return post_loss_s_; }
+  bool finished() const { return finished_; }
+  double overhead_s(Strategy s) const;  // S2 uses the latest iteration time
+
+ private:
+  SkiRental(const SkiRentalConfig& config, const SkiRentalIncident& incident);
+  bool can_help(Strategy s) const;
+  double judged_iteration_s() const;  // median of window_
+
+  SkiRentalConfig config_;
+  SkiRentalIncident incident_;
+  Strategy strategy_ = Strategy::kS1Ignore;
+  Strategy previous_ = Strategy::kS1Ignore;
+  double loss_s_ = 0.0;           // over the incident
+  double strategy_loss_s_ = 0.0;  // since the current strategy took effect
+  double post_loss_s_ = 0.0;
+  int calm_iterations_ = 0;
+  double last_iteration_s_ = 0.0;
+  std::deque<double> window_;            // iteration times since the strategy took effect, newest last
+  mutable std::vector<double> scratch_;  // for the median, to avoid allocating per call
+  bool finished_ = false;
+};
+
+}  // namespace greyhound::mitigate

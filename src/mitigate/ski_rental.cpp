@@ -1,0 +1,151 @@
+#include "greyhound/mitigate/ski_rental.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+namespace greyhound::mitigate {
+namespace {
+
+std::string fmt(double v) {
+  std::ostringstream os;
+  os.precision(4);
+  os << v;
+  return os.str();
+}
+
+std::string name(Strategy s) { return std::string(strategy_name(s)); }
+
+}  // namespace
+
+Result<SkiRental> SkiRental::create(const SkiRentalConfig& c, const SkiRentalIncident& i) {
+  using R = Result<SkiRental>;
+  if (!std::isfinite(i.healthy_iteration_s) || !(i.healthy_iteration_s > 0.0)) {
+    return R::failure("healthy iteration time must be finite and > 0");
+  }
+  for (double v : {c.s2_solve_s, c.s3_pause_s, c.s4_restart_s, c.jitter_ratio}) {
+    if (!std::isfinite(v) || v < 0.0) return R::failure("overheads and jitter_ratio must be finite and >= 0");
+  }
+  if (!std::isfinite(c.fixed_ratio) || c.fixed_ratio < 1.0) return R::failure("fixed_ratio must be >= 1");
+  if (c.window < 1) return R::failure("window must be >= 1");
+  return SkiRental(c, i);
+}
+
+SkiRental::SkiRental(const SkiRentalConfig& c, const SkiRentalIncident& i)
+    : config_(c), incident_(i), last_iteration_s_(i.healthy_iteration_s) {}
+
+double SkiRental::overhead_s(Strategy s) const {
+  switch (s) {
+    case Strategy::kS1Ignore: return 0.0;
+    case Strategy::kS2Microbatches: return last_iteration_s_ + config_.s2_solve_s;
+    case Strategy::kS3Topology: return config_.s3_pause_s;
+    case Strategy::kS4Restart: return config_.s4_restart_s;
+  }
+  return 0.0;
+}
+
+bool SkiRental::can_help(Strategy s) const {
+  switch (s) {
+    case Strategy::kS1Ignore: return true;
+    case Strategy::kS2Microbatches:
+      return incident_.s2_available && incident_.cause != FailSlowCause::kCommunication;
+    case Strategy::kS3Topology: return incident_.s3_available;
+    case Strategy::kS4Restart: return incident_.s4_available;
+  }
+  return false;
+}
+
+double SkiRental::judged_iteration_s() const {
+  auto& v = scratch_;
+  v.assign(window_.begin(), window_.end());
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2 == 1) return *mid;
+  return (*mid + *std::max_element(v.begin(), mid)) / 2.0;
+}
+
+void SkiRental::decline(Strategy s) {
+  if (s == Strategy::kS2Microbatches) incident_.s2_available = false;
+  if (s == Strategy::kS3Topology) incident_.s3_available = false;
+  if (s == Strategy::kS4Restart) incident_.s4_available = false;
+  if (strategy_ == s && s != Strategy::kS1Ignore) {
+    strategy_ = previous_;
+    window_.clear();  // the rent since then was paid under `previous_`: it stays counted
+  }
+}
+
+SkiRentalDecision SkiRental::observe(const SkiRentalObservation& obs) {
+  SkiRentalDecision d;
+  d.strategy = strategy_;
+  if (finished_ || !std::isfinite(obs.iteration_s) || obs.iteration_s < 0.0) return d;
+  const double healthy = incident_.healthy_iteration_s;
+  last_iteration_s_ = obs.iteration_s;
+  const double excess = std::max(0.0, obs.iteration_s - healthy);
+
+  if (obs.fail_slow_present) {
+    post_loss_s_ = 0.0;
+    calm_iterations_ = 0;
+    loss_s_ += excess;
+    strategy_loss_s_ += excess;
+    window_.push_back(obs.iteration_s);
+    while (static_cast<int>(window_.size()) > config_.window) window_.pop_front();
+    const double judged = judged_iteration_s();
+    // A strategy that holds the iteration within fixed_ratio has paid off the loss before it: only the
+    // residual loss under it counts toward the next rung.
+    const bool fixed = judged <= config_.fixed_ratio * healthy;
+    const double rent = fixed ? strategy_loss_s_ : loss_s_;
+    std::string skipped;
+    for (int level = static_cast<int>(strategy_) + 1; level <= static_cast<int>(Strategy::kS4Restart); ++level) {
+      const auto next = static_cast<Strategy>(level);
+      if (!can_help(next)) {
+        skipped += (skipped.empty() ? "; skipped " : ", ") + name(next);
+        continue;
+      }
+      const double cost = overhead_s(next);
+      if (rent < cost) return d;
+      d.action = SkiRentalAction::kApply;
+      d.strategy = next;
+      d.overhead_s = cost;
+      if (fixed) {
+        d.reason = "residual loss " + fmt(rent) + " s under " + name(strategy_) + " (iterations at " + fmt(judged) +
+                   " s, within " + fmt(config_.fixed_ratio) + " x healthy " + fmt(healthy) + " s) >= " + name(next) +
+                   " overhead " + fmt(cost) + " s" + skipped;
+      } else {
+        d.reason = "accumulated loss " + fmt(rent) + " s >= " + name(next) + " overhead " + fmt(cost) + " s; " +
+                   name(strategy_) + " leaves iterations at " + fmt(judged) + " s > " + fmt(config_.fixed_ratio) +
+                   " x healthy " + fmt(healthy) + " s" + skipped;
+      }
+      previous_ = strategy_;
+      strategy_ = next;
+      strategy_loss_s_ = 0.0;
+      window_.clear();
+      return d;
+    }
+    return d;  // top of the ladder
+  }
+
+  // The fail-slow is over.
+  if (strategy_ == Strategy::kS1Ignore || strategy_ == Strategy::kS4Restart) {
+    finished_ = true;
+    return d;
+  }
+  if (obs.iteration_s <= healthy * (1.0 + config_.jitter_ratio)) {
+    if (++calm_iterations_ >= config_.window) finished_ = true;  // nothing to win by reverting
+    return d;
+  }
+  calm_iterations_ = 0;
+  post_loss_s_ += excess;
+  const double cost = overhead_s(strategy_);
+  if (post_loss_s_ < cost) return d;
+  d.action = SkiRentalAction::kRevert;
+  d.strategy = Strategy::kS1Ignore;
+  d.overhead_s = cost;
+  d.reason = "fail-slow over; " + name(strategy_) + "'s configuration cost " + fmt(post_loss_s_) + " s since >= " +
+             fmt(cost) + " s to revert it";
+  strategy_ = Strategy::kS1Ignore;
+  finished_ = true;
+  return d;
+}
+
+}  // namespace greyhound::mitigate

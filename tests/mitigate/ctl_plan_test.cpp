@@ -1,0 +1,69 @@
+// greyhoundctl plan-microbatches, run as a process: the issue's test vector and its JSON contract, and
+// bad input answered with one error line and exit status 2.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+Outcome run(const std::string& args) {
+  const std::string cmd = std::string(GREYHOUNDCTL) + " plan-microbatches " + args + " 2>&1";
+  Outcome o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return o;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), static_cast<int>(buf.size()), p) != nullptr) o.out += buf.data();
+  const int raw = pclose(p);
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return o;
+}
+
+TEST(CtlPlanMicrobatches, IssueTestVector) {
+  const Outcome o = run("--times 1052.28,1471.5,1052.28,1052.28 --total 32 --current 8,8,8,8");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_EQ(o.out, "{\"microbatches\":[9,6,9,8],\"makespan_ms\":9470.52}\n");
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j.at("makespan_ms").get<double>(), 9470.52);
+}
+
+TEST(CtlPlanMicrobatches, PipelineDepthAndEqualsForm) {
+  const Outcome o = run("--times=1,1,1,2 --total=32 --pp=4 --current=8,8,8,8");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_EQ(o.out, "{\"microbatches\":[12,8,8,4],\"makespan_ms\":12.0}\n");
+}
+
+TEST(CtlPlanMicrobatches, BadInputIsOneLineAndExitStatus2) {
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"--times 1,0 --total 4", "time of DP group 1 is 0: times must be finite and > 0"},
+      {"--times 1,x --total 4", "--times: 'x' is not a finite number"},
+      {"--times 1,1 --total 3 --pp 2",
+       "total 3 is not a multiple of the pipeline depth 2 (1F1B needs every m_i to be a multiple of P)"},
+      {"--times 1,1,1 --total 2", "total 2 is less than the number of DP groups 3: every DP group needs a micro-batch"},
+      {"--times 1,1 --total 4 --current 3,3", "current allocation sums to 6, expected the total 4"},
+      {"--times 1,1 --total 4 --current 4", "current allocation has 1 entries, expected 2 (one per DP group)"},
+      {"--total 4", "--times is required"},
+      {"--times 1,1", "--total is required"},
+      {"--times 1,1 --total 4 --bogus 1", "unknown flag --bogus"},
+  };
+  for (const auto& c : cases) {
+    const Outcome o = run(c.args);
+    EXPECT_EQ(o.status, 2) << c.args;
+    EXPECT_EQ(o.out, std::string("greyhoundctl plan-microbatches: ") + c.message + "\n") << c.args;
+  }
+}
+
+}  // namespace
