@@ -2,7 +2,8 @@
 // paper's Tables 3/4, and their detection latency. Prints Markdown (docs/analysis.md quotes it).
 //   greyhound-eval-detect [--scale N] [--seed S] [--ablation]
 // --scale multiplies the paper's population sizes (default 2: 1,052 traces + 200 sim40 traces);
-// --ablation adds the trade-off tables behind the chosen parameters (min_run, validation mean, hazard).
+// --ablation adds the trade-off tables behind the chosen parameters (min_run and the early rule, validation
+// mean, hazard).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -162,7 +163,19 @@ int main(int argc, char** argv) {
       for (std::uint32_t d = 2; d <= 6; ++d) {
         ga::BocdDetectorParams p;
         p.min_run = d;
-        run("min_run " + std::to_string(d) + (d == ga::BocdDetectorParams{}.min_run ? " (default)" : ""), p);
+        p.early_run = 0;
+        run("min_run " + std::to_string(d) + ", no early rule", p);
+      }
+      for (auto [e, sig] : {std::pair{5u, 2.5}, std::pair{4u, 2.5}, std::pair{5u, 2.0}, std::pair{5u, 3.0},
+                            std::pair{5u, 4.0}}) {
+        ga::BocdDetectorParams p;
+        p.early_run = e;
+        p.flat_sigmas = sig;
+        const ga::BocdDetectorParams d;
+        char b[96];
+        std::snprintf(b, sizeof b, "min_run 6, early_run %u if flat within %.1f sigma%s", e, sig,
+                      e == d.early_run && sig == d.flat_sigmas ? " (default)" : "");
+        run(b, p);
       }
       for (auto [lo, hi] : {std::pair{0.0, 0.0}, std::pair{0.25, 0.25}, std::pair{0.0, 0.5}}) {
         ga::BocdDetectorParams p;

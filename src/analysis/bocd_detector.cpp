@@ -51,18 +51,45 @@ bool BocdDetector::push(double iter_ms, std::vector<SlowdownEvent>& events) {
   return true;
 }
 
+bool BocdDetector::flat(std::span<const double> before, std::span<const double> after) {
+  const double level = median(before, scratch_);
+  deviations_.clear();
+  for (double x : before) deviations_.push_back(std::abs(x / level - 1.0));
+  const double jitter = 1.4826 * median(deviations_, scratch_);  // robust relative jitter
+  const auto [lo, hi] = std::minmax_element(after.begin(), after.end());
+  return *hi / *lo - 1.0 <= std::max(params_.flat_floor, params_.flat_sigmas * jitter);
+}
+
 void BocdDetector::step(std::uint64_t i, std::uint64_t now, std::vector<SlowdownEvent>& events) {
   bocd_.update(std::log(history_.at(i)) - log_level_);
   const auto& p = params_;
-  if (bocd_.mass_between(p.min_run, p.max_run) < p.threshold) return;
+  bool early = false;
+  if (bocd_.mass_between(p.min_run, p.max_run) < p.threshold) {
+    if (p.early_run == 0 || p.early_run >= p.min_run || bocd_.mass_between(p.early_run, p.max_run) < p.threshold) {
+      return;
+    }
+    early = true;
+  }
   std::uint64_t r = 0;
-  if (!bocd_.map_run_length_between(p.min_run, p.max_run, &r)) return;
-  const std::uint64_t onset = i + 1 - r;
+  if (!bocd_.map_run_length_between(early ? p.early_run : p.min_run, p.max_run, &r)) return;
+  std::uint64_t onset = i + 1 - r;
   if (last_decided_ && onset <= *last_decided_) return;  // not new evidence
   const std::uint64_t before_from = std::max<std::uint64_t>(segment_start_, onset >= p.before_max ? onset - p.before_max : 0);
   if (onset < before_from + p.min_run) return;  // too little before the onset to compare with
   const auto before = history_.range(before_from, onset);
-  const auto after = history_.range(onset, i + 1);
+  auto after = history_.range(onset, i + 1);
+  if (early && !flat(before, after)) {
+    // The run may begin with the iteration the change happened in, partly at the old level and partly at
+    // the new one. Without it, the rest must still be early_run long and flat, and it must lie between.
+    if (after.size() <= p.early_run) return;
+    const double old_level = median(before, scratch_);
+    const double new_level = median(after.subspan(1), scratch_);
+    const double first = after[0];
+    if (first <= std::min(old_level, new_level) || first >= std::max(old_level, new_level)) return;
+    if (!flat(before, after.subspan(1))) return;
+    after = after.subspan(1);
+    ++onset;
+  }
   const LevelChange c = validate_change(before, after, p.validation, scratch_);
   if (p.validate && !c.significant) return;
   events.push_back(SlowdownEvent{c.direction, onset, now, c.before, c.after, c.ratio});

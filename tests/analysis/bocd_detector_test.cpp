@@ -47,13 +47,13 @@ TEST(BocdDetector, SlowdownAndRecoveryWithExactOnsets) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].direction, ga::ChangeDirection::kSlowdown);
   EXPECT_EQ(events[0].index, 100u);
-  EXPECT_EQ(events[0].detected_index, 105u);  // min_run 6: decided on the 6th slow iteration
+  EXPECT_EQ(events[0].detected_index, 104u);  // a flat level shift: decided on its 5th iteration (early_run)
   EXPECT_NEAR(events[0].ratio, 1.5, 0.03);
   EXPECT_NEAR(events[0].before_ms, 297.0, 3.0);  // fastest-quarter level of a +-1 % jitter
   EXPECT_NEAR(events[0].after_ms / events[0].before_ms, events[0].ratio, 1e-12);
   EXPECT_EQ(events[1].direction, ga::ChangeDirection::kRecovery);
   EXPECT_EQ(events[1].index, 150u);
-  EXPECT_EQ(events[1].detected_index, 155u);
+  EXPECT_EQ(events[1].detected_index, 154u);
   EXPECT_NEAR(events[1].ratio, 1.0 / 1.5, 0.02);
   EXPECT_EQ(det.iterations(), 220u);
   EXPECT_NEAR(*det.level(), 300.0, 3.0);
@@ -106,7 +106,7 @@ TEST(BocdDetector, CompoundSlowdownAndPartialRecoveries) {
                                       ga::ChangeDirection::kRecovery, ga::ChangeDirection::kRecovery};
   for (std::size_t e = 0; e < 4; ++e) {
     EXPECT_EQ(events[e].index, onsets[e]);
-    EXPECT_EQ(events[e].detected_index, onsets[e] + 5);
+    EXPECT_EQ(events[e].detected_index, onsets[e] + 4);  // flat changes: early_run 5
     EXPECT_EQ(events[e].direction, dirs[e]);
     EXPECT_NEAR(events[e].ratio, ratios[e], 0.03);
   }
@@ -129,11 +129,34 @@ TEST(BocdDetector, IgnoresSpikesStallsAndShortBursts) {
   auto v = trace(600, 300.0);
   for (std::size_t i = 40; i < v.size(); i += 37) v[i] *= 3.0;   // GC pauses
   v[250] *= 40.0;                                                 // a checkpoint stall
-  for (std::size_t i = 300; i < 305; ++i) v[i] *= 1.4;            // a 5-iteration burst
+  for (std::size_t i = 300; i < 304; ++i) v[i] *= 1.4;            // a 4-iteration burst
   for (std::size_t i = 400; i < 403; ++i) v[i] *= 2.0;            // a 3-iteration burst
   v[405] *= 1.5;
+  // A 5-iteration interference cluster: a 3-iteration burst next to a GC pause and an allocator miss. It is
+  // not flat, so only min_run (6) could report it, and it does not last that long.
+  for (std::size_t i = 500; i < 503; ++i) v[i] *= 1.4;
+  v[503] *= 2.2;
+  v[504] *= 1.15;
   ga::BocdDetector det;
   EXPECT_TRUE(run(det, v).empty());
+}
+
+TEST(BocdDetector, EarlyDecisionNeedsAFlatRunAndMinRunOtherwise) {
+  // A 1.4x shift whose first iterations scatter (a GC pause on the second) is not flat at 5 iterations:
+  // it is decided by the min_run rule, one iteration later than a flat one.
+  auto v = trace(200, 300.0, {{100, 200, 1.4}});
+  v[101] *= 1.6;
+  ga::BocdDetector det;
+  const auto events = run(det, v);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].index, 100u);
+  EXPECT_EQ(events[0].detected_index, 105u);
+  ga::BocdDetectorParams no_early;
+  no_early.early_run = 0;
+  ga::BocdDetector strict(no_early);
+  const auto flat = run(strict, trace(200, 300.0, {{100, 200, 1.4}}));
+  ASSERT_EQ(flat.size(), 1u);
+  EXPECT_EQ(flat[0].detected_index, 105u);  // without the early rule even a flat shift waits for min_run
 }
 
 TEST(BocdDetector, WarmupIsSkipped) {

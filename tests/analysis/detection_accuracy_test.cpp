@@ -61,16 +61,19 @@ TEST(DetectionAccuracy, SimulatedClusterSlowdownsWithinFiveIterations) {
   EXPECT_EQ(s.unmatched_events, 0u);
   EXPECT_EQ(s.found_slowdowns, s.true_slowdowns);
   EXPECT_EQ(s.found_recoveries, s.true_recoveries);
-  // Typically 5 (min_run 6); one more when a GC pause lands on the first slow iteration (the new run then
-  // starts after it), more when a burst does. On this sample: 44 of 50 slowdowns within 5 iterations, 47
-  // within 6, all within 10; 39 of 40 recoveries within 5.
+  // 4 when the new level is flat from its first iteration (early_run 5), 5 otherwise (min_run 6); one more
+  // when a GC pause lands on the first slow iteration (the new run then starts after it), more when a burst
+  // does. On this sample: 23 of 50 slowdowns within 4 iterations, 46 within 5, 47 within 6, all within 9;
+  // 24 of 40 recoveries within 4, 39 within 5.
   auto within = [](const std::vector<double>& v, double x) {
     return static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [x](double l) { return l <= x; }));
   };
   EXPECT_EQ(ge::quantile(s.slowdown_latency, 0.5), 5.0);
-  EXPECT_EQ(ge::quantile(s.recovery_latency, 0.5), 5.0);
-  EXPECT_GE(within(s.slowdown_latency, 5.0), 44u);
+  EXPECT_EQ(ge::quantile(s.recovery_latency, 0.5), 4.0);
+  EXPECT_GE(within(s.slowdown_latency, 4.0), 23u);
+  EXPECT_GE(within(s.slowdown_latency, 5.0), 46u);
   EXPECT_GE(within(s.slowdown_latency, 6.0), 47u);
+  EXPECT_GE(within(s.recovery_latency, 4.0), 24u);
   EXPECT_GE(within(s.recovery_latency, 5.0), 39u);
   EXPECT_LE(ge::quantile(s.slowdown_latency, 1.0), 10.0);
   EXPECT_LE(ge::quantile(s.recovery_latency, 1.0), 10.0);

@@ -10,10 +10,11 @@
 //    prior serves 50 ms and 50 s iterations. No event is decided before the buffer is full.
 // 2. Bocd update with y_t (Normal-Gamma, hazard 1 / hazard_lambda, outlier-robust, pruned).
 // 3. Decision (the lagged rule): P(min_run <= r_t <= max_run | y_1..t) >= threshold, i.e. "a new run began
-//    between max_run and min_run iterations ago" is at least 90 % likely. The onset is the first iteration
-//    of the most probable such run. min_run is the number of iterations a change must persist before it can
-//    be reported: jitter bursts shorter than min_run never form a run that long, and the detection latency
-//    (detected_index - onset) is at least min_run - 1. Under a constant hazard P(r_t = 0) is always exactly
+//    between max_run and min_run iterations ago" is at least 90 % likely; or, for a flat run (a level shift
+//    without interference, see early_run), the same with early_run in place of min_run. The onset is the
+//    first iteration of the most probable such run. min_run is the number of iterations a change must
+//    persist before it can be reported: jitter bursts shorter than min_run never form a run that long, and
+//    the detection latency (detected_index - onset) is at least min_run - 1 (early_run - 1 when flat). Under a constant hazard P(r_t = 0) is always exactly
 //    the hazard, so "P(changepoint) > 0.9" must be read this way.
 // 4. The candidate must be new evidence: its onset lies after the iteration at which the previous event was
 //    decided, and at least min_run iterations of the current segment precede it. With validation,
@@ -61,10 +62,21 @@ struct BocdDetectorParams {
   // mass r > 0 can have). min_run 6 is the persistence a change needs: interference
   // clusters of up to 5 iterations (a burst next to a GC pause) are common enough in long jobs that
   // min_run 5 gives about 1-3 % of healthy 1,500-6,000-iteration jobs a false event, min_run 6 under 1 %;
-  // the cost is a detection latency of 5 iterations (detected_index - onset). max_run 16 bounds how long a
-  // borderline change keeps being re-validated.
+  // the cost is a detection latency of 5 iterations (detected_index - onset) for changes that are not flat
+  // (see early_run for those). max_run 16 bounds how long a borderline change keeps being re-validated.
   std::uint32_t min_run = 6;
   std::uint32_t max_run = 16;
+  // Early decision for level shifts: a run of at least early_run iterations may be reported before min_run
+  // when it is flat, every iteration of it within a band of the others: max / min - 1 <= max(flat_floor,
+  // flat_sigmas x the robust relative jitter of the before-segment). A fail-slow is a level shift, flat
+  // but for the job's jitter; the interference clusters min_run guards against are bursts and pauses of
+  // unrelated sizes, which are not. A run that begins with the iteration the change happened in (between
+  // the two levels) may leave it out, the onset moving to the next. This is what lets the node agent report
+  // within 5 iterations of the onset (its iteration times lag by up to one iteration) without the false
+  // events of a plain min_run 4 or 5 (trade-off table in docs/analysis.md). 0 switches it off.
+  std::uint32_t early_run = 5;
+  double flat_sigmas = 2.5;
+  double flat_floor = 0.02;
   double threshold = 0.9;  // the paper's 0.9
   // Validation (changepoint_validation.h): 10 %, fastest-quarter means, before = up to 64 iterations.
   bool validate = true;
@@ -87,6 +99,8 @@ class BocdDetector final : public SlowdownDetector {
   const BocdDetectorParams& params() const { return params_; }
 
  private:
+  // Whether `after` is flat against the jitter of `before` (the early_run rule).
+  bool flat(std::span<const double> before, std::span<const double> after);
   // Feeds iteration `i` (already in history_) to Bocd and decides; `now` is the iteration being read.
   void step(std::uint64_t i, std::uint64_t now, std::vector<SlowdownEvent>& events);
 
@@ -94,6 +108,7 @@ class BocdDetector final : public SlowdownDetector {
   Bocd bocd_;
   IterationHistory history_;
   std::vector<double> scratch_;
+  std::vector<double> deviations_;
   std::uint64_t n_ = 0;
   std::optional<double> level_;
   double log_level_ = 0.0;
