@@ -34,8 +34,9 @@ enum class Op : std::uint8_t {
   kCommFinalize = 21,
   kCommInitRankScalable = 22,
   kCommShrink = 23,
+  kTiming = 24,  // not an NCCL call: the device time of an earlier record (see ring_layout.h)
 };
-inline constexpr int kOpCount = 24;
+inline constexpr int kOpCount = 25;
 
 // "AllReduce", "Send", ...; "None" for kNone and "Unknown" for values outside the table.
 std::string_view op_name(Op op) noexcept;

@@ -40,7 +40,7 @@ class RingWriter {
   RingWriter& operator=(const RingWriter&) = delete;
 
   // Appends one record; sets p.seq. Never blocks: see the drop rule in ring_layout.h.
-  void append(RecordPayload& p) noexcept {
+  __attribute__((always_inline)) void append(RecordPayload& p) noexcept {
     const std::uint64_t seq = header_->write_index.fetch_add(1, std::memory_order_relaxed);
     Record& slot = records_[seq & mask_];
     const std::uint64_t busy = 2 * seq + 1;
@@ -55,6 +55,7 @@ class RingWriter {
     std::uint64_t w[15];
     std::memcpy(w, &p, sizeof w);
     w[14] = record_check(w);
+#pragma GCC unroll 15
     for (int i = 0; i < 15; ++i) {
       std::atomic_ref<std::uint64_t>(slot.words[i]).store(w[i], std::memory_order_relaxed);
     }
@@ -109,6 +110,10 @@ class RingReader {
   const std::string& path() const noexcept { return path_; }
   bool writer_alive() const noexcept;  // the writer's pid still exists
 
+  // The control block, writable: maps the header page read-write on first use (the agent's side of
+  // RingControl). nullptr with *error when the file cannot be opened for writing.
+  RingControl* control(std::string* error);
+
  private:
   RingReader() = default;
   std::string path_;
@@ -119,6 +124,7 @@ class RingReader {
   std::uint64_t next_ = 0;
   std::uint64_t stuck_seq_ = ~0ull;
   std::uint64_t stuck_since_ns_ = 0;
+  RingHeader* writable_header_ = nullptr;
 };
 
 // Ring files of `job` in `dir` (all jobs when job is empty), sorted by name.

@@ -33,6 +33,12 @@ inline constexpr std::size_t kRecordSize = 128;
 inline constexpr std::size_t kRingJobMax = 64;
 inline constexpr std::size_t kRingHostMax = 64;
 
+// Timing records (op == Op::kTiming) exist only while the agent asks for device profiling (RingControl):
+// each carries the device time (`dur_ns`, from a pair of CUDA events around the call on its stream) of an
+// earlier record (`aux` = its seq, `measured_op` = its op, group/peer/bytes copied from it). Calls inside
+// ncclGroupStart/End are timed as one: from the first call's launch to the end of ncclGroupEnd, measured
+// record = the GroupEnd. Timing records come after the records they measure, in completion order.
+
 // Record flags.
 inline constexpr std::uint8_t kRecordInGroup = 0x1;  // issued between ncclGroupStart and ncclGroupEnd
 
@@ -54,9 +60,10 @@ struct RecordPayload {
   std::uint8_t op;           // greyhound::Op
   std::uint8_t dtype;        // ncclDataType_t, 0xff when not applicable
   std::uint8_t flags;        // kRecordInGroup, ...
-  std::uint8_t reserved0;
+  std::uint8_t measured_op;  // Timing records: the op of the measured record; else 0
   std::int32_t color;        // CommSplit color, else -1
-  std::uint64_t reserved[3];
+  std::uint64_t dur_ns;      // Timing records: device time of the measured call (or group); else 0
+  std::uint64_t reserved[2];
   std::uint64_t check;       // record_check() of the words before it, written by the ring writer
 };
 static_assert(sizeof(RecordPayload) == 120);
@@ -77,7 +84,9 @@ static_assert(offsetof(RecordPayload, op) == 80);
 static_assert(offsetof(RecordPayload, dtype) == 81);
 static_assert(offsetof(RecordPayload, flags) == 82);
 static_assert(offsetof(RecordPayload, color) == 84);
-static_assert(offsetof(RecordPayload, reserved) == 88);
+static_assert(offsetof(RecordPayload, measured_op) == 83);
+static_assert(offsetof(RecordPayload, dur_ns) == 88);
+static_assert(offsetof(RecordPayload, reserved) == 96);
 static_assert(offsetof(RecordPayload, check) == 112);
 
 // One slot: the seqlock word and the payload as 15 words (copied with relaxed atomics, see above).
@@ -89,6 +98,27 @@ static_assert(sizeof(Record) == kRecordSize);
 static_assert(offsetof(Record, words) == 8);
 static_assert(sizeof(Record::words) == sizeof(RecordPayload));
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+// Agent -> rank control block, inside the header (the only part of a ring the agent writes). The hook
+// reads it with relaxed loads on every call; it is on its own cache lines, written rarely.
+inline constexpr std::uint32_t kProfileDevice = 0x1;  // time NCCL calls on the device (CUDA events)
+
+struct RingControl {
+  std::atomic<std::uint32_t> profile_flags;     // kProfileDevice, ...
+  std::atomic<std::uint32_t> profile_status;    // written by the hook: kProfileStatus*
+  std::atomic<std::uint64_t> profile_until_ns;  // CLOCK_MONOTONIC: profiling stops by itself then
+  std::atomic<std::uint64_t> profile_request;   // bumped by the agent for each request
+  std::atomic<std::uint64_t> timings_dropped;   // calls left untimed (event pool exhausted)
+};
+inline constexpr std::uint32_t kProfileStatusOff = 0;
+inline constexpr std::uint32_t kProfileStatusActive = 1;
+inline constexpr std::uint32_t kProfileStatusUnavailable = 2;  // no CUDA runtime in the process
+static_assert(sizeof(RingControl) == 32);
+static_assert(offsetof(RingControl, profile_flags) == 0);
+static_assert(offsetof(RingControl, profile_status) == 4);
+static_assert(offsetof(RingControl, profile_until_ns) == 8);
+static_assert(offsetof(RingControl, profile_request) == 16);
+static_assert(offsetof(RingControl, timings_dropped) == 24);
 
 // Header of a ring file. Static fields are written once by the creator before `magic` is stored (release);
 // a reader that sees the magic sees them.
@@ -110,7 +140,8 @@ struct RingHeader {
   std::uint8_t pad0[256 - 192];
   alignas(64) std::atomic<std::uint64_t> write_index;  // next sequence number to reserve
   alignas(64) std::atomic<std::uint64_t> dropped;      // records writers gave up on (see rule above)
-  alignas(64) std::uint8_t control[kRingHeaderSize - 384];  // reserved: agent -> rank control block
+  alignas(64) RingControl control;                     // agent -> rank
+  std::uint8_t reserved_tail[kRingHeaderSize - 384 - sizeof(RingControl)];
 };
 static_assert(offsetof(RingHeader, magic) == 0);
 static_assert(offsetof(RingHeader, version) == 8);
@@ -139,6 +170,7 @@ inline std::uint64_t record_check(const std::uint64_t* words) noexcept {
       0x1d8e4e27c47d124full, 0xff51afd7ed558ccdull, 0xc4ceb9fe1a85ec53ull, 0x87c37b91114253d5ull,
       0x4cf5ad432745937full, 0x2127599bf4325c37ull};
   std::uint64_t a = 0, b = 0;
+#pragma GCC unroll 7
   for (int i = 0; i < 14; i += 2) {
     a += words[i] * k[i];
     b += words[i + 1] * k[i + 1];

@@ -10,7 +10,7 @@ constexpr std::array<std::string_view, kOpCount> kOpNames = {
     "Bcast",         "Reduce",            "AlltoAll",     "Gather",        "Scatter",
     "Send",          "Recv",              "GroupStart",   "GroupEnd",      "GetUniqueId",
     "CommInitRank",  "CommInitRankConfig", "CommInitAll", "CommSplit",     "CommDestroy",
-    "CommAbort",     "CommFinalize",      "CommInitRankScalable", "CommShrink",
+    "CommAbort",     "CommFinalize",      "CommInitRankScalable", "CommShrink",    "Timing",
 };
 
 // Indexed by ncclDataType_t of nccl.h 2.28.

@@ -31,7 +31,13 @@ nlohmann::ordered_json record_to_json(const RecordPayload& p, int rank) {
   j["result"] = p.result;
   j["in_group"] = (p.flags & kRecordInGroup) != 0;
   j["color"] = p.color;
-  j["parent_group"] = group_id_hex(p.aux);
+  if (static_cast<Op>(p.op) == Op::kTiming) {
+    j["measured_op"] = std::string(op_name(static_cast<Op>(p.measured_op)));
+    j["measured_seq"] = p.aux;
+    j["dur_ns"] = p.dur_ns;
+  } else {
+    j["parent_group"] = group_id_hex(p.aux);
+  }
   return j;
 }
 

@@ -175,6 +175,25 @@ std::unique_ptr<RingReader> RingReader::open(const std::string& path, std::strin
 
 RingReader::~RingReader() {
   if (header_ != nullptr) munmap(const_cast<RingHeader*>(header_), map_bytes_);
+  if (writable_header_ != nullptr) munmap(writable_header_, kRingHeaderSize);
+}
+
+RingControl* RingReader::control(std::string* error) {
+  if (writable_header_ == nullptr) {
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      if (error) *error = errno_text("cannot open for writing", path_);
+      return nullptr;
+    }
+    void* m = mmap(nullptr, kRingHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) {
+      if (error) *error = errno_text("cannot map for writing", path_);
+      return nullptr;
+    }
+    writable_header_ = static_cast<RingHeader*>(m);
+  }
+  return &writable_header_->control;
 }
 
 void RingReader::seek_oldest() noexcept {
@@ -266,11 +285,10 @@ std::vector<std::string> list_ring_files(const std::string& dir, std::string_vie
     const std::string name = e->d_name;
     if (name.rfind(prefix, 0) != 0 || name.find(".tmp") != std::string::npos) continue;
     const std::string path = dir + "/" + name;
-    if (!job.empty()) {
-      // The file name cannot tell job "a" with rank "b.3" from job "a.b": the header can.
-      auto r = RingReader::open(path, nullptr);
-      if (!r || r->job() != sanitize_job_name(job)) continue;
-    }
+    // Only rings (not the agent's lock file); and the file name cannot tell job "a" with rank "b.3" from job
+    // "a.b": the header can.
+    auto r = RingReader::open(path, nullptr);
+    if (!r || (!job.empty() && r->job() != sanitize_job_name(job))) continue;
     out.push_back(path);
   }
   closedir(d);

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "greyhound/ops.h"
+#include "gpu_timer.h"
 #include "group_id.h"
 #include "runtime.h"
 
@@ -18,6 +19,10 @@ namespace {
 
 using gh::Op;
 using gh::RecordPayload;
+using gh::RingControl;
+using gh::kProfileDevice;
+using gh::kProfileStatusActive;
+using gh::kProfileStatusUnavailable;
 
 // The real `fn` (one of ours), resolved once (thread-safe static init); nullptr if NCCL is absent.
 #define GH_REAL(fn)                                                                            \
@@ -46,17 +51,89 @@ inline RecordPayload blank_record(std::uint64_t t0, ncclResult_t rc) {
   p.op = 0;
   p.dtype = 0xff;
   p.flags = ghh::t_group_depth > 0 ? gh::kRecordInGroup : 0;
-  p.reserved0 = 0;
+  p.measured_op = 0;
   p.color = -1;
-  p.reserved[0] = p.reserved[1] = p.reserved[2] = 0;
+  p.dur_ns = 0;
+  p.reserved[0] = p.reserved[1] = 0;
   p.check = 0;
   return p;
 }
 
-// Calls `real(args...)` and, when recording, appends the record that `fill(p, rc)` completes. fill runs
-// after the call, so it may read out-parameters.
+// What the device timer does with a call while the agent asks for profiling.
+enum class Timed { kNo, kCall, kGroupStart, kGroupEnd };
+
+// Thread state of a group being timed as one (from its first call to the end of ncclGroupEnd).
+GH_TLS int t_group_pair = -1;
+GH_TLS void* t_group_stream = nullptr;
+GH_TLS bool t_group_first_set = false;
+GH_TLS RecordPayload t_group_first;
+
+inline bool profiling_now(const RingControl& c, std::uint64_t t0) {
+  if ((c.profile_flags.load(std::memory_order_relaxed) & kProfileDevice) == 0) return false;
+  const std::uint64_t until = c.profile_until_ns.load(std::memory_order_relaxed);
+  return until == 0 || t0 < until;
+}
+
+// The profiled variant of traced(): CUDA events around the call (or around the group it belongs to).
+// Out of line: the ordinary path stays small.
 template <typename Real, typename Fill, typename... Args>
-inline ncclResult_t traced(Real real, Fill&& fill, Args... args) {
+__attribute__((noinline)) ncclResult_t traced_profiled(ghh::Runtime& rt, std::uint64_t t0, Timed kind,
+                                                       void* stream, Real real, Fill& fill, Args... args) {
+  RingControl& ctl = rt.ring->header()->control;
+  ghh::GpuTimer* timer = kind != Timed::kNo ? ghh::GpuTimer::for_this_thread() : nullptr;
+  const std::uint32_t status = timer != nullptr ? kProfileStatusActive : kProfileStatusUnavailable;
+  if (kind != Timed::kNo && ctl.profile_status.load(std::memory_order_relaxed) != status) {
+    ctl.profile_status.store(status, std::memory_order_relaxed);
+  }
+  const bool in_group = ghh::t_group_depth > 0;
+  int pair = -1;
+  if (timer != nullptr && kind == Timed::kCall) {
+    if (!in_group) {
+      pair = timer->begin(stream, ctl);
+    } else if (t_group_pair < 0) {
+      t_group_pair = timer->begin(stream, ctl);
+      t_group_stream = stream;
+      t_group_first_set = false;
+    }
+  }
+  ghh::t_in_hook = true;
+  const ncclResult_t rc = real(args...);
+  ghh::t_in_hook = false;
+  const int saved_errno = errno;
+  RecordPayload p = blank_record(t0, rc);
+  fill(p, rc);
+  rt.ring->append(p);
+  if (timer != nullptr) {
+    if (kind == Timed::kCall && !in_group) timer->end(pair, stream, p);
+    if (kind == Timed::kCall && in_group && !t_group_first_set) {
+      t_group_first = p;
+      t_group_first_set = true;
+    }
+    if (kind == Timed::kGroupEnd && ghh::t_group_depth == 0 && t_group_pair >= 0) {
+      RecordPayload measured = p;  // the GroupEnd, with the group and sizes of its first call
+      if (t_group_first_set) {
+        measured.group_id = t_group_first.group_id;
+        measured.group_rank = t_group_first.group_rank;
+        measured.group_size = t_group_first.group_size;
+        measured.bytes = t_group_first.bytes;
+        measured.count = t_group_first.count;
+        measured.peer = t_group_first.peer;
+        measured.stream = t_group_first.stream;
+      }
+      timer->end(t_group_pair, t_group_stream, measured);
+      t_group_pair = -1;
+    }
+    timer->poll(*rt.ring);
+  }
+  errno = saved_errno;
+  return rc;
+}
+
+// Calls `real(args...)` and, when recording, appends the record that `fill(p, rc)` completes. fill runs
+// after the call, so it may read out-parameters. While the agent asks for device profiling, the call
+// takes traced_profiled() instead.
+template <typename Real, typename Fill, typename... Args>
+inline ncclResult_t traced(Real real, Timed kind, void* stream, Fill&& fill, Args... args) {
   if (real == nullptr) return ncclSystemError;
   if (ghh::t_in_hook) return real(args...);
   ghh::Runtime& rt = ghh::runtime();
@@ -65,6 +142,9 @@ inline ncclResult_t traced(Real real, Fill&& fill, Args... args) {
   if (mode != ghh::kRecording) return real(args...);
 
   const std::uint64_t t0 = ghh::monotonic_ns();
+  if (profiling_now(rt.ring->header()->control, t0) || ghh::GpuTimer::pending_in_this_thread()) {
+    return traced_profiled(rt, t0, kind, stream, real, fill, args...);
+  }
   ghh::t_in_hook = true;
   const ncclResult_t rc = real(args...);
   ghh::t_in_hook = false;
@@ -151,7 +231,7 @@ extern "C" {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclAllReduce);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kAllReduce, comm, count, datatype, -1, -1, stream);
   }, sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
@@ -159,7 +239,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclAllGather);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kAllGather, comm, sendcount, datatype, -1, -1, stream);
   }, sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
@@ -168,7 +248,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
   GH_REAL(ncclReduceScatter);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kReduceScatter, comm, recvcount, datatype, -1, -1, stream);
   }, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
@@ -176,7 +256,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            int root, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclBroadcast);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kBroadcast, comm, count, datatype, -1, root, stream);
   }, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
@@ -184,7 +264,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                        cudaStream_t stream) {
   GH_REAL(ncclBcast);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kBcast, comm, count, datatype, -1, root, stream);
   }, buff, count, datatype, root, comm, stream);
 }
@@ -192,7 +272,7 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclReduce);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kReduce, comm, count, datatype, -1, root, stream);
   }, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
@@ -200,7 +280,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                           ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclAlltoAll);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kAlltoAll, comm, count, datatype, -1, -1, stream);
   }, sendbuff, recvbuff, count, datatype, comm, stream);
 }
@@ -208,7 +288,7 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         int root, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclGather);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kGather, comm, count, datatype, -1, root, stream);
   }, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
@@ -216,7 +296,7 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                          int root, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclScatter);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kScatter, comm, count, datatype, -1, root, stream);
   }, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
@@ -226,7 +306,7 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclSend);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kSend, comm, count, datatype, peer, -1, stream);
   }, sendbuff, count, datatype, peer, comm, stream);
 }
@@ -234,7 +314,7 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
   GH_REAL(ncclRecv);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kRecv, comm, count, datatype, peer, -1, stream);
   }, recvbuff, count, datatype, peer, comm, stream);
 }
@@ -243,7 +323,7 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
 
 ncclResult_t ncclGroupStart() {
   GH_REAL(ncclGroupStart);
-  const ncclResult_t rc = traced(real, [&](RecordPayload& p, ncclResult_t) {
+  const ncclResult_t rc = traced(real, Timed::kGroupStart, nullptr, [&](RecordPayload& p, ncclResult_t) {
     p.op = static_cast<std::uint8_t>(Op::kGroupStart);
   });
   if (rc == ncclSuccess && !ghh::t_in_hook) ++ghh::t_group_depth;
@@ -253,7 +333,7 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   GH_REAL(ncclGroupEnd);
   if (!ghh::t_in_hook && ghh::t_group_depth > 0) --ghh::t_group_depth;  // the end itself is outside
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kGroupEnd, nullptr, [&](RecordPayload& p, ncclResult_t) {
     p.op = static_cast<std::uint8_t>(Op::kGroupEnd);
   });
 }
@@ -262,7 +342,7 @@ ncclResult_t ncclGroupEnd() {
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   GH_REAL(ncclGetUniqueId);
-  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t rc) {
     p.op = static_cast<std::uint8_t>(Op::kGetUniqueId);
     if (rc == ncclSuccess && uniqueId != nullptr) {
       p.group_id = ghh::group_id_from_unique_id(uniqueId->internal, sizeof uniqueId->internal);
@@ -272,7 +352,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   GH_REAL(ncclCommInitRank);
-  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t rc) {
     register_comm(p, Op::kCommInitRank, rc, comm ? *comm : nullptr,
                   ghh::group_id_from_unique_id(commId.internal, sizeof commId.internal), rank, nranks);
   }, comm, nranks, commId, rank);
@@ -281,7 +361,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config) {
   GH_REAL(ncclCommInitRankConfig);
-  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t rc) {
     register_comm(p, Op::kCommInitRankConfig, rc, comm ? *comm : nullptr,
                   ghh::group_id_from_unique_id(commId.internal, sizeof commId.internal), rank, nranks);
   }, comm, nranks, commId, rank, config);
@@ -290,7 +370,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                       ncclUniqueId* commIds, ncclConfig_t* config) {
   GH_REAL(ncclCommInitRankScalable);
-  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t rc) {
     std::uint64_t gid = 0;
     if (commIds != nullptr && nId > 0) {
       gid = ghh::group_id_from_unique_id(commIds, sizeof(ncclUniqueId) * static_cast<std::size_t>(nId));
@@ -301,7 +381,7 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   GH_REAL(ncclCommInitAll);
-  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t rc) {
     // One process owns every member: any id unique to this call works.
     static std::atomic<std::uint32_t> calls{0};
     const std::uint64_t salt[3] = {static_cast<std::uint64_t>(getpid()), calls.fetch_add(1), p.t_ns};
@@ -319,7 +399,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   GH_REAL(ncclCommSplit);
-  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t rc) {
     auto* parent = ghh::runtime().groups.find(comm);
     const std::uint64_t parent_id = parent ? parent->group_id.load(std::memory_order_relaxed) : 0;
     const std::uint32_t index = parent ? parent->splits.fetch_add(1, std::memory_order_relaxed) : 0;
@@ -339,7 +419,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   GH_REAL(ncclCommShrink);
-  return traced(real, [&](RecordPayload& p, ncclResult_t rc) {
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t rc) {
     auto* parent = ghh::runtime().groups.find(comm);
     const std::uint64_t parent_id = parent ? parent->group_id.load(std::memory_order_relaxed) : 0;
     const std::uint32_t index = parent ? parent->splits.fetch_add(1, std::memory_order_relaxed) : 0;
@@ -358,14 +438,14 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   GH_REAL(ncclCommFinalize);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) { fill_lifecycle_end(p, Op::kCommFinalize, comm); },
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t) { fill_lifecycle_end(p, Op::kCommFinalize, comm); },
                 comm);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   GH_REAL(ncclCommDestroy);
   // The group is looked up by the pointer value (never dereferenced) and then forgotten.
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t) {
     fill_lifecycle_end(p, Op::kCommDestroy, comm);
     ghh::runtime().groups.erase(comm);
   }, comm);
@@ -373,7 +453,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   GH_REAL(ncclCommAbort);
-  return traced(real, [&](RecordPayload& p, ncclResult_t) {
+  return traced(real, Timed::kNo, nullptr, [&](RecordPayload& p, ncclResult_t) {
     fill_lifecycle_end(p, Op::kCommAbort, comm);
     ghh::runtime().groups.erase(comm);
   }, comm);

@@ -1,5 +1,7 @@
 #include "runtime.h"
 
+#include "gpu_timer.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -34,6 +36,7 @@ void atfork_child() {
   t_in_hook = false;
   t_group_depth = 0;
   t_tid = 0;
+  GpuTimer::forget_after_fork();
   g_forked_child.store(true, std::memory_order_relaxed);
   r.mode.store(kUninit, std::memory_order_release);
 }

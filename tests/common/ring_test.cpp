@@ -186,8 +186,8 @@ RecordPayload consistent_record(std::uint64_t x) {
   p.dtype = static_cast<std::uint8_t>(x >> 8);
   p.flags = static_cast<std::uint8_t>(x >> 16);
   p.color = static_cast<std::int32_t>(x % 77);
-  p.reserved[0] = x ^ 1;
-  p.reserved[2] = x ^ 3;
+  p.dur_ns = x ^ 1;
+  p.reserved[1] = x ^ 3;
   return p;
 }
 

@@ -331,6 +331,24 @@ TEST_F(HookTest, ThreadsRecordConcurrently) {
   for (const auto& [tid, n] : per_thread) EXPECT_EQ(n, 1000) << tid;
 }
 
+TEST_F(HookTest, ProfilingWithoutACudaRuntimeReportsUnavailableAndStillRecords) {
+  const auto r = run_child(env(0), [this] {
+    float x = 0;
+    ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, nullptr, nullptr);  // creates the ring
+    std::string err;
+    auto reader = RingReader::open(ring(0), &err);
+    CHILD_CHECK(reader != nullptr);
+    RingControl* ctl = reader->control(&err);
+    CHILD_CHECK(ctl != nullptr);
+    ctl->profile_flags.store(kProfileDevice);
+    for (int i = 0; i < 5; ++i) CHILD_CHECK(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, nullptr, nullptr) == ncclSuccess);
+    CHILD_CHECK(ctl->profile_status.load() == kProfileStatusUnavailable);
+    return 0;
+  });
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(read_all(ring(0)).size(), 6u);  // every call recorded, no Timing record
+}
+
 TEST(HookExports, OnlyNcclEntryPointsAndNoNcclOrCudaLink) {
   const std::string lib = GREYHOUND_HOOK_PATH;
   FILE* p = popen(("nm -D --defined-only " + lib + " | awk '{print $3}' | sort").c_str(), "r");
