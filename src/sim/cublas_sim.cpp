@@ -25,12 +25,12 @@ template <typename Work>
 void device_kernel(double flops_or_bytes, bool is_gemm, Work&& work) {
   gs::host_launch();
   const gs::SimProcess& sp = gs::sim_process();
-  const std::uint64_t t0 = gs::now_ns();
+  const std::uint64_t t0 = gs::model_now();
   const double slow = sp.faults.gpu_slowdown(sp.rank, sp.job_time_s(t0));
   work();
   const double s = is_gemm ? gs::gemm_seconds(sp.model, flops_or_bytes, slow)
                            : gs::memory_seconds(sp.model, static_cast<std::uint64_t>(flops_or_bytes), slow);
-  gs::sleep_until_ns(t0 + gs::seconds_to_ns(s));
+  gs::model_wait_until(t0 + gs::seconds_to_ns(s));
 }
 
 float load(const void* p, cudaDataType t, std::size_t i) {

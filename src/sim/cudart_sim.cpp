@@ -33,9 +33,9 @@ cudaError_t fail(cudaError_t e) {
 void device_memory_work(std::size_t bytes) {
   gs::host_launch();
   const gs::SimProcess& sp = gs::sim_process();
-  const std::uint64_t t0 = gs::now_ns();
+  const std::uint64_t t0 = gs::model_now();
   const double slow = sp.faults.gpu_slowdown(sp.rank, sp.job_time_s(t0));
-  gs::sleep_until_ns(t0 + gs::seconds_to_ns(gs::memory_seconds(sp.model, bytes, slow)));
+  gs::model_wait_until(t0 + gs::seconds_to_ns(gs::memory_seconds(sp.model, bytes, slow)));
 }
 
 }  // namespace
@@ -167,7 +167,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  e->t_ns = gs::now_ns();
+  e->t_ns = gs::model_now();
   e->recorded = true;
   return cudaSuccess;
 }

@@ -334,7 +334,7 @@ ncclResult_t run_collective(const Collective& a) {
 
   gs::host_launch();
   RankInfo* mine = c->info(me);
-  mine->arrive_ns = gs::now_ns();
+  mine->arrive_ns = gs::model_now();
   mine->op = static_cast<std::int32_t>(a.op);
   mine->dtype = a.dtype;
   mine->redop = a.redop;
@@ -439,7 +439,7 @@ ncclResult_t run_collective(const Collective& a) {
     }
     if (const ncclResult_t rc = barrier(c, what); rc != ncclSuccess) return rc;
   }
-  gs::sleep_until_ns(end_ns);
+  gs::model_wait_until(end_ns);
   return ncclSuccess;
 }
 
@@ -555,7 +555,7 @@ bool p2p_step(P2P& op, std::uint64_t arrive_ns, ncclResult_t* rc) {
 ncclResult_t run_p2p(std::vector<P2P>& ops) {
   if (ops.empty()) return ncclSuccess;
   gs::host_launch();
-  const std::uint64_t arrive = gs::now_ns();
+  const std::uint64_t arrive = gs::model_now();
   ncclResult_t rc = ncclSuccess;
   ncclComm* wait_comm = ops.front().comm;
   bool several_comms = false;
@@ -591,7 +591,7 @@ ncclResult_t run_p2p(std::vector<P2P>& ops) {
   }
   std::uint64_t finish = 0;
   for (const P2P& op : ops) finish = std::max(finish, op.end_ns);
-  gs::sleep_until_ns(finish);
+  gs::model_wait_until(finish);
   return ncclSuccess;
 }
 

@@ -14,6 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+extern "C" std::uint64_t greyhound_sim_vclock_now(std::uint64_t slack_ns);
+extern "C" void greyhound_sim_vclock_wait(std::uint64_t t);
+
 namespace greyhound::sim {
 namespace {
 
@@ -65,6 +68,7 @@ SimProcess load() {
   }
   if (const char* v = std::getenv("GREYHOUND_SIM_DIR"); v != nullptr && *v != '\0') p.dir = v;
   p.timeout_s = env_int("GREYHOUND_SIM_TIMEOUT_S", 300, 1, 86400);
+  p.slack_ns = static_cast<std::uint64_t>(env_int("GREYHOUND_SIM_SLACK_MS", 20, 0, 10000)) * 1'000'000ull;
   return p;
 }
 
@@ -109,12 +113,16 @@ void sleep_until_ns(std::uint64_t deadline_ns) {
 
 std::uint64_t seconds_to_ns(double s) { return s <= 0 ? 0 : static_cast<std::uint64_t>(std::llround(s * 1e9)); }
 
+std::uint64_t model_now() { return greyhound_sim_vclock_now(sim_process().slack_ns); }
+
+void model_wait_until(std::uint64_t t) { greyhound_sim_vclock_wait(t); }
+
 void host_launch() {
   const SimProcess& p = sim_process();
   if (p.model.launch_us <= 0) return;
-  const std::uint64_t t = now_ns();
+  const std::uint64_t t = model_now();
   const double slow = p.faults.cpu_slowdown(p.rank, p.job_time_s(t));
-  sleep_until_ns(t + seconds_to_ns(p.model.launch_us * 1e-6 * slow));
+  model_wait_until(t + seconds_to_ns(p.model.launch_us * 1e-6 * slow));
 }
 
 void sim_log(const char* fmt, ...) {

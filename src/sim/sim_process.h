@@ -13,6 +13,7 @@
 //                                    default: when this process loaded the stand-in
 //   GREYHOUND_SIM_DIR                where communicator segments live; default /dev/shm
 //   GREYHOUND_SIM_TIMEOUT_S          deadline of every wait for peers; default 300
+//   GREYHOUND_SIM_SLACK_MS           scheduling delay the modeled clock absorbs (vclock.cpp); default 20
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@ struct SimProcess {
   std::uint64_t epoch_ns = 0;
   std::string dir = "/dev/shm";
   double timeout_s = 300.0;
+  std::uint64_t slack_ns = 20'000'000;
 
   // Job time in seconds of a monotonic timestamp.
   double job_time_s(std::uint64_t mono_ns) const {
@@ -45,8 +47,14 @@ const SimProcess& sim_process();
 // Reads inline JSON (text starting with '{') or the file it names. Throws std::runtime_error.
 std::string read_json_arg(const std::string& value, const std::string& variable);
 
-std::uint64_t now_ns();
+std::uint64_t now_ns();  // the real CLOCK_MONOTONIC (deadlines, liveness)
 void sleep_until_ns(std::uint64_t deadline_ns);
+
+// The modeled clock (vclock.cpp): where this process's modeled timeline stands (a little behind the real
+// clock at most: SimProcess::slack_ns), and the end of a modeled operation (advance to t and sleep until
+// then). Arrivals, starts and ends of modeled operations use these, never now_ns().
+std::uint64_t model_now();
+void model_wait_until(std::uint64_t t);
 std::uint64_t seconds_to_ns(double s);
 
 // Host-side cost of launching one kernel or collective: launch_us scaled by the rank's CPU contention.

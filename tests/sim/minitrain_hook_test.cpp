@@ -100,7 +100,8 @@ void check_records_match_calls(const std::string& dir) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const auto calls = read_calls(dir + "/calls." + std::to_string(r) + ".csv");
     std::string err;
-    auto reader = RingReader::open(dir + "/greyhound.it." + std::to_string(r), &err);
+    // Each virtual node (4 GPUs) has its own shm dir, as each host has its own /dev/shm.
+    auto reader = RingReader::open(dir + "/node" + std::to_string(r / 4) + "/greyhound.it." + std::to_string(r), &err);
     ASSERT_TRUE(reader) << err;
     EXPECT_EQ(reader->header().rank, r);
     std::vector<RecordPayload> recs;
@@ -123,7 +124,9 @@ void check_records_match_calls(const std::string& dir) {
         EXPECT_EQ(p.peer, c.peer) << "call " << i;
         EXPECT_EQ(p.root, c.root) << "call " << i;
       }
-      if (i > 0) EXPECT_GE(p.t_ns, recs[i - 1].t_ns);
+      if (i > 0) {
+        EXPECT_GE(p.t_ns, recs[i - 1].t_ns);
+      }
       const std::string key = group_key(c.comm, r);
       if (!key.empty() && c.op != "CommDestroy") {
         ASSERT_NE(p.group_id, 0u) << "call " << i << " " << c.op << " on " << c.comm;
@@ -144,7 +147,7 @@ TEST_F(MinitrainUnderHook, RecordsEqualTheCallsAndResultsAreUnchanged) {
   ASSERT_EQ(run("hook", "--call-log"), 0) << slurp(root_ + "/hook.log");
   check_records_match_calls(root_ + "/hook");
   ASSERT_EQ(run("plain", "--no-greyhound"), 0) << slurp(root_ + "/plain.log");
-  EXPECT_TRUE(list_ring_files(root_ + "/plain", "").empty());
+  EXPECT_TRUE(list_ring_files(root_ + "/plain/node0", "").empty());
   for (int r = 0; r < kWorld; ++r) {
     const auto with = checksums("hook", r);
     ASSERT_EQ(with.size(), 4u) << r;
@@ -165,7 +168,8 @@ TEST_F(MinitrainUnderHook, UniqueIdGroupsAndDistributedOptimizerAreRecordedToo) 
 TEST_F(MinitrainUnderHook, DisabledAndUnwritableShmDirLeaveTheJobRunningAndCorrect) {
   ASSERT_EQ(run("ref", "--no-greyhound"), 0) << slurp(root_ + "/ref.log");
   ASSERT_EQ(run("disabled", "--rank-env GREYHOUND_DISABLE=1"), 0) << slurp(root_ + "/disabled.log");
-  EXPECT_TRUE(list_ring_files(root_ + "/disabled", "").empty());
+  EXPECT_TRUE(list_ring_files(root_ + "/disabled/node0", "").empty());
+  EXPECT_TRUE(list_ring_files(root_ + "/disabled/node1", "").empty());
   ASSERT_EQ(run("noshm", "--rank-env GREYHOUND_SHM_DIR=/proc/greyhound-cannot-write-here"), 0)
       << slurp(root_ + "/noshm.log");
   for (int r = 0; r < kWorld; ++r) {

@@ -86,14 +86,54 @@ std::string format_timeline(const nlohmann::json& report) {
     entries.push_back({f.value("start_s", 0.0), "FAULT  start: " + what});
     entries.push_back({f.value("end_s", 0.0), "FAULT  end:   " + what});
   }
+  // Agent reports of one change arrive from every rank: one line per (type, burst), listing the ranks.
+  struct Burst {
+    std::string type;
+    double first_detected = 0, onset = 0, ratio = 0;
+    std::vector<int> ranks;
+  };
+  std::vector<Burst> bursts;
+  std::vector<Entry> master_lines;  // after the detections they follow from, at equal times
   for (const auto& e : report.value("events", nlohmann::json::array())) {
-    std::string text = "EVENT  " + e.value("type", std::string("?"));
-    for (const auto& [k, v] : e.items()) {
-      if (k == "t_s" || k == "type") continue;
-      text += " " + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+    const std::string type = e.value("type", std::string("?"));
+    const std::string source = e.value("source", std::string());
+    if ((type == "slowdown" || type == "recovery") && source.rfind("agent:", 0) == 0) {
+      const double detected = e.value("detected_t_s", e.value("t_s", 0.0));
+      Burst* b = nullptr;
+      for (auto& x : bursts) {
+        if (x.type == type && detected - x.first_detected < 3.0) b = &x;
+      }
+      if (b == nullptr) {
+        bursts.push_back({type, detected, e.value("t_s", 0.0), e.value("ratio", 0.0), {}});
+        b = &bursts.back();
+      }
+      b->onset = std::min(b->onset, e.value("t_s", 0.0));
+      b->ranks.push_back(e.value("rank", -1));
+      continue;
     }
-    entries.push_back({e.value("t_s", 0.0), text});
+    if (type == "agent_start" || type == "agent_stop" || type == "command_ack") continue;
+    std::string text = "EVENT  " + type;
+    if (e.contains("incident")) text += " #" + std::to_string(e.value("incident", 0));
+    if (e.contains("ratio")) {
+      std::snprintf(buf, sizeof buf, " x%.2f", e.value("ratio", 0.0));
+      text += buf;
+    }
+    if (e.contains("detail") && e["detail"].contains("ranks")) text += " ranks " + e["detail"]["ranks"].dump();
+    if (e.contains("detail") && e["detail"].contains("duration_s")) {
+      std::snprintf(buf, sizeof buf, " lasted %.1f s", e["detail"]["duration_s"].get<double>());
+      text += buf;
+    }
+    master_lines.push_back({e.value("t_s", 0.0), text});
   }
+  for (auto& b : bursts) {
+    std::sort(b.ranks.begin(), b.ranks.end());
+    std::string ranks;
+    for (int r : b.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    std::snprintf(buf, sizeof buf, "DETECT %s x%.2f on ranks [%s], onset t=%.2fs", b.type.c_str(), b.ratio,
+                  ranks.c_str(), b.onset);
+    entries.push_back({b.first_detected, buf});
+  }
+  entries.insert(entries.end(), master_lines.begin(), master_lines.end());
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.t < b.t; });
   std::string out;
   for (const auto& e : entries) {

@@ -1,6 +1,9 @@
 // greyhound-simcluster: runs a simulated TP x DP x PP training job (greyhound-minitrain ranks on the CPU
-// stand-ins, G GPUs per virtual node) with a fault schedule, under libgreyhound.so unless --no-greyhound,
-// and writes a report. Stops everything cleanly on Ctrl-C.
+// stand-ins, G GPUs per virtual node) with a fault schedule and, unless --no-greyhound, all of greyhound:
+// a private redis-server, the master, and the ranks under greyhound-run (which preloads libgreyhound.so and
+// starts one agent per virtual node). Each virtual node has its own shm dir, as each host has its own
+// /dev/shm. Writes a report with the iterations and every event of the job's stream. Stops everything
+// cleanly on Ctrl-C.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +26,7 @@
 #include "sim/fault_schedule.h"
 #include "sim/sim_model.h"
 #include "sim/sim_process.h"
+#include "sim/simcluster/cluster_services.h"
 #include "sim/simcluster/rank_launcher.h"
 #include "sim/simcluster/run_report.h"
 
@@ -57,7 +61,7 @@ void usage() {
       "         (--iterations N | --duration-s S) [--faults FILE] [--report FILE] [--no-greyhound] [--seed N]\n"
       "         [--job NAME] [--work-dir DIR] [--keep] [--shm-dir DIR] [--model JSON|FILE]\n"
       "         [--hidden H] [--rows B] [--layers L] [--dp-sync allreduce|rs-ag] [--group-init split|uniqueid]\n"
-      "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--quiet]\n");
+      "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--quiet]\n");
 }
 
 }  // namespace
@@ -66,7 +70,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> argvv(argv + 1, argv + argc);
   json config;
   gs::FaultSchedule faults;
-  std::string faults_path, report_path, job, work_dir, shm_dir, model_text, rank_env;
+  std::string faults_path, report_path, job, work_dir, shm_dir, model_text, rank_env, external_redis;
+  std::vector<gs::ChaosAction> chaos;
   bool hook = true, keep = false, call_log = false, quiet = false;
   int T = 0, D = 0, P = 0, G = 0, M = 0;
   std::int64_t iterations = 0, seed = 1, timeout_s = 0;
@@ -76,7 +81,7 @@ int main(int argc, char** argv) {
     const greyhound::Args a(argvv,
                             {"tp", "dp", "pp", "gpus-per-node", "microbatches", "iterations", "duration-s", "faults",
                              "report", "seed", "job", "work-dir", "shm-dir", "model", "hidden", "rows", "layers",
-                             "dp-sync", "group-init", "rank-env", "timeout-s"},
+                             "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos"},
                             {"no-greyhound", "keep", "call-log", "quiet", "help"});
     if (a.flag("help")) {
       usage();
@@ -105,6 +110,11 @@ int main(int argc, char** argv) {
     work_dir = a.str("work-dir", "");
     shm_dir = a.str("shm-dir", "");
     rank_env = a.str("rank-env", "");
+    external_redis = a.str("redis", "");
+    if (a.has("chaos")) chaos = gs::parse_chaos(json::parse(gs::read_json_arg(a.str("chaos"), "--chaos")));
+    if (!hook && (!chaos.empty() || !external_redis.empty())) {
+      throw greyhound::ArgError("--chaos and --redis need greyhound (drop --no-greyhound)");
+    }
     // Default: the stand-ins' own defaults (sim_model.h), tuned for iterations of a few hundred ms.
     model_text = a.has("model") ? gs::read_json_arg(a.str("model"), "--model") : gs::SimModel{}.to_json().dump();
     {
@@ -162,7 +172,15 @@ int main(int argc, char** argv) {
   std::string sim_dir = "/dev/shm/greyhound-sim-" + std::to_string(getpid());
   if (!fs::create_directories(sim_dir) && !fs::is_directory(sim_dir)) sim_dir = work_dir + "/sim";
   fs::create_directories(sim_dir);
-  if (shm_dir.empty()) shm_dir = greyhound::read_env_config().shm_dir;
+  // Each virtual node has its own shm dir (rings and its agent's lock), as each host has its own /dev/shm.
+  const int world = T * D * P;
+  const int nodes = (world + G - 1) / G;
+  const std::string shm_base = !shm_dir.empty() ? shm_dir : keep ? work_dir + "/shm" : sim_dir + "/shm";
+  std::vector<std::string> node_dirs;
+  for (int n = 0; n < nodes; ++n) {
+    node_dirs.push_back(shm_base + "/node" + std::to_string(n));
+    fs::create_directories(node_dirs.back());
+  }
   const std::string faults_file = work_dir + "/faults.json";
   std::ofstream(faults_file) << faults.to_json().dump(2) << "\n";
 
@@ -170,19 +188,59 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
 
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   const std::uint64_t epoch_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
-  const int world = T * D * P;
+  auto job_time_now = [&] {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    const std::uint64_t now = static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ull + t.tv_nsec;
+    return static_cast<double>(now - epoch_ns) * 1e-9;
+  };
+
+  int rc = 0;
+  std::unique_ptr<gs::ClusterServices> services;
+  if (hook) {
+    gs::ClusterServices::Options so;
+    so.bin_dir = bin;
+    so.work_dir = work_dir;
+    so.data_dir = sim_dir + "/redis";
+    fs::create_directories(so.data_dir);
+    so.job = job;
+    so.node_shm_dirs = node_dirs;
+    so.external_redis = external_redis;
+    so.epoch_ns = epoch_ns;
+    so.chaos = chaos;
+    services = std::make_unique<gs::ClusterServices>(so);
+    std::string err;
+    if (!services->start(&err)) {
+      std::fprintf(stderr, "greyhound-simcluster: %s\n", err.c_str());
+      rc = 1;
+    }
+  }
+
   std::vector<pid_t> pids;
   std::vector<std::string> names;
-  int rc = 0;
   for (int r = 0; r < world && rc == 0; ++r) {
+    const int node = r / G;
     gs::ChildSpec spec;
     spec.name = "rank " + std::to_string(r);
-    spec.argv = {minitrain, "--tp", std::to_string(T), "--dp", std::to_string(D), "--pp", std::to_string(P),
-                 "--microbatches", std::to_string(M), "--rdzv", work_dir + "/rdzv", "--seed", std::to_string(seed)};
+    if (hook) {
+      // Through the operators' launcher: it preloads the hook and starts the node's agent once.
+      spec.argv = {bin + "/greyhound-run", "--job", job, "--node", std::to_string(node), "--redis",
+                   services->redis_url(), "--agent-log", work_dir + "/agent" + std::to_string(node) + ".log",
+                   "--agent-args", "--idle-exit-s 2"};
+      // The node's shm dir, unless --rank-env overrides it (tests of an unusable one).
+      if (rank_env.find("GREYHOUND_SHM_DIR=") == std::string::npos) {
+        spec.argv.insert(spec.argv.end(), {"--shm-dir", node_dirs[static_cast<std::size_t>(node)]});
+      }
+      spec.argv.push_back("--");
+    }
+    spec.argv.insert(spec.argv.end(),
+                     {minitrain, "--tp", std::to_string(T), "--dp", std::to_string(D), "--pp", std::to_string(P),
+                      "--microbatches", std::to_string(M), "--rdzv", work_dir + "/rdzv", "--seed", std::to_string(seed)});
     if (iterations > 0) {
       spec.argv.insert(spec.argv.end(), {"--iterations", std::to_string(iterations)});
     } else {
@@ -194,7 +252,8 @@ int main(int argc, char** argv) {
                 {"WORLD_SIZE", std::to_string(world)},
                 {"LOCAL_RANK", std::to_string(r % G)},
                 {"GREYHOUND_JOB", job},
-                {"GREYHOUND_SHM_DIR", shm_dir},
+                {"GREYHOUND_JOB_EPOCH_NS", std::to_string(epoch_ns)},
+                {"GREYHOUND_SHM_DIR", node_dirs[static_cast<std::size_t>(node)]},
                 {"GREYHOUND_SIM_GPUS_PER_NODE", std::to_string(G)},
                 {"GREYHOUND_SIM_EPOCH_NS", std::to_string(epoch_ns)},
                 {"GREYHOUND_SIM_FAULTS", faults_file},
@@ -202,9 +261,7 @@ int main(int argc, char** argv) {
                 {"GREYHOUND_SIM_DIR", sim_dir},
                 {"GREYHOUND_SIM_TIMEOUT_S", std::to_string(timeout_s)},
                 {"LD_LIBRARY_PATH", sim_lib_dir}};
-    if (hook) spec.env["LD_PRELOAD"] = hook_lib;
-    spec.unset_env = {"GREYHOUND_RANK", "GREYHOUND_SIM_RANK", "GREYHOUND_SIM_NODE"};
-    if (!hook) spec.unset_env.push_back("LD_PRELOAD");
+    spec.unset_env = {"GREYHOUND_RANK", "GREYHOUND_SIM_RANK", "GREYHOUND_SIM_NODE", "LD_PRELOAD"};
     for (const auto& kv : split(rank_env, ',')) {
       const auto eq = kv.find('=');
       if (eq == std::string::npos) {
@@ -229,15 +286,17 @@ int main(int argc, char** argv) {
   }
   if (!quiet && rc == 0) {
     std::printf("greyhound-simcluster: %d ranks (TP%d x DP%d x PP%d) on %d virtual nodes of %d GPUs, %s, job %s\n",
-                world, T, D, P, (world + G - 1) / G, G, hook ? "under libgreyhound.so" : "without greyhound",
+                world, T, D, P, nodes, G,
+                hook ? ("with greyhound (Redis " + services->redis_url() + ")").c_str() : "without greyhound",
                 job.c_str());
     std::fflush(stdout);
   }
 
-  // Follow rank 0's iteration lines while the job runs.
+  // Follow rank 0's iteration lines while the job runs; run the chaos schedule.
   std::size_t shown = 0;
   const std::string rank0_out = work_dir + "/rank0.out";
-  auto follow = [&] {
+  auto tick = [&] {
+    if (services) services->on_tick(job_time_now());
     if (quiet) return;
     std::ifstream in(rank0_out);
     std::string line;
@@ -252,7 +311,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
   std::vector<gs::ChildExit> exits;
-  if (rc == 0) exits = gs::wait_all(pids, names, &g_stop, true, follow);
+  if (rc == 0) exits = gs::wait_all(pids, names, &g_stop, true, tick);
   else gs::stop_all(pids, 2.0);
 
   for (const auto& e : exits) {
@@ -265,6 +324,12 @@ int main(int argc, char** argv) {
       }
     }
   }
+  json events = json::array();
+  if (services) {
+    if (rc == 0) services->finish();
+    events = services->events();
+    services->stop_all();
+  }
 
   std::ifstream in(rank0_out);
   std::stringstream ss;
@@ -276,7 +341,8 @@ int main(int argc, char** argv) {
   report["iterations"] = json::array();
   for (const auto& it : its) report["iterations"].push_back({{"index", it.index}, {"t_s", it.t_s}, {"iter_ms", it.iter_ms}});
   report["throughput_iter_per_min"] = gs::throughput_iter_per_min(its);
-  report["events"] = json::array();
+  report["events"] = events;
+  if (services) report["chaos"] = services->chaos_log();
   report["exit_code"] = rc;
   const double healthy = gs::healthy_mean_iter_ms(its, faults, 2);
   report["healthy_iter_ms"] = std::isnan(healthy) ? json(nullptr) : json(healthy);
@@ -300,11 +366,8 @@ int main(int argc, char** argv) {
   }
 
   std::error_code ec;
-  fs::remove_all(sim_dir, ec);
+  fs::remove_all(sim_dir, ec);  // communicator segments, Redis data, and the rings unless kept
   if (own_work_dir) fs::remove_all(work_dir, ec);
-  if (hook && !keep) {
-    for (const auto& f : greyhound::list_ring_files(shm_dir, job)) fs::remove(f, ec);
-  }
-  if (!own_work_dir && !quiet) std::printf("rank logs in %s\n", work_dir.c_str());
+  if (!own_work_dir && !quiet) std::printf("logs in %s\n", work_dir.c_str());
   return rc;
 }

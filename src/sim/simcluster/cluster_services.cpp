@@ -1,0 +1,276 @@
+#include "sim/simcluster/cluster_services.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include "common/messages.h"
+#include "common/redis_client.h"
+#include "greyhound/redis_keys.h"
+#include "greyhound/ring.h"
+#include "sim/simcluster/rank_launcher.h"
+
+namespace greyhound::sim {
+namespace {
+
+bool alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
+
+void reap(pid_t pid) {
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, WNOHANG);
+}
+
+void terminate(pid_t pid, double grace_s) {
+  if (!alive(pid)) return;
+  kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid || !alive(pid)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, WNOHANG);
+}
+
+RedisClient client(const std::string& url) {
+  RedisClient::Options o;
+  o.endpoint = parse_redis_url(url);
+  o.connect_timeout = std::chrono::milliseconds(300);
+  o.backoff_min = std::chrono::milliseconds(0);
+  o.backoff_max = std::chrono::milliseconds(0);
+  return RedisClient(o);
+}
+
+}  // namespace
+
+std::vector<ChaosAction> parse_chaos(const nlohmann::json& j) {
+  if (!j.is_array()) throw std::invalid_argument("--chaos: must be a JSON array of actions");
+  std::vector<ChaosAction> out;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string where = "--chaos[" + std::to_string(i) + "]";
+    const auto& a = j[i];
+    if (!a.is_object()) throw std::invalid_argument(where + ": must be an object");
+    ChaosAction c;
+    if (!a.contains("at_s") || !a["at_s"].is_number() || a["at_s"].get<double>() < 0) {
+      throw std::invalid_argument(where + ".at_s: must be a number >= 0");
+    }
+    c.at_s = a["at_s"].get<double>();
+    if (!a.contains("action") || !a["action"].is_string() ||
+        (a["action"] != "kill" && a["action"] != "start")) {
+      throw std::invalid_argument(where + ".action: must be \"kill\" or \"start\"");
+    }
+    c.action = a["action"].get<std::string>();
+    if (!a.contains("target") || !a["target"].is_string()) throw std::invalid_argument(where + ".target: missing");
+    c.target = a["target"].get<std::string>();
+    if (c.target != "redis" && c.target != "master" && c.target.rfind("agent:", 0) != 0) {
+      throw std::invalid_argument(where + ".target: must be \"redis\", \"master\" or \"agent:<node>\"");
+    }
+    if (c.target.rfind("agent:", 0) == 0) {
+      const std::string n = c.target.substr(6);
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) {
+        throw std::invalid_argument(where + ".target: agent:<node> needs a node number");
+      }
+    }
+    out.push_back(c);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ChaosAction& a, const ChaosAction& b) { return a.at_s < b.at_s; });
+  return out;
+}
+
+ClusterServices::ClusterServices(Options options) : opt_(std::move(options)) {}
+
+ClusterServices::~ClusterServices() { stop_all(); }
+
+bool ClusterServices::start(std::string* error) {
+  if (!opt_.external_redis.empty()) {
+    redis_url_ = opt_.external_redis;
+  } else {
+    bool absent_first = false;
+    for (const auto& c : opt_.chaos) {
+      if (c.target == "redis") {
+        absent_first = c.action == "start";
+        break;
+      }
+    }
+    redis_port_ = pick_free_port();
+    RedisServer::Options ro;
+    ro.dir = opt_.data_dir;
+    ro.port = redis_port_;
+    redis_url_ = "redis://127.0.0.1:" + std::to_string(redis_port_) + "/0";
+    if (!absent_first) {
+      redis_ = RedisServer::start(ro, error);
+      if (!redis_) return false;
+    } else {
+      chaos_log_.push_back("t=   0.00s Redis absent at start");
+    }
+  }
+  return start_master(error);
+}
+
+bool ClusterServices::start_master(std::string* error) {
+  ChildSpec spec;
+  spec.name = "master";
+  spec.argv = {opt_.bin_dir + "/greyhound-master", "--job", opt_.job, "--redis", redis_url_, "--event-log",
+               opt_.work_dir + "/master-events.jsonl", "--poll-ms", "50"};
+  spec.stdout_path = opt_.work_dir + "/master.log";
+  spec.stderr_path = opt_.work_dir + "/master.log";
+  // Append rather than truncate after a restart: keep the first master's log.
+  if (master_pid_ != -1) spec.stdout_path = spec.stderr_path = opt_.work_dir + "/master.restarted.log";
+  master_pid_ = spawn(spec, error);
+  return master_pid_ > 0;
+}
+
+pid_t ClusterServices::agent_pid(int node) const {
+  if (node < 0 || node >= static_cast<int>(opt_.node_shm_dirs.size())) return -1;
+  const std::string lock = opt_.node_shm_dirs[static_cast<std::size_t>(node)] + "/" + ring_file_name(opt_.job, "agent.lock");
+  // The pid in the file counts only while its agent still holds the lock (a stale pid may be reused).
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  pid_t pid = -1;
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    char buf[32] = {};
+    if (pread(fd, buf, sizeof buf - 1, 0) > 0) pid = static_cast<pid_t>(std::atol(buf));
+  } else {
+    flock(fd, LOCK_UN);
+  }
+  ::close(fd);
+  return pid;
+}
+
+bool ClusterServices::start_agent(int node, std::string* error) {
+  if (node < 0 || node >= static_cast<int>(opt_.node_shm_dirs.size())) {
+    if (error) *error = "no node " + std::to_string(node);
+    return false;
+  }
+  ChildSpec spec;
+  spec.name = "agent " + std::to_string(node);
+  spec.argv = {opt_.bin_dir + "/greyhound-agent", "--job", opt_.job, "--node", std::to_string(node), "--shm-dir",
+               opt_.node_shm_dirs[static_cast<std::size_t>(node)], "--redis", redis_url_, "--idle-exit-s", "2"};
+  spec.env = {{"GREYHOUND_JOB_EPOCH_NS", std::to_string(opt_.epoch_ns)}};
+  spec.unset_env = {"LD_PRELOAD"};
+  spec.stdout_path = spec.stderr_path = opt_.work_dir + "/agent" + std::to_string(node) + ".restarted.log";
+  const pid_t pid = spawn(spec, error);
+  if (pid > 0) extra_agents_.push_back(pid);
+  return pid > 0;
+}
+
+void ClusterServices::on_tick(double t_s) {
+  reap(master_pid_);
+  for (pid_t p : extra_agents_) reap(p);
+  for (auto& c : opt_.chaos) {
+    if (c.done || c.at_s > t_s) continue;
+    c.done = true;
+    std::string err;
+    bool ok = true;
+    if (c.target == "redis" && opt_.external_redis.empty()) {
+      if (c.action == "kill") {
+        if (redis_) redis_->kill_hard();
+      } else if (!redis_) {
+        RedisServer::Options ro;
+        ro.dir = opt_.data_dir;
+        ro.port = redis_port_;
+        redis_ = RedisServer::start(ro, &err);
+        ok = redis_ != nullptr;
+      } else {
+        ok = redis_->restart(&err);
+      }
+    } else if (c.target == "master") {
+      if (c.action == "kill") {
+        if (alive(master_pid_)) kill(master_pid_, SIGKILL);
+        int status = 0;
+        waitpid(master_pid_, &status, 0);
+      } else if (!alive(master_pid_)) {
+        ok = start_master(&err);
+      }
+    } else if (c.target.rfind("agent:", 0) == 0) {
+      const int node = std::stoi(c.target.substr(6));
+      if (c.action == "kill") {
+        const pid_t p = agent_pid(node);
+        if (alive(p)) kill(p, SIGKILL);
+      } else if (!alive(agent_pid(node))) {
+        ok = start_agent(node, &err);
+      }
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "t=%7.2fs %s %s%s", t_s, c.action.c_str(), c.target.c_str(),
+                  ok ? "" : (" failed: " + err).c_str());
+    chaos_log_.push_back(buf);
+  }
+}
+
+void ClusterServices::finish() {
+  // Agents exit by themselves once their ranks are gone and drained (--idle-exit-s); give them time.
+  const auto agents_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+  for (std::size_t n = 0; n < opt_.node_shm_dirs.size(); ++n) {
+    const pid_t p = agent_pid(static_cast<int>(n));
+    while (alive(p) && std::chrono::steady_clock::now() < agents_deadline) {
+      for (pid_t e : extra_agents_) reap(e);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (alive(p)) terminate(p, 3.0);
+  }
+  for (pid_t e : extra_agents_) terminate(e, 3.0);
+  // The master catches up with the stream (its cursor reaches the last entry), then stops.
+  if (alive(master_pid_)) {
+    RedisClient c = client(redis_url_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto last = c.command({"XREVRANGE", keys::events(opt_.job), "+", "-", "COUNT", "1"});
+      auto st = c.command({"GET", keys::master(opt_.job)});
+      if (!last || !st) break;
+      std::string err;
+      const auto state = st->type == RedisReply::Type::kString ? parse_master_state(st->str, &err) : std::nullopt;
+      const std::string last_id = last->type == RedisReply::Type::kArray && !last->elements.empty()
+                                      ? last->elements[0].elements[0].str
+                                      : "0-0";
+      if (state && state->cursor == last_id) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  terminate(master_pid_, 3.0);
+}
+
+nlohmann::json ClusterServices::events() {
+  nlohmann::json out = nlohmann::json::array();
+  RedisClient c = client(redis_url_);
+  auto r = c.command({"XRANGE", keys::events(opt_.job), "-", "+"});
+  if (!r || r->type != RedisReply::Type::kArray) return out;
+  for (const auto& entry : r->elements) {
+    if (entry.elements.size() < 2) continue;
+    const auto& fields = entry.elements[1].elements;
+    for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+      if (fields[i].str != "json") continue;
+      std::string err;
+      if (auto e = parse_event(fields[i + 1].str, &err)) {
+        nlohmann::json j = to_json(*e);
+        j["id"] = entry.elements[0].str;
+        out.push_back(j);
+      }
+    }
+  }
+  return out;
+}
+
+void ClusterServices::stop_all() {
+  for (std::size_t n = 0; n < opt_.node_shm_dirs.size(); ++n) terminate(agent_pid(static_cast<int>(n)), 2.0);
+  for (pid_t e : extra_agents_) terminate(e, 2.0);
+  extra_agents_.clear();
+  terminate(master_pid_, 2.0);
+  master_pid_ = -1;
+  if (redis_) redis_->stop();
+  redis_.reset();
+}
+
+}  // namespace greyhound::sim

@@ -1,0 +1,79 @@
+// The greyhound side of a simulated cluster: a private redis-server, the master, and (through
+// greyhound-run) one agent per virtual node; plus the chaos schedule that kills and restarts them while
+// the job runs, for fault-tolerance tests.
+//
+// Chaos schedule (--chaos, inline JSON or a file): a list of actions at job times,
+//   [{"at_s": 5, "action": "kill", "target": "redis"}, {"at_s": 9, "action": "start", "target": "redis"},
+//    {"at_s": 12, "action": "kill", "target": "master"}, {"at_s": 20, "action": "kill", "target": "agent:1"}]
+// targets: "redis", "master", "agent:<node>"; actions: "kill" (SIGKILL, as a crash) and "start".
+// When the first action on "redis" is "start", Redis is absent from the beginning until then.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/redis_server.h"
+
+namespace greyhound::sim {
+
+struct ChaosAction {
+  double at_s = 0;
+  std::string action;  // "kill", "start"
+  std::string target;  // "redis", "master", "agent:<n>"
+  bool done = false;
+};
+
+// Parses and validates a chaos schedule; throws std::invalid_argument naming the entry and field.
+std::vector<ChaosAction> parse_chaos(const nlohmann::json& j);
+
+class ClusterServices {
+ public:
+  struct Options {
+    std::string bin_dir;       // where greyhound-master and greyhound-agent are
+    std::string work_dir;      // logs
+    std::string data_dir;      // Redis data (removed by the caller)
+    std::string job;
+    std::vector<std::string> node_shm_dirs;  // per virtual node
+    std::string external_redis;  // non-empty: use this Redis, start none
+    std::uint64_t epoch_ns = 0;
+    std::vector<ChaosAction> chaos;
+  };
+
+  explicit ClusterServices(Options options);
+  ~ClusterServices();
+
+  // Starts Redis (unless absent at first by the chaos schedule) and the master. False with *error.
+  bool start(std::string* error);
+  const std::string& redis_url() const { return redis_url_; }
+
+  // Runs the chaos actions that are due at job time t_s.
+  void on_tick(double t_s);
+  // After the ranks are done: lets the agents drain and exit, the master catch up, then stops them.
+  void finish();
+  // Every event of the job's stream, in order, each with its stream "id".
+  nlohmann::json events();
+  // Stops everything that still runs.
+  void stop_all();
+  // Lines describing the chaos actions taken ("t=..s kill redis").
+  const std::vector<std::string>& chaos_log() const { return chaos_log_; }
+
+ private:
+  bool start_master(std::string* error);
+  pid_t agent_pid(int node) const;
+  bool start_agent(int node, std::string* error);
+
+  Options opt_;
+  std::unique_ptr<RedisServer> redis_;
+  std::string redis_url_;
+  int redis_port_ = 0;
+  pid_t master_pid_ = -1;
+  std::vector<pid_t> extra_agents_;
+  std::vector<std::string> chaos_log_;
+};
+
+}  // namespace greyhound::sim
