@@ -14,5 +14,6 @@ int cmd_dump(const Argv& args);                // ctl_dump.cpp: records of a job
 int cmd_period(const Argv& args);              // ctl_analysis.cpp: iteration period of an op stream
 int cmd_detect(const Argv& args);              // ctl_analysis.cpp: slowdown/recovery events of a trace
 int cmd_plan_microbatches(const Argv& args);   // ctl_plan.cpp: S2 micro-batch allocation
+int cmd_status(const Argv& args);              // ctl_status.cpp: a job's ranks, nodes, groups, incidents
 
 }  // namespace greyhound::ctl

@@ -21,6 +21,7 @@ const Command kCommands[] = {
     {"detect", &greyhound::ctl::cmd_detect, "slowdown/recovery events of an iteration-time trace (CSV)"},
     {"plan-microbatches", &greyhound::ctl::cmd_plan_microbatches,
      "optimal micro-batch allocation across DP groups (S2)"},
+    {"status", &greyhound::ctl::cmd_status, "ranks, nodes, groups, iteration times and incidents of a job"},
 };
 
 void usage(std::FILE* out) {

@@ -282,6 +282,7 @@ json to_json(const MasterState& s) {
           {"state", s.state},
           {"open_incident", s.open_incident},
           {"incidents_total", s.incidents_total},
+          {"last_closed_t_s", s.last_closed_t_s},
           {"events_processed", s.events_processed},
           {"events_rejected", s.events_rejected},
           {"updated_unix_ms", s.updated_unix_ms}};
@@ -297,6 +298,7 @@ std::optional<MasterState> parse_master_state(const std::string& text, std::stri
     if (kStates.count(s.state) == 0) throw Invalid("state: unknown state '" + s.state + "'");
     s.open_incident = f.integer_or("open_incident", -1, -1, INT64_MAX);
     s.incidents_total = f.integer_or("incidents_total", 0, 0, INT64_MAX);
+    s.last_closed_t_s = f.num_or("last_closed_t_s", -1);
     s.events_processed = f.integer_or("events_processed", 0, 0, INT64_MAX);
     s.events_rejected = f.integer_or("events_rejected", 0, 0, INT64_MAX);
     s.updated_unix_ms = f.integer_or("updated_unix_ms", 0, 0, INT64_MAX);

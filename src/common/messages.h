@@ -113,6 +113,7 @@ struct MasterState {
   std::string state = "healthy";
   std::int64_t open_incident = -1;
   std::int64_t incidents_total = 0;
+  double last_closed_t_s = -1;  // when the last incident closed (late reports of it are not new incidents)
   std::int64_t events_processed = 0;
   std::int64_t events_rejected = 0;
   std::int64_t updated_unix_ms = 0;

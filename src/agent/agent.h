@@ -1,0 +1,79 @@
+// greyhound-agent's LocalController: one per node. Discovers the rings of its job in the node's shm dir,
+// runs a RankTracker per rank, and publishes to Redis: registrations, group membership, heartbeats,
+// iteration times and slowdown/recovery events; answers commands from its command stream.
+//
+// It never blocks the ranks (they only write their rings). Redis being slow or absent only delays its own
+// reports: state (registrations, groups, heartbeats, iteration times) is re-published after a reconnect,
+// events wait in a bounded queue (the oldest are dropped, and counted, when it is full).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "agent/rank_tracker.h"
+#include "common/redis_client.h"
+#include "common/messages.h"
+
+namespace greyhound::agent {
+
+struct AgentConfig {
+  std::string job = "default";
+  int node = 0;
+  std::string shm_dir = "/dev/shm";
+  RedisEndpoint redis;
+  analysis::DetectionMethod method = analysis::DetectionMethod::kBocdValidated;
+  int poll_ms = 50;
+  int heartbeat_ms = 1000;
+  double idle_exit_s = 0;            // > 0: exit once every ring is finished and nothing new came for this long
+  std::uint64_t epoch_ns = 0;        // job clock origin (CLOCK_MONOTONIC); 0: the earliest ring's creation
+  std::size_t event_queue_max = 4096;
+  std::string host;
+};
+
+class Agent {
+ public:
+  explicit Agent(AgentConfig config);
+
+  // One pass: discover rings, read them, publish. `now_ns` is CLOCK_MONOTONIC.
+  void step(std::uint64_t now_ns);
+  // True when idle_exit_s has passed with every ring finished.
+  bool idle(std::uint64_t now_ns) const;
+  // Last attempts to deliver queued events (until `deadline_ns`), then agent_stop.
+  void shutdown(std::uint64_t now_ns, std::uint64_t deadline_ns);
+
+  std::uint64_t events_dropped() const { return events_dropped_; }
+  std::size_t events_queued() const { return events_.size(); }
+  std::size_t ranks() const { return trackers_.size(); }
+
+ private:
+  void discover(std::uint64_t now_ns);
+  void publish_state(std::uint64_t now_ns, bool full);
+  void queue_event(Event e);
+  void flush_events();
+  void poll_commands(std::uint64_t now_ns);
+  double job_time_s(std::uint64_t mono_ns) const;
+  std::int64_t unix_ms_of(std::uint64_t mono_ns) const;
+
+  AgentConfig cfg_;
+  RedisClient redis_;
+  std::map<std::string, std::unique_ptr<RankTracker>> trackers_;  // by ring path
+  std::set<std::string> ignored_rings_;  // stale rings from earlier runs
+  std::map<int, IterationUpdate> pending_iters_;
+  std::deque<std::string> events_;  // JSON texts waiting for XADD
+  std::uint64_t events_dropped_ = 0;
+  std::uint64_t next_discovery_ns_ = 0;
+  std::uint64_t next_heartbeat_ns_ = 0;
+  std::uint64_t last_activity_ns_ = 0;
+  std::uint64_t started_ns_ = 0;
+  std::uint64_t published_reconnects_ = ~0ull;  // re-publish state when this differs from the client's
+  std::int64_t mono_to_unix_ns_ = 0;            // CLOCK_REALTIME - CLOCK_MONOTONIC at start
+  std::string command_cursor_;
+  bool started_event_sent_ = false;
+  std::set<std::string> logged_;  // one log line per kind of problem
+};
+
+}  // namespace greyhound::agent

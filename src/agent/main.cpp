@@ -1,0 +1,118 @@
+// greyhound-agent: the per-node agent (see agent.h). Thin composition root: flags and environment in,
+// Agent loop, clean stop on SIGTERM/SIGINT. At most one agent per job and node: it holds an exclusive lock
+// on <shm-dir>/greyhound.<job>.agent.lock (holding its pid) for its lifetime.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "agent/agent.h"
+#include "common/args.h"
+#include "common/log.h"
+#include "greyhound/config.h"
+#include "greyhound/ring.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+std::uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+int env_node() {
+  for (const char* v : {"GREYHOUND_NODE", "GROUP_RANK", "NODE_RANK", "SLURM_NODEID"}) {
+    if (const char* s = std::getenv(v); s != nullptr && *s != '\0') return std::atoi(s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string agent_lock_path(const std::string& shm_dir, const std::string& job) {
+  return shm_dir + "/" + greyhound::ring_file_name(job, "agent.lock");
+}
+
+int main(int argc, char** argv) {
+  greyhound::init_logging("greyhound-agent");
+  const greyhound::EnvConfig env = greyhound::read_env_config();
+  greyhound::agent::AgentConfig cfg;
+  try {
+    const greyhound::Args a(std::vector<std::string>(argv + 1, argv + argc),
+                            {"job", "node", "shm-dir", "redis", "poll-ms", "heartbeat-ms", "idle-exit-s", "method",
+                             "epoch-ns"},
+                            {"help"});
+    if (a.flag("help")) {
+      std::printf(
+          "usage: greyhound-agent [--job J] [--node N] [--shm-dir DIR] [--redis URL] [--poll-ms MS]\n"
+          "         [--heartbeat-ms MS] [--idle-exit-s S] [--method bocd+v|bocd|window] [--epoch-ns NS]\n"
+          "defaults from GREYHOUND_JOB, GREYHOUND_NODE, GREYHOUND_SHM_DIR, GREYHOUND_REDIS, GREYHOUND_JOB_EPOCH_NS\n");
+      return 0;
+    }
+    cfg.job = greyhound::sanitize_job_name(a.str("job", env.job));
+    cfg.node = static_cast<int>(a.integer_in("node", env_node(), 0, 1 << 24));
+    cfg.shm_dir = a.str("shm-dir", env.shm_dir);
+    cfg.redis = a.has("redis") ? greyhound::parse_redis_url(a.str("redis")) : greyhound::redis_endpoint_from_env();
+    cfg.poll_ms = static_cast<int>(a.integer_in("poll-ms", 50, 1, 60000));
+    cfg.heartbeat_ms = static_cast<int>(a.integer_in("heartbeat-ms", 1000, 10, 600000));
+    cfg.idle_exit_s = a.number("idle-exit-s", 0.0);
+    const auto method = greyhound::analysis::method_from_name(a.str("method", "bocd+v"));
+    if (!method) throw greyhound::ArgError("--method: bocd+v, bocd or window");
+    cfg.method = *method;
+    const char* epoch = std::getenv("GREYHOUND_JOB_EPOCH_NS");
+    cfg.epoch_ns = static_cast<std::uint64_t>(
+        a.integer("epoch-ns", epoch != nullptr && *epoch != '\0' ? std::atoll(epoch) : 0));
+  } catch (const greyhound::ArgError& e) {
+    std::fprintf(stderr, "greyhound-agent: %s\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "greyhound-agent: %s\n", e.what());
+    return 2;
+  }
+
+  const std::string lock = agent_lock_path(cfg.shm_dir, cfg.job);
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    spdlog::error("cannot open the agent lock {}: {}", lock, std::strerror(errno));
+    return 1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    spdlog::info("an agent for job {} already runs on this node ({}): exiting", cfg.job, lock);
+    return 0;
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) spdlog::warn("cannot write {}", lock);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  spdlog::info("agent for job {} node {}: rings in {}, Redis {}", cfg.job, cfg.node, cfg.shm_dir, cfg.redis.describe());
+  greyhound::agent::Agent agent(cfg);
+  while (g_stop == 0) {
+    const std::uint64_t now = mono_ns();
+    agent.step(now);
+    if (agent.idle(now)) {
+      spdlog::info("every rank has finished: exiting");
+      break;
+    }
+    usleep(static_cast<useconds_t>(cfg.poll_ms) * 1000);
+  }
+  const std::uint64_t now = mono_ns();
+  agent.shutdown(now, now + 3'000'000'000ull);
+  ::close(fd);  // releases the lock; the file stays (unlinking it could let two agents lock two inodes)
+  return 0;
+}

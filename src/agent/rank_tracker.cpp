@@ -1,0 +1,98 @@
+#include "agent/rank_tracker.h"
+
+#include "greyhound/ops.h"
+
+namespace greyhound::agent {
+namespace {
+constexpr std::size_t kHistory = 4096;
+}  // namespace
+
+std::uint64_t record_symbol(const RecordPayload& p) {
+  std::uint64_t group = p.group_id;
+  if (op_is_p2p(static_cast<Op>(p.op))) group ^= 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(p.peer + 2);
+  return analysis::op_symbol(p.op, group, p.bytes);
+}
+
+bool in_iteration_pattern(const RecordPayload& p) {
+  const Op op = static_cast<Op>(p.op);
+  return op_moves_data(op) || op == Op::kGroupStart || op == Op::kGroupEnd;
+}
+
+RankTracker::RankTracker(std::unique_ptr<RingReader> reader, analysis::DetectionMethod method)
+    : reader_(std::move(reader)),
+      rank_(reader_->header().rank),
+      method_(method),
+      detector_(analysis::make_slowdown_detector(method)) {
+  reader_->seek_oldest();
+}
+
+void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t max_records) {
+  batch_.clear();
+  reader_->poll(batch_, max_records, stats_, now_ns);
+  for (const RecordPayload& p : batch_) {
+    const Op op = static_cast<Op>(p.op);
+    if (op_creates_comm(op) && p.group_id != 0 && p.result == 0 && groups_.count(p.group_id) == 0) {
+      GroupMembership g{p.group_id, p.group_rank, p.group_size, std::string(op_name(op))};
+      groups_[p.group_id] = g;
+      out.new_groups.push_back(g);
+    } else if (op_moves_data(op) && p.group_id != 0) {
+      auto it = groups_.find(p.group_id);
+      if (it == groups_.end() && p.group_size > 0) {  // created before the ring was read: learn it here
+        GroupMembership g{p.group_id, p.group_rank, p.group_size, "unknown"};
+        groups_[p.group_id] = g;
+        out.new_groups.push_back(g);
+      }
+      ++op_counts_[p.group_id][std::string(op_name(op)) + ":" + std::to_string(p.bytes)];
+    }
+    if (!in_iteration_pattern(p)) continue;
+    its_.clear();
+    period_.push(p.t_ns, record_symbol(p), its_);
+    for (const analysis::Iteration& it : its_) {
+      TrackedIteration t;
+      t.index = it.index;
+      t.end_t_ns = it.end_t_ns;
+      t.iter_ms = it.iter_ns * 1e-6;
+      t.start_t_ns = it.end_t_ns - static_cast<std::uint64_t>(it.iter_ns);
+      t.period = it.period;
+      history_.push_back(t);
+      if (history_.size() > kHistory) history_.pop_front();
+      out.iterations.push_back(t);
+      last_ = t;
+      have_last_ = true;
+      // A new period (e.g. after a micro-batch re-allocation) may change what one iteration is: start the
+      // detector afresh rather than compare iterations of two different kinds.
+      if (detector_period_ != 0 && t.period != detector_period_) {
+        detector_ = analysis::make_slowdown_detector(method_);
+      }
+      detector_period_ = t.period;
+      events_.clear();
+      detector_->push(t.iter_ms, events_);
+      for (const auto& e : events_) {
+        TrackedChange c;
+        c.change = e;
+        c.detected_end_t_ns = t.end_t_ns;
+        c.onset_start_t_ns = t.start_t_ns;
+        // The detector numbers accepted iterations 0, 1, ...; so does the period detector (its iterations
+        // are consecutive), offset by where the detector started.
+        const std::uint64_t offset = t.index - e.detected_index;
+        const std::uint64_t onset = e.index + offset;
+        for (auto h = history_.rbegin(); h != history_.rend(); ++h) {
+          if (h->index == onset) {
+            c.onset_start_t_ns = h->start_t_ns;
+            break;
+          }
+        }
+        c.change.index = onset;
+        c.change.detected_index = t.index;
+        out.changes.push_back(c);
+      }
+    }
+  }
+  if (period_.period_changes() != last_period_changes_) {
+    last_period_changes_ = period_.period_changes();
+    out.period_changed = true;
+  }
+  out.period = period_.period();
+}
+
+}  // namespace greyhound::agent

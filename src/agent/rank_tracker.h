@@ -1,0 +1,97 @@
+// The node agent's LocalAnalyzer for one rank: reads the rank's ring, learns its communicators from the
+// lifecycle records, feeds the data-moving calls to a PeriodDetector and the iteration times to a slowdown
+// detector (BOCD + validation by default). Values out; publishing is the caller's business.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "greyhound/analysis/period_detector.h"
+#include "greyhound/analysis/slowdown_detector.h"
+#include "greyhound/ring.h"
+
+namespace greyhound::agent {
+
+struct GroupMembership {
+  std::uint64_t group_id = 0;
+  int group_rank = -1;
+  int group_size = -1;
+  std::string created_by;  // "CommInitRank", "CommSplit", ...
+};
+
+struct TrackedIteration {
+  std::uint64_t index = 0;   // this rank's numbering (PeriodDetector's)
+  std::uint64_t start_t_ns = 0;
+  std::uint64_t end_t_ns = 0;
+  double iter_ms = 0;
+  std::uint32_t period = 0;
+};
+
+struct TrackedChange {
+  analysis::SlowdownEvent change;
+  std::uint64_t onset_start_t_ns = 0;  // when the onset iteration began
+  std::uint64_t detected_end_t_ns = 0; // when the iteration that triggered it ended
+};
+
+// What one poll learned.
+struct RankObservation {
+  std::vector<TrackedIteration> iterations;
+  std::vector<TrackedChange> changes;
+  std::vector<GroupMembership> new_groups;
+  bool period_changed = false;
+  std::uint32_t period = 0;
+};
+
+class RankTracker {
+ public:
+  RankTracker(std::unique_ptr<RingReader> reader, analysis::DetectionMethod method);
+
+  // Reads what the ring holds now (at most max_records) and analyses it.
+  void poll(std::uint64_t now_ns, RankObservation& out, std::size_t max_records = 1 << 16);
+
+  int rank() const { return rank_; }
+  int local_rank() const { return reader_->header().local_rank; }
+  int pid() const { return reader_->header().pid; }
+  const std::string& ring_path() const { return reader_->path(); }
+  std::uint64_t created_mono_ns() const { return reader_->header().created_mono_ns; }
+  std::uint64_t created_real_ns() const { return reader_->header().created_real_ns; }
+  bool writer_alive() const { return reader_->writer_alive(); }
+  bool drained() const { return reader_->next_seq() >= reader_->header().write_index.load(); }
+  std::uint64_t records_read() const { return stats_.read; }
+  std::uint64_t records_lost() const { return stats_.lost; }
+  const std::map<std::uint64_t, GroupMembership>& groups() const { return groups_; }
+  // Calls seen per (group id, "Op:bytes").
+  const std::map<std::uint64_t, std::map<std::string, std::uint64_t>>& op_counts() const { return op_counts_; }
+  std::uint32_t period() const { return period_.period(); }
+  bool has_last_iteration() const { return have_last_; }
+  const TrackedIteration& last_iteration() const { return last_; }
+
+ private:
+  std::unique_ptr<RingReader> reader_;
+  int rank_;
+  analysis::PeriodDetector period_;
+  analysis::DetectionMethod method_;
+  std::unique_ptr<analysis::SlowdownDetector> detector_;
+  std::uint32_t detector_period_ = 0;  // the period of the iterations the detector has seen
+  RingPollStats stats_;
+  std::map<std::uint64_t, GroupMembership> groups_;
+  std::map<std::uint64_t, std::map<std::string, std::uint64_t>> op_counts_;
+  std::deque<TrackedIteration> history_;  // recent iterations, to time the onset of a change
+  std::uint32_t last_period_changes_ = 0;
+  std::vector<RecordPayload> batch_;
+  std::vector<analysis::Iteration> its_;
+  std::vector<analysis::SlowdownEvent> events_;
+  TrackedIteration last_;
+  bool have_last_ = false;
+};
+
+// Symbol of a record for period detection: op, group and bytes, plus the peer for Send/Recv.
+std::uint64_t record_symbol(const RecordPayload& p);
+// Whether a record takes part in the iteration pattern (data movement and group brackets, not lifecycle).
+bool in_iteration_pattern(const RecordPayload& p);
+
+}  // namespace greyhound::agent

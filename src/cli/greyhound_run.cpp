@@ -1,0 +1,139 @@
+// greyhound-run CMD...: the launcher operators put in front of their job (`greyhound-run torchrun ... train.py`).
+// Prepends libgreyhound.so to LD_PRELOAD, sets GREYHOUND_JOB (and the other GREYHOUND_* given as flags) for
+// everything CMD starts, starts this node's greyhound-agent unless one already runs for the job (the agent
+// holds a lock; see src/agent/main.cpp), then replaces itself with CMD, so signals and the exit status are
+// CMD's own.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/args.h"
+#include "greyhound/config.h"
+#include "greyhound/ring.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string self_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+// True when no agent holds the job's lock on this node.
+bool agent_lock_free(const std::string& lock_path) {
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return false;  // cannot tell: do not start a second agent
+  const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);  // releases it again: the agent takes it itself
+  return free;
+}
+
+void usage() {
+  std::printf(
+      "usage: greyhound-run [--job J] [--node N] [--redis URL] [--shm-dir DIR] [--no-agent]\n"
+      "                     [--agent-log FILE] [--agent-args \"ARGS\"] [--] CMD [ARGS...]\n"
+      "Runs CMD with libgreyhound.so preloaded and starts this node's greyhound-agent once.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> argvv(argv + 1, argv + argc);
+  std::string job, node, redis, shm_dir, agent_log, agent_args;
+  bool start_agent = true;
+  std::vector<std::string> cmd;
+  try {
+    const greyhound::Args a(argvv, {"job", "node", "redis", "shm-dir", "agent-log", "agent-args"}, {"no-agent", "help"},
+                            true);
+    if (a.flag("help")) {
+      usage();
+      return 0;
+    }
+    const greyhound::EnvConfig env = greyhound::read_env_config();
+    job = greyhound::sanitize_job_name(a.str("job", env.job));
+    node = a.str("node", "");
+    redis = a.str("redis", "");
+    shm_dir = a.str("shm-dir", env.shm_dir);
+    agent_log = a.str("agent-log", "");
+    agent_args = a.str("agent-args", "");
+    start_agent = !a.flag("no-agent");
+    cmd = a.rest();
+    if (cmd.empty()) throw greyhound::ArgError("no command to run");
+  } catch (const greyhound::ArgError& e) {
+    std::fprintf(stderr, "greyhound-run: %s\n", e.what());
+    usage();
+    return 2;
+  }
+
+  const std::string bin = self_dir();
+  const std::string hook = fs::weakly_canonical(bin + "/../lib/libgreyhound.so").string();
+  if (access(hook.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "greyhound-run: %s not found; running the command without greyhound\n", hook.c_str());
+  } else {
+    const char* pre = std::getenv("LD_PRELOAD");
+    std::string value = hook;
+    if (pre != nullptr && *pre != '\0' && std::string(pre).find(hook) == std::string::npos) value += ":" + std::string(pre);
+    setenv("LD_PRELOAD", value.c_str(), 1);
+  }
+  setenv("GREYHOUND_JOB", job.c_str(), 1);
+  setenv("GREYHOUND_SHM_DIR", shm_dir.c_str(), 1);
+  if (!redis.empty()) setenv("GREYHOUND_REDIS", redis.c_str(), 1);
+  if (!node.empty()) setenv("GREYHOUND_NODE", node.c_str(), 1);
+
+  const std::string lock = shm_dir + "/" + greyhound::ring_file_name(job, "agent.lock");
+  if (start_agent && agent_lock_free(lock)) {
+    const std::string agent = bin + "/greyhound-agent";
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setsid();  // the agent outlives this launcher's session and is not hit by the job's Ctrl-C
+      unsetenv("LD_PRELOAD");
+      const std::string log = agent_log.empty() ? "/dev/null" : agent_log;
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+      }
+      const int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+      std::vector<std::string> args = {agent};
+      for (std::size_t at = 0; !agent_args.empty() && at != std::string::npos;) {  // space-separated extras
+        const std::size_t sp = agent_args.find(' ', at);
+        const std::string piece = agent_args.substr(at, sp == std::string::npos ? std::string::npos : sp - at);
+        if (!piece.empty()) args.push_back(piece);
+        at = sp == std::string::npos ? sp : sp + 1;
+      }
+      std::vector<char*> av;
+      for (auto& s : args) av.push_back(s.data());
+      av.push_back(nullptr);
+      // Detach fully: the agent is reparented to init and nobody waits for this intermediate child.
+      if (fork() == 0) {
+        execv(agent.c_str(), av.data());
+        std::fprintf(stderr, "greyhound-run: cannot start %s: %s\n", agent.c_str(), std::strerror(errno));
+        _exit(127);
+      }
+      _exit(0);
+    }
+    if (pid > 0) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+    }
+  }
+
+  std::vector<char*> av;
+  for (auto& s : cmd) av.push_back(s.data());
+  av.push_back(nullptr);
+  execvp(av[0], av.data());
+  std::fprintf(stderr, "greyhound-run: cannot run %s: %s\n", av[0], std::strerror(errno));
+  return 127;
+}

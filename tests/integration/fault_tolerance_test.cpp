@@ -1,0 +1,239 @@
+// greyhound must never harm the job and must come back by itself: Redis absent at start, Redis killed and
+// restarted mid-run, master killed and restarted, an agent killed. The ranks keep their iteration time and
+// finish with the same weights as without greyhound; after the restarts detection works again; and no
+// event Redis acknowledged is lost from the stream. Malformed values planted in Redis are logged once and
+// ignored.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/messages.h"
+#include "common/redis_client.h"
+#include "common/redis_server.h"
+#include "greyhound/redis_keys.h"
+#include "sim/simcluster/run_report.h"
+
+namespace greyhound {
+namespace {
+
+using nlohmann::json;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class FaultTolerance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gh-chaos-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf " + root_).c_str()); }
+
+  int simcluster(const std::string& name, const std::string& args) {
+    const std::string dir = root_ + "/" + name;
+    std::system(("mkdir -p " + dir).c_str());
+    const std::string cmd = std::string(GREYHOUND_SIMCLUSTER) +
+                            " --tp 2 --dp 2 --pp 2 --gpus-per-node 4 --microbatches 4 --quiet --job " + name +
+                            " --work-dir " + dir + " --report " + dir + "/report.json " + args + " > " + dir +
+                            "/simcluster.log 2>&1";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string root_;
+};
+
+std::vector<sim::IterationLine> iterations(const std::string& dir, int rank) {
+  return sim::parse_iteration_log(slurp(dir + "/rank" + std::to_string(rank) + ".out"));
+}
+
+double mean_ms(const std::vector<sim::IterationLine>& its, double from_s, double to_s) {
+  double s = 0;
+  int n = 0;
+  for (const auto& it : its) {
+    if (it.t_s > from_s && it.t_s <= to_s) {
+      s += it.iter_ms;
+      ++n;
+    }
+  }
+  return n > 0 ? s / n : 0;
+}
+
+TEST_F(FaultTolerance, RestartsOfRedisMasterAndAgentNeitherHarmTheJobNorLoseEvents) {
+  const std::string chaos = R"([
+    {"at_s": 4, "action": "start", "target": "redis"},
+    {"at_s": 11, "action": "kill", "target": "redis"},
+    {"at_s": 14, "action": "start", "target": "redis"},
+    {"at_s": 16, "action": "kill", "target": "master"},
+    {"at_s": 19, "action": "start", "target": "master"},
+    {"at_s": 36, "action": "kill", "target": "agent:1"}])";
+  std::ofstream(root_ + "/chaos.json") << chaos;
+  std::ofstream(root_ + "/faults.json")
+      << R"({"faults":[{"kind":"gpu","rank":5,"start_s":22,"end_s":32,"slowdown":1.5}]})";
+  ASSERT_EQ(simcluster("chaos", "--duration-s 40 --chaos " + root_ + "/chaos.json --faults " + root_ + "/faults.json"), 0)
+      << slurp(root_ + "/chaos/simcluster.log");
+  // Reference: the same job without greyhound.
+  ASSERT_EQ(simcluster("plain", "--duration-s 20 --no-greyhound --faults " + root_ + "/faults.json"), 0)
+      << slurp(root_ + "/plain/simcluster.log");
+
+  json report;
+  std::ifstream(root_ + "/chaos/report.json") >> report;
+  ASSERT_EQ(report["chaos"].size(), 7u) << report["chaos"].dump();  // "Redis absent at start" + 6 actions
+  for (const auto& line : report["chaos"]) EXPECT_EQ(line.get<std::string>().find("failed"), std::string::npos) << line;
+
+  // The job: every rank finished, weights identical to the run without greyhound at every common iteration.
+  for (int r = 0; r < 8; ++r) {
+    const auto with = iterations(root_ + "/chaos", r);
+    const auto without = iterations(root_ + "/plain", r);
+    ASSERT_GT(with.size(), 100u) << r;
+    ASSERT_GT(without.size(), 40u) << r;
+    for (std::size_t i = 0; i < std::min(with.size(), without.size()); ++i) {
+      ASSERT_EQ(with[i].checksum, without[i].checksum) << "rank " << r << " iteration " << i;
+    }
+  }
+  // Iteration time unaffected by the restarts: healthy windows around them match the reference's.
+  const auto chaos0 = iterations(root_ + "/chaos", 0);
+  const double ref = mean_ms(iterations(root_ + "/plain", 0), 2, 20);
+  EXPECT_NEAR(mean_ms(chaos0, 2, 21), ref, 0.1 * ref);   // Redis absent, killed, back; master killed, back
+  EXPECT_NEAR(mean_ms(chaos0, 34, 40), ref, 0.1 * ref);  // agent of node 1 killed at 36 s
+
+  // Detection works after the restarts: the fault at 22-32 s opens and closes an incident.
+  std::vector<json> opened, closed, slow;
+  for (const auto& e : report["events"]) {
+    if (e["type"] == "incident_open") opened.push_back(e);
+    if (e["type"] == "incident_close") closed.push_back(e);
+    if (e["type"] == "slowdown") slow.push_back(e);
+  }
+  ASSERT_EQ(opened.size(), 1u) << report["events"].dump(1);
+  ASSERT_EQ(closed.size(), 1u) << report["events"].dump(1);
+  EXPECT_GT(opened[0]["t_s"].get<double>(), 22.0);
+  EXPECT_GT(closed[0]["t_s"].get<double>(), 32.0);
+  EXPECT_GE(slow.size(), 8u);
+
+  // No acknowledged event lost: every stream id the masters (before and after the restart) consumed is
+  // still in the final stream, including those from before Redis was killed.
+  std::set<std::string> final_ids;
+  for (const auto& e : report["events"]) final_ids.insert(e["id"].get<std::string>());
+  std::istringstream log(slurp(root_ + "/chaos/master-events.jsonl"));
+  std::string line;
+  int checked = 0, before_kill = 0;
+  while (std::getline(log, line)) {
+    const json j = json::parse(line);
+    if (!j.contains("id")) continue;
+    EXPECT_EQ(final_ids.count(j["id"].get<std::string>()), 1u) << line;
+    ++checked;
+    if (j.contains("event") && j["event"]["type"] == "agent_start") ++before_kill;
+  }
+  EXPECT_GE(before_kill, 2);  // the agents' start events, acknowledged before Redis went down at 11 s
+  EXPECT_GE(checked, 10);
+  // The agents counted no dropped events: their queue held the events while Redis was away.
+  for (const auto& e : report["events"]) {
+    if (e["type"] == "agent_stop") EXPECT_EQ(e["detail"]["events_dropped"].get<int>(), 0) << e.dump();
+  }
+}
+
+// Master alone against a Redis with planted garbage: it logs each kind once, skips, and still works.
+TEST_F(FaultTolerance, MalformedValuesAreLoggedOnceAndIgnored) {
+  std::string err;
+  auto redis = RedisServer::start({root_ + "", 0, ""}, &err);
+  ASSERT_TRUE(redis) << err;
+  RedisClient::Options o;
+  o.endpoint = parse_redis_url(redis->url());
+  RedisClient c(o);
+  const std::string job = "garbage";
+  // Wrong type at the master's state key, an incident that is not JSON, junk events of several kinds.
+  ASSERT_TRUE(c.command({"RPUSH", keys::master(job), "x"}));
+  const std::string huge(2 << 20, 'x');
+  for (const std::string& bad :
+       {std::string("{\"type\":\"slowdown\",\"t_s\":1"), std::string("[]"), huge,
+        std::string(R"({"type":"slowdown","t_s":"soon","rank":1,"before_ms":1,"after_ms":2})"),
+        std::string(R"({"type":"slowdown","t_s":"soon","rank":2,"before_ms":1,"after_ms":2})"),
+        std::string(R"({"type":"nonsense","t_s":1})")}) {
+    ASSERT_TRUE(c.command({"XADD", keys::events(job), "*", "json", bad}));
+  }
+  ASSERT_TRUE(c.command({"XADD", keys::events(job), "*", "other-field", "1"}));
+  for (const std::string& rank_value : {std::string("{\"rank\":"), std::string(R"({"rank":"zero"})")}) {
+    ASSERT_TRUE(c.command({"SET", keys::rank(job, 0), rank_value}));
+  }
+  ASSERT_TRUE(c.command({"SADD", keys::ranks(job), "0", "not-a-number"}));
+
+  const std::string log = root_ + "/master.log";
+  const pid_t master = fork();
+  if (master == 0) {
+    if (!freopen(log.c_str(), "w", stderr)) _exit(3);
+    execl(GREYHOUND_MASTER, GREYHOUND_MASTER, "--job", job.c_str(), "--redis", redis->url().c_str(), "--poll-ms", "20",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // A valid slowdown after the junk: the master must get past the junk and open an incident.
+  Event e;
+  e.type = event_type::kSlowdown;
+  e.t_s = 5;
+  e.source = "agent:0";
+  e.rank = 3;
+  e.node = 0;
+  e.before_ms = 100;
+  e.after_ms = 150;
+  ASSERT_TRUE(c.command({"XADD", keys::events(job), "*", "json", to_json(e).dump()}));
+  std::optional<MasterState> st;
+  for (int i = 0; i < 200; ++i) {
+    auto r = c.command({"GET", keys::master(job)});
+    if (r && r->type == RedisReply::Type::kString) {
+      std::string perr;
+      st = parse_master_state(r->str, &perr);
+      if (st && st->incidents_total == 1) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->incidents_total, 1);
+  EXPECT_EQ(st->state, "slow");
+  EXPECT_EQ(st->events_rejected, 7);
+  EXPECT_EQ(kill(master, 0), 0) << "the master died";
+  kill(master, SIGTERM);
+  int status = 0;
+  waitpid(master, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // One line per kind of problem: the two "t_s: must be a finite number" events share one.
+  const std::string text = slurp(log);
+  auto count = [&](const std::string& needle) {
+    int n = 0;
+    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("t_s: must be a finite number"), 1) << text;
+  EXPECT_EQ(count("master state of job garbage unreadable"), 1) << text;
+  EXPECT_EQ(count("too large"), 1) << text;
+
+  // greyhoundctl status shows what it can and marks the rest.
+  const std::string out = root_ + "/status.json";
+  const std::string cmd = std::string(GREYHOUNDCTL) + " status --job " + job + " --redis " + redis->url() + " --json > " +
+                          out + " 2>" + root_ + "/status.err";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(root_ + "/status.err");
+  const json s = json::parse(slurp(out));
+  ASSERT_EQ(s["ranks"].size(), 1u);
+  EXPECT_TRUE(s["ranks"][0].contains("malformed"));
+  EXPECT_EQ(s["state"], "slow");
+  ASSERT_EQ(s["incidents"].size(), 1u);
+  EXPECT_EQ(s["incidents"][0]["ranks"], json::array({3}));
+}
+
+}  // namespace
+}  // namespace greyhound
