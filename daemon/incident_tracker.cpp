@@ -39,6 +39,25 @@ Event IncidentTracker::master_event(const char* type, const Incident& i, double 
   return e;
 }
 
+void IncidentTracker::close(double t_s, const std::string& reason, Decision& out) {
+  if (!open_) return;
+  Incident& i = *open_;
+  i.status = "closed";
+  i.closed_t_s = t_s;
+  state_.last_closed_t_s = t_s;
+  state_.state = "healthy";
+  state_.open_incident = -1;
+  Event e = master_event(event_type::kIncidentClose, i, t_s);
+  e.detail["reason"] = reason;
+  out.emit.push_back(e);
+  out.incident = i;
+  open_.reset();
+}
+
+void IncidentTracker::set_phase(const std::string& phase) {
+  if (open_) state_.state = phase;
+}
+
 void IncidentTracker::apply(const Event& e, Decision& out) {
   ++state_.events_processed;
   if (e.source.rfind("agent:", 0) != 0 || e.rank < 0) return;

@@ -32,6 +32,13 @@ class IncidentTracker {
   // Applies one event (anything not from an agent about a rank is ignored). Appends what to persist.
   void apply(const Event& e, Decision& out);
 
+  // Closes the open incident on the master's own evidence (a profile shows the straggler gone and the
+  // configuration is back to the original), when no recovery event can come: a mitigated job's iteration
+  // time may not change when the fault ends. No-op without an open incident.
+  void close(double t_s, const std::string& reason, Decision& out);
+  // The open incident's phase: "slow", "profiling", "mitigating" (no-op when healthy).
+  void set_phase(const std::string& phase);
+
   const MasterState& state() const { return state_; }
   const std::optional<Incident>& open_incident() const { return open_; }
 

@@ -23,9 +23,12 @@ int main(int argc, char** argv) {
   int poll_ms = 100;
   try {
     const greyhound::Args a(std::vector<std::string>(argv + 1, argv + argc),
-                            {"job", "redis", "event-log", "poll-ms"}, {"help"});
+                            {"job", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
+                             "s4-restart-s"},
+                            {"help", "mitigate"});
     if (a.flag("help")) {
-      std::printf("usage: greyhound-master [--job J] [--redis URL] [--event-log FILE] [--poll-ms MS]\n"
+      std::printf("usage: greyhound-master [--job J] [--redis URL] [--event-log FILE] [--poll-ms MS] [--mitigate]\n"
+                  "         [--profile-s S] [--ack-timeout-s S] [--s3-pause-s S] [--s4-restart-s S]\n"
                   "defaults from GREYHOUND_JOB and GREYHOUND_REDIS\n");
       return 0;
     }
@@ -33,6 +36,12 @@ int main(int argc, char** argv) {
     cfg.redis = a.has("redis") ? greyhound::parse_redis_url(a.str("redis")) : greyhound::redis_endpoint_from_env();
     cfg.event_log = a.str("event-log", "");
     poll_ms = static_cast<int>(a.integer_in("poll-ms", 100, 1, 60000));
+    cfg.mitigate = a.flag("mitigate");
+    cfg.profile_s = a.number("profile-s", cfg.profile_s);
+    cfg.ack_timeout_s = a.number("ack-timeout-s", cfg.ack_timeout_s);
+    cfg.planner.ski.s3_pause_s = a.number("s3-pause-s", cfg.planner.ski.s3_pause_s);
+    cfg.planner.ski.s4_restart_s = a.number("s4-restart-s", cfg.planner.ski.s4_restart_s);
+    if (cfg.profile_s <= 0 || cfg.ack_timeout_s <= 0) throw greyhound::ArgError("--profile-s and --ack-timeout-s must be > 0");
   } catch (const greyhound::ArgError& e) {
     std::fprintf(stderr, "greyhound-master: %s\n", e.what());
     return 2;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/record_json.h"
 #include "greyhound/redis_keys.h"
 
 namespace greyhound::master {
@@ -75,7 +76,7 @@ bool Master::load() {
   return true;
 }
 
-int Master::tick() {
+int Master::read_events(std::vector<Event>& applied) {
   if (!redis_.ensure_connected()) {
     warn_once("redis-down", redis_.last_error() + "; retrying");
     return 0;
@@ -102,6 +103,7 @@ int Master::tick() {
   std::vector<Event> emitted;
   std::string cursor = st.cursor;
   std::int64_t rejected = 0;
+  std::vector<Event> pending_applied;
   for (const auto& entry : entries) {
     if (entry.elements.size() < 2) continue;
     cursor = entry.elements[0].str;
@@ -116,6 +118,7 @@ int Master::tick() {
       continue;
     }
     log_lines.push_back({{"id", cursor}, {"event", to_json(*e)}});
+    pending_applied.push_back(*e);
     Decision d;
     next.apply(*e, d);
     if (d.incident) changed.push_back(*d.incident);
@@ -142,6 +145,8 @@ int Master::tick() {
     return 0;
   }
   *tracker_ = IncidentTracker(final_state, next.open_incident());
+  applied.insert(applied.end(), pending_applied.begin(), pending_applied.end());
+  applied.insert(applied.end(), emitted.begin(), emitted.end());
   const auto now = unix_ms_now();
   for (auto& l : log_lines) {
     l["t_unix_ms"] = now;
@@ -154,6 +159,317 @@ int Master::tick() {
                  m.detail.value("ranks", nlohmann::json::array()).dump());
   }
   return static_cast<int>(entries.size());
+}
+
+
+
+int Master::tick() {
+  std::vector<Event> applied;
+  const int n = read_events(applied);
+  if (!tracker_ || !redis_.connected()) return n;
+  for (const Event& e : applied) {
+    if (e.type == event_type::kProfile && profiling_ && e.detail.is_object() &&
+        e.detail.value("request", std::string()) == profiling_->id) {
+      if (auto v = profile_view(e)) profiling_->got[e.rank] = *v;
+    }
+    if (e.source == "master" && (e.type == event_type::kIncidentOpen || e.type == event_type::kIncidentUpdate)) {
+      start_profiling(e.type == event_type::kIncidentOpen ? "incident opened" : "incident worsened");
+    }
+    if (e.source == "master" && e.type == event_type::kIncidentClose && planner_) {
+      // Closed by recovery reports while a remedy is in force: put the original configuration back.
+      if (!planner_->reverted_to_original() && layout_ && !pending_) {
+        Plan p;
+        p.strategy = "S1";
+        p.action = "revert";
+        p.incident = e.incident;
+        p.microbatches = planner_->original_microbatches();
+        p.reason = "incident closed: back to the original configuration";
+        publish_plan(p);
+      }
+      planner_.reset();
+    }
+  }
+  if (profiling_ && (profiling_->got.size() >= profiling_->expected.size() || Clock::now() >= profiling_->deadline)) {
+    finish_profiling();
+  }
+  check_acks();
+  drive_planner();
+  // While a remedy is in force, keep measuring: the fail-slow may have ended.
+  if (planner_ && !profiling_ && Clock::now() - last_profile_ >= std::chrono::duration<double>(cfg_.reprofile_s)) {
+    start_profiling("re-profiling while mitigating");
+  }
+  return n;
+}
+
+bool Master::publish(const Decision& d) {
+  std::vector<std::vector<std::string>> cmds = {{"MULTI"}};
+  if (d.incident) {
+    cmds.push_back({"SET", keys::incident(cfg_.job, d.incident->id), to_json(*d.incident).dump()});
+    cmds.push_back({"ZADD", keys::incidents(cfg_.job), std::to_string(d.incident->id), std::to_string(d.incident->id)});
+  }
+  for (const Event& m : d.emit) {
+    cmds.push_back({"XADD", keys::events(cfg_.job), "MAXLEN", "~", "100000", "*", "json", to_json(m).dump()});
+  }
+  MasterState st = tracker_->state();
+  st.updated_unix_ms = unix_ms_now();
+  cmds.push_back({"SET", keys::master(cfg_.job), to_json(st).dump()});
+  cmds.push_back({"EXEC"});
+  auto r = redis_.pipeline(cmds);
+  if (!r || r->back().type != RedisReply::Type::kArray) return false;
+  for (const Event& m : d.emit) {
+    log_line({{"t_unix_ms", unix_ms_now()}, {"job", cfg_.job}, {"emitted", to_json(m)}});
+    spdlog::info("job {}: {} {}", cfg_.job, m.type, m.detail.dump());
+  }
+  return true;
+}
+
+bool Master::publish_event(const Event& e) {
+  Decision d;
+  d.emit.push_back(e);
+  return publish(d);
+}
+
+double Master::job_now_s() {
+  // The job's clock, read off the newest iteration report (the master has no clock of its own in job time).
+  auto r = redis_.command({"GET", keys::iter(cfg_.job, iteration_rank_ >= 0 ? iteration_rank_ : 0)});
+  if (r && r->type == RedisReply::Type::kString) {
+    std::string err;
+    if (auto u = parse_iteration_update(r->str, &err)) {
+      return u->t_s + static_cast<double>(unix_ms_now() - u->t_unix_ms) * 1e-3;
+    }
+  }
+  return tracker_ && tracker_->open_incident() ? tracker_->open_incident()->detected_t_s : 0.0;
+}
+
+void Master::start_profiling(const std::string& why) {
+  if (profiling_) return;
+  auto nodes = redis_.command({"SMEMBERS", keys::agents(cfg_.job)});
+  auto ranks = redis_.command({"SMEMBERS", keys::ranks(cfg_.job)});
+  if (!nodes || !ranks || nodes->elements.empty()) return;
+  Profiling p;
+  p.id = "profile-" + std::to_string(tracker_->state().incidents_total) + "-" + std::to_string(++profiles_requested_);
+  for (const auto& r : ranks->elements) {
+    char* end = nullptr;
+    const long v = std::strtol(r.str.c_str(), &end, 10);
+    if (*end == '\0' && v >= 0) p.expected.insert(static_cast<int>(v));
+  }
+  Command c;
+  c.cmd = "profile";
+  c.id = p.id;
+  c.args = {{"duration_s", cfg_.profile_s}};
+  for (const auto& n : nodes->elements) {
+    char* end = nullptr;
+    const long node = std::strtol(n.str.c_str(), &end, 10);
+    if (*end != '\0' || node < 0) continue;
+    redis_.command({"XADD", keys::commands(cfg_.job, static_cast<int>(node)), "MAXLEN", "~", "1000", "*", "json",
+                    to_json(c).dump()});
+  }
+  p.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(cfg_.profile_s + cfg_.profile_grace_s));
+  spdlog::info("job {}: {}: profiling {} ranks ({})", cfg_.job, why, p.expected.size(), p.id);
+  profiling_ = std::move(p);
+  last_profile_ = Clock::now();
+  if (tracker_->open_incident() && tracker_->state().state == "slow") {
+    tracker_->set_phase("profiling");
+    publish(Decision{});
+  }
+}
+
+std::optional<JobLayout> Master::read_layout() {
+  auto r = redis_.command({"GET", keys::layout(cfg_.job)});
+  if (!r || r->type != RedisReply::Type::kString) return std::nullopt;
+  std::string err;
+  auto l = parse_job_layout(r->str, &err);
+  if (!l) warn_once("layout", "layout of job " + cfg_.job + " is malformed (" + err + ")");
+  return l;
+}
+
+std::vector<GroupMembers> Master::read_groups() {
+  std::vector<GroupMembers> out;
+  auto ids = redis_.command({"SMEMBERS", keys::groups(cfg_.job)});
+  if (!ids) return out;
+  for (const auto& id : ids->elements) {
+    auto h = redis_.command({"HGETALL", keys::group(cfg_.job, id.str)});
+    if (!h || h->type != RedisReply::Type::kArray) continue;
+    std::map<std::string, std::string> f;
+    for (std::size_t i = 0; i + 1 < h->elements.size(); i += 2) f[h->elements[i].str] = h->elements[i + 1].str;
+    GroupMembers g;
+    if (!parse_group_id_hex(id.str, &g.group)) continue;
+    const int size = f.count("size") ? std::atoi(f["size"].c_str()) : 0;
+    if (size < 1 || size > (1 << 20)) continue;
+    bool complete = true;
+    for (int i = 0; i < size; ++i) {
+      auto it = f.find("member:" + std::to_string(i));
+      if (it == f.end()) {
+        complete = false;
+        break;
+      }
+      g.members.push_back(std::atoi(it->second.c_str()));
+    }
+    if (!complete) continue;
+    // What the group moves per iteration: the op/size kinds its first member reported.
+    std::set<std::string> kinds;
+    for (const auto& [k, v] : f) {
+      if (k.rfind("ops:", 0) != 0) continue;
+      try {
+        const nlohmann::json ops = nlohmann::json::parse(v);
+        if (ops.is_object()) {
+          for (const auto& [op, cnt] : ops.items()) kinds.insert(op);
+        }
+      } catch (const nlohmann::json::exception&) {
+        warn_once("group-ops", "group " + id.str + " of job " + cfg_.job + " has malformed op counts");
+      }
+      break;
+    }
+    g.signature = std::to_string(size);
+    for (const auto& k : kinds) g.signature += "|" + k;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+void Master::finish_profiling() {
+  Profiling p = std::move(*profiling_);
+  profiling_.reset();
+  std::vector<ProfileView> views;
+  for (const auto& [r, v] : p.got) views.push_back(v);
+  if (!layout_) layout_ = read_layout();
+  const Localisation loc = localise(views, read_groups(), layout_);
+  last_localisation_ = loc;
+  Event e;
+  e.type = event_type::kLocalised;
+  e.t_s = job_now_s();
+  e.t_unix_ms = unix_ms_now();
+  e.source = "master";
+  e.rank = loc.culprit;
+  e.node = loc.culprit_node;
+  e.incident = tracker_->open_incident() ? tracker_->open_incident()->id : -1;
+  e.detail = loc.to_json();
+  e.detail["request"] = p.id;
+  e.detail["ranks_expected"] = p.expected.size();
+  publish_event(e);
+  if (!tracker_->open_incident()) return;  // it closed meanwhile
+
+  if (planner_) {
+    planner_->update(loc);
+  } else if (cfg_.mitigate && layout_) {
+    std::string why;
+    planner_ = Planner::start(cfg_.planner, *tracker_->open_incident(), loc, *layout_, &why);
+    if (planner_) {
+      iteration_rank_ = 0;
+      last_iteration_index_ = -1;
+      tracker_->set_phase("mitigating");
+      publish(Decision{});
+    } else {
+      warn_once("planner:" + why, "job " + cfg_.job + ": no mitigation: " + why);
+    }
+  } else if (tracker_->state().state == "profiling") {
+    tracker_->set_phase("slow");
+    publish(Decision{});
+  }
+  // The remedy is back to the original configuration and the straggler is gone: the incident is over.
+  if (planner_ && planner_->reverted_to_original() && planner_->was_mitigated() && !pending_ &&
+      !planner_->fail_slow_present()) {
+    Decision d;
+    tracker_->close(job_now_s(), "straggler gone (profile) and configuration reverted", d);
+    publish(d);
+    planner_.reset();
+  }
+}
+
+void Master::publish_plan(Plan plan) {
+  plan.epoch = ++epoch_;
+  plan.t_unix_ms = unix_ms_now();
+  const std::string text = to_json(plan).dump();
+  auto r = redis_.pipeline({{"MULTI"},
+                            {"SET", keys::plan_epoch(cfg_.job, plan.epoch), text},
+                            {"SET", keys::plan(cfg_.job), text},
+                            {"EXEC"}});
+  if (!r || r->back().type != RedisReply::Type::kArray) {
+    --epoch_;
+    warn_once("plan", "could not publish a plan for job " + cfg_.job);
+    return;
+  }
+  Event e;
+  e.type = event_type::kPlan;
+  e.t_s = job_now_s();
+  e.t_unix_ms = plan.t_unix_ms;
+  e.source = "master";
+  e.incident = plan.incident;
+  e.detail = to_json(plan);
+  publish_event(e);
+  pending_ = PendingPlan{plan, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(cfg_.ack_timeout_s))};
+}
+
+void Master::drive_planner() {
+  if (!planner_ || pending_) return;
+  auto r = redis_.command({"GET", keys::iter(cfg_.job, iteration_rank_)});
+  if (!r || r->type != RedisReply::Type::kString) return;
+  std::string err;
+  auto u = parse_iteration_update(r->str, &err);
+  if (!u) return;
+  if (last_iteration_index_ < 0 || u->index < last_iteration_index_) {  // first look, or a new period lock
+    last_iteration_index_ = u->index;
+    return;
+  }
+  // One observation per iteration (the latest time stands in for any the master missed between polls).
+  for (std::int64_t i = last_iteration_index_ + 1; i <= u->index; ++i) {
+    if (auto plan = planner_->observe(u->iter_ms * 1e-3)) {
+      last_iteration_index_ = u->index;
+      publish_plan(*plan);
+      return;
+    }
+  }
+  last_iteration_index_ = u->index;
+}
+
+void Master::check_acks() {
+  if (!pending_ || !layout_) return;
+  auto r = redis_.command({"HGETALL", keys::plan_acks(cfg_.job)});
+  if (!r || r->type != RedisReply::Type::kArray) return;
+  int applied = 0, unsupported = 0, rejected = 0;
+  std::int64_t from_iteration = -1;
+  for (std::size_t i = 0; i + 1 < r->elements.size(); i += 2) {
+    std::string err;
+    auto a = parse_plan_ack(r->elements[i + 1].str, &err);
+    if (!a) {
+      warn_once("ack", "malformed plan acknowledgement in job " + cfg_.job + " (" + err + ")");
+      continue;
+    }
+    if (a->epoch != pending_->plan.epoch) continue;
+    if (a->status == "applied") ++applied;
+    if (a->status == "unsupported") ++unsupported;
+    if (a->status == "rejected") ++rejected;
+    from_iteration = std::max(from_iteration, a->iteration);
+  }
+  const int acks = applied + unsupported + rejected;
+  Event e;
+  e.t_s = job_now_s();
+  e.t_unix_ms = unix_ms_now();
+  e.source = "master";
+  e.incident = pending_->plan.incident;
+  e.detail = {{"epoch", pending_->plan.epoch}, {"strategy", pending_->plan.strategy}, {"action", pending_->plan.action},
+              {"applied", applied},           {"unsupported", unsupported},           {"rejected", rejected},
+              {"ranks", layout_->world},      {"from_iteration", from_iteration}};
+  if (acks >= layout_->world) {
+    e.type = event_type::kPlanApplied;
+    if (applied == layout_->world) {
+      if (planner_) planner_->applied(pending_->plan);
+      if (!pending_->plan.microbatches.empty()) layout_->microbatches = pending_->plan.microbatches;
+    } else if (planner_) {
+      planner_->rejected(pending_->plan);
+    }
+    publish_event(e);
+    pending_.reset();
+    last_profile_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg_.reprofile_s)) +
+                    std::chrono::seconds(1);  // measure the new configuration soon
+  } else if (Clock::now() >= pending_->deadline) {
+    e.type = event_type::kPlanTimeout;
+    if (planner_) planner_->rejected(pending_->plan);
+    publish_event(e);
+    pending_.reset();
+  }
 }
 
 }  // namespace greyhound::master

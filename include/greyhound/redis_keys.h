@@ -24,7 +24,9 @@ inline std::string commands(std::string_view j, int node) { return job(j) + "cmd
 inline std::string master(std::string_view j) { return job(j) + "master"; }                // JSON
 inline std::string incidents(std::string_view j) { return job(j) + "incidents"; }          // ZSET id -> id
 inline std::string incident(std::string_view j, long id) { return job(j) + "incident:" + std::to_string(id); }  // JSON
-inline std::string plan(std::string_view j) { return job(j) + "plan"; }                    // JSON
+inline std::string layout(std::string_view j) { return job(j) + "layout"; }                // JSON, by the job
+inline std::string plan(std::string_view j) { return job(j) + "plan"; }                    // JSON, latest
+inline std::string plan_epoch(std::string_view j, long e) { return job(j) + "plan:" + std::to_string(e); }  // JSON
 inline std::string plan_acks(std::string_view j) { return job(j) + "plan:acks"; }          // HASH rank -> JSON
 
 }  // namespace greyhound::keys

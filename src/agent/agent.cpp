@@ -211,6 +211,21 @@ void Agent::poll_commands(std::uint64_t now_ns) {
       continue;
     }
     if (cmd->cmd == "resync") published_reconnects_ = ~0ull;
+    if (cmd->cmd == "profile") {
+      double secs = 3.0;
+      if (cmd->args.is_object() && cmd->args.contains("duration_s") && cmd->args["duration_s"].is_number()) {
+        secs = std::clamp(cmd->args["duration_s"].get<double>(), 0.2, 120.0);
+      }
+      profile_request_ = cmd->id;
+      for (auto& [path, t] : trackers_) {
+        std::string err;
+        if (!t->start_profile(now_ns, now_ns + static_cast<std::uint64_t>(secs * 1e9), &err) &&
+            logged_.insert("profile:" + path).second) {
+          spdlog::warn("cannot profile rank {}: {}", t->rank(), err);
+        }
+      }
+      spdlog::info("profiling {} ranks for {:.1f} s (request {})", trackers_.size(), secs, cmd->id);
+    }
     Event ack;
     ack.type = event_type::kCommandAck;
     ack.t_s = job_time_s(now_ns);
@@ -240,6 +255,19 @@ void Agent::step(std::uint64_t now_ns) {
       u.period = static_cast<int>(it.period);
       u.t_unix_ms = unix_ms_of(it.end_t_ns);
       pending_iters_[u.rank] = u;
+    }
+    if (auto prof = t->finish_profile(now_ns)) {
+      Event e;
+      e.type = event_type::kProfile;
+      e.t_s = job_time_s(now_ns);
+      e.t_unix_ms = unix_ms_of(now_ns);
+      e.rank = t->rank();
+      nlohmann::json groups = nlohmann::json::object();
+      for (const auto& [gid, g] : prof->groups) groups[group_id_hex(gid)] = {{"share", g.first}, {"calls_per_s", g.second}};
+      e.detail = {{"request", profile_request_}, {"window_s", prof->window_s}, {"iterations", prof->iterations},
+                  {"iter_ms", prof->iter_ms},       {"comm_share", prof->comm_share}, {"timings", prof->timings},
+                  {"status", prof->status},         {"groups", groups}};
+      queue_event(e);
     }
     if (obs.period_changed) {
       Event e;

@@ -72,6 +72,7 @@ class Agent {
   std::uint64_t published_reconnects_ = ~0ull;  // re-publish state when this differs from the client's
   std::int64_t mono_to_unix_ns_ = 0;            // CLOCK_REALTIME - CLOCK_MONOTONIC at start
   std::string command_cursor_;
+  std::string profile_request_;  // id of the profile command in progress
   bool started_event_sent_ = false;
   std::set<std::string> logged_;  // one log line per kind of problem
 };

@@ -2,6 +2,8 @@
 
 #include "greyhound/ops.h"
 
+#include <algorithm>
+
 namespace greyhound::agent {
 namespace {
 constexpr std::size_t kHistory = 4096;
@@ -31,6 +33,16 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
   reader_->poll(batch_, max_records, stats_, now_ns);
   for (const RecordPayload& p : batch_) {
     const Op op = static_cast<Op>(p.op);
+    if (op == Op::kTiming) {  // device time of an earlier call (or group), while profiling
+      if (profile_until_ns_ != 0) {
+        ++profile_timings_;
+        profile_comm_ns_ += static_cast<double>(p.dur_ns);
+        auto& g = profile_groups_[p.group_id];
+        g.first += static_cast<double>(p.dur_ns);
+        ++g.second;
+      }
+      continue;
+    }
     if (op_creates_comm(op) && p.group_id != 0 && p.result == 0 && groups_.count(p.group_id) == 0) {
       GroupMembership g{p.group_id, p.group_rank, p.group_size, std::string(op_name(op))};
       groups_[p.group_id] = g;
@@ -57,6 +69,10 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
       history_.push_back(t);
       if (history_.size() > kHistory) history_.pop_front();
       out.iterations.push_back(t);
+      if (profile_until_ns_ != 0 && t.end_t_ns >= profile_start_ns_ && t.end_t_ns <= profile_until_ns_) {
+        ++profile_iterations_;
+        profile_iter_ms_ += t.iter_ms;
+      }
       last_ = t;
       have_last_ = true;
       // A new period (e.g. after a micro-batch re-allocation) may change what one iteration is: start the
@@ -93,6 +109,49 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
     out.period_changed = true;
   }
   out.period = period_.period();
+}
+
+}  // namespace greyhound::agent
+
+namespace greyhound::agent {
+
+bool RankTracker::start_profile(std::uint64_t now_ns, std::uint64_t until_ns, std::string* error) {
+  RingControl* c = reader_->control(error);
+  if (c == nullptr) return false;
+  profile_start_ns_ = now_ns;
+  profile_until_ns_ = until_ns;
+  profile_iterations_ = 0;
+  profile_iter_ms_ = 0;
+  profile_timings_ = 0;
+  profile_comm_ns_ = 0;
+  profile_groups_.clear();
+  c->profile_until_ns.store(until_ns, std::memory_order_relaxed);
+  c->profile_request.fetch_add(1, std::memory_order_relaxed);
+  c->profile_flags.store(kProfileDevice, std::memory_order_release);
+  return true;
+}
+
+std::optional<RankProfile> RankTracker::finish_profile(std::uint64_t now_ns) {
+  if (profile_until_ns_ == 0 || now_ns < profile_until_ns_) return std::nullopt;
+  std::string err;
+  RankProfile r;
+  if (RingControl* c = reader_->control(&err)) {
+    c->profile_flags.store(0, std::memory_order_release);
+    r.status = c->profile_status.load(std::memory_order_relaxed) == kProfileStatusUnavailable ? "unavailable" : "active";
+  }
+  r.window_s = static_cast<double>(profile_until_ns_ - profile_start_ns_) * 1e-9;
+  r.iterations = profile_iterations_;
+  r.timings = profile_timings_;
+  if (profile_iterations_ > 0) r.iter_ms = profile_iter_ms_ / profile_iterations_;
+  if (r.window_s > 0) {
+    const double window_ns = r.window_s * 1e9;
+    r.comm_share = std::min(1.0, profile_comm_ns_ / window_ns);
+    for (const auto& [gid, g] : profile_groups_) {
+      r.groups[gid] = {std::min(1.0, g.first / window_ns), static_cast<double>(g.second) / r.window_s};
+    }
+  }
+  profile_until_ns_ = 0;
+  return r;
 }
 
 }  // namespace greyhound::agent

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,19 @@ struct TrackedChange {
   std::uint64_t detected_end_t_ns = 0; // when the iteration that triggered it ended
 };
 
+// Device times of one rank over a profiling window (the agent asked the hook for Timing records). Shares of
+// the window's wall time, so that they need no iteration count (the period detector may be re-locking after
+// a plan changed the call pattern); the iteration time, when iterations completed in the window.
+struct RankProfile {
+  double window_s = 0;
+  int iterations = 0;                 // iterations completed in the window (0: iter_ms unknown)
+  double iter_ms = 0;                 // their mean time
+  double comm_share = 0;              // share of the window inside NCCL calls (device time)
+  std::uint64_t timings = 0;          // Timing records seen
+  std::string status;                 // "active", or "unavailable" (no CUDA runtime in the rank)
+  std::map<std::uint64_t, std::pair<double, double>> groups;  // group -> (share of the window, calls per second)
+};
+
 // What one poll learned.
 struct RankObservation {
   std::vector<TrackedIteration> iterations;
@@ -49,6 +63,13 @@ struct RankObservation {
 class RankTracker {
  public:
   RankTracker(std::unique_ptr<RingReader> reader, analysis::DetectionMethod method);
+
+  // Device profiling: asks the hook (ring control block) for Timing records until `until_ns`, and sums
+  // them. finish_profile() returns the window's result once `now_ns` has passed its end (and switches the
+  // hook's flag off); nullopt while it runs or when none was started.
+  bool start_profile(std::uint64_t now_ns, std::uint64_t until_ns, std::string* error);
+  std::optional<RankProfile> finish_profile(std::uint64_t now_ns);
+  bool profiling() const { return profile_until_ns_ != 0; }
 
   // Reads what the ring holds now (at most max_records) and analyses it.
   void poll(std::uint64_t now_ns, RankObservation& out, std::size_t max_records = 1 << 16);
@@ -87,6 +108,15 @@ class RankTracker {
   std::vector<analysis::SlowdownEvent> events_;
   TrackedIteration last_;
   bool have_last_ = false;
+
+  // Profiling window.
+  std::uint64_t profile_start_ns_ = 0;
+  std::uint64_t profile_until_ns_ = 0;
+  int profile_iterations_ = 0;
+  double profile_iter_ms_ = 0;
+  std::uint64_t profile_timings_ = 0;
+  double profile_comm_ns_ = 0;
+  std::map<std::uint64_t, std::pair<double, std::uint64_t>> profile_groups_;  // group -> (ns, calls)
 };
 
 // Symbol of a record for period detection: op, group and bytes, plus the peer for Send/Recv.

@@ -128,7 +128,8 @@ std::optional<Event> parse_event(const std::string& text, std::string* error) {
     static const std::set<std::string> kTypes = {
         event_type::kSlowdown,   event_type::kRecovery,     event_type::kPeriodChange,    event_type::kAgentStart,
         event_type::kAgentStop,  event_type::kCommandAck,   event_type::kIncidentOpen,    event_type::kIncidentUpdate,
-        event_type::kIncidentClose};
+        event_type::kIncidentClose, event_type::kProfile,   event_type::kLocalised,       event_type::kPlan,
+        event_type::kPlanApplied, event_type::kPlanTimeout};
     Event e;
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");
@@ -234,13 +235,109 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
   return parse_with<Command>(text, error, [](const Fields& f, const json& j) {
     Command c;
     c.cmd = f.str("cmd", 64);
-    if (c.cmd != "ping" && c.cmd != "resync") throw Invalid("cmd: unknown command '" + c.cmd + "'");
+    if (c.cmd != "ping" && c.cmd != "resync" && c.cmd != "profile") {
+      throw Invalid("cmd: unknown command '" + c.cmd + "'");
+    }
     c.id = f.str("id", 128);
     if (f.has("args")) {
       if (!j.at("args").is_object()) throw Invalid("args: must be an object");
       c.args = j.at("args");
     }
     return c;
+  });
+}
+
+json to_json(const JobLayout& l) {
+  return {{"tp", l.tp}, {"dp", l.dp}, {"pp", l.pp}, {"world", l.world}, {"order", l.order},
+          {"microbatches", l.microbatches}, {"capabilities", l.capabilities}, {"t_unix_ms", l.t_unix_ms}};
+}
+
+std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error) {
+  return parse_with<JobLayout>(text, error, [](const Fields& f, const json& j) {
+    JobLayout l;
+    l.tp = static_cast<int>(f.integer("tp", 1, 1 << 16));
+    l.dp = static_cast<int>(f.integer("dp", 1, 1 << 20));
+    l.pp = static_cast<int>(f.integer("pp", 1, 1 << 16));
+    l.world = static_cast<int>(f.integer("world", 1, kMaxRank));
+    if (static_cast<std::int64_t>(l.tp) * l.dp * l.pp != l.world) throw Invalid("world: must be tp * dp * pp");
+    l.order = f.str_or("order", "tp-dp-pp");
+    if (l.order != "tp-dp-pp") throw Invalid("order: only \"tp-dp-pp\" is understood");
+    l.microbatches = f.ints_or_empty("microbatches");
+    if (l.microbatches.size() != static_cast<std::size_t>(l.dp)) throw Invalid("microbatches: one per DP index");
+    for (int m : l.microbatches) {
+      if (m < 1) throw Invalid("microbatches: every entry must be >= 1");
+    }
+    if (f.has("capabilities")) {
+      const json& c = j.at("capabilities");
+      if (!c.is_array()) throw Invalid("capabilities: must be an array of strings");
+      for (const auto& x : c) {
+        if (!x.is_string()) throw Invalid("capabilities: must be an array of strings");
+        l.capabilities.push_back(x.get<std::string>());
+      }
+    }
+    l.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    return l;
+  });
+}
+
+json to_json(const Plan& p) {
+  return {{"epoch", p.epoch},
+          {"strategy", p.strategy},
+          {"action", p.action},
+          {"incident", p.incident},
+          {"reason", p.reason},
+          {"microbatches", p.microbatches},
+          {"placement", p.placement},
+          {"exclude_nodes", p.exclude_nodes},
+          {"predicted_iteration_s", p.predicted_iteration_s},
+          {"t_unix_ms", p.t_unix_ms}};
+}
+
+std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
+  return parse_with<Plan>(text, error, [](const Fields& f, const json& j) {
+    Plan p;
+    p.epoch = f.integer("epoch", 1, INT64_MAX);
+    p.strategy = f.str("strategy", 8);
+    if (p.strategy != "S1" && p.strategy != "S2" && p.strategy != "S3" && p.strategy != "S4") {
+      throw Invalid("strategy: must be S1, S2, S3 or S4");
+    }
+    p.action = f.str_or("action", "apply");
+    if (p.action != "apply" && p.action != "revert") throw Invalid("action: must be apply or revert");
+    p.incident = f.integer_or("incident", -1, -1, INT64_MAX);
+    p.reason = f.str_or("reason", "");
+    p.microbatches = f.ints_or_empty("microbatches");
+    for (int m : p.microbatches) {
+      if (m < 1) throw Invalid("microbatches: every entry must be >= 1");
+    }
+    if (f.has("placement")) {
+      if (!j.at("placement").is_array()) throw Invalid("placement: must be an array");
+      p.placement = j.at("placement");
+    }
+    p.exclude_nodes = f.ints_or_empty("exclude_nodes");
+    p.predicted_iteration_s = f.num_or("predicted_iteration_s", 0);
+    p.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    return p;
+  });
+}
+
+json to_json(const PlanAck& a) {
+  return {{"rank", a.rank},     {"epoch", a.epoch},   {"iteration", a.iteration},
+          {"status", a.status}, {"detail", a.detail}, {"t_unix_ms", a.t_unix_ms}};
+}
+
+std::optional<PlanAck> parse_plan_ack(const std::string& text, std::string* error) {
+  return parse_with<PlanAck>(text, error, [](const Fields& f, const json&) {
+    PlanAck a;
+    a.rank = static_cast<int>(f.integer("rank", 0, kMaxRank));
+    a.epoch = f.integer("epoch", 1, INT64_MAX);
+    a.iteration = f.integer_or("iteration", -1, -1, INT64_MAX);
+    a.status = f.str("status", 16);
+    if (a.status != "applied" && a.status != "unsupported" && a.status != "rejected") {
+      throw Invalid("status: must be applied, unsupported or rejected");
+    }
+    a.detail = f.str_or("detail", "");
+    a.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    return a;
   });
 }
 

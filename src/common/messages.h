@@ -27,6 +27,11 @@ inline constexpr const char* kCommandAck = "command_ack";
 inline constexpr const char* kIncidentOpen = "incident_open";      // master
 inline constexpr const char* kIncidentUpdate = "incident_update";  // master: compound / more severe
 inline constexpr const char* kIncidentClose = "incident_close";    // master
+inline constexpr const char* kProfile = "profile";                 // agent: device times of one rank
+inline constexpr const char* kLocalised = "localised";             // master: culprit / suspect groups
+inline constexpr const char* kPlan = "plan";                       // master: a mitigation plan published
+inline constexpr const char* kPlanApplied = "plan_applied";        // master: every rank acknowledged it
+inline constexpr const char* kPlanTimeout = "plan_timeout";        // master: not all ranks did in time
 }  // namespace event_type
 
 struct Event {
@@ -85,7 +90,7 @@ nlohmann::json to_json(const IterationUpdate& u);
 std::optional<IterationUpdate> parse_iteration_update(const std::string& text, std::string* error);
 
 struct Command {
-  std::string cmd;  // "ping", "resync"
+  std::string cmd;  // "ping", "resync", "profile" (args: {"duration_s": S})
   std::string id;
   nlohmann::json args;
 };
@@ -120,6 +125,47 @@ struct MasterState {
 };
 nlohmann::json to_json(const MasterState& s);
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error);
+
+// The job's parallel layout, published once by the job (rank 0 of greyhound-minitrain, or the framework
+// plugin): what the planner needs to map ranks to DP replicas and pipeline stages.
+struct JobLayout {
+  int tp = 1, dp = 1, pp = 1;
+  int world = 1;
+  std::string order = "tp-dp-pp";        // Megatron: rank = tp + TP * (dp + DP * pp)
+  std::vector<int> microbatches;         // current allocation by DP index
+  std::vector<std::string> capabilities; // strategies the job can apply: "S2", "S3", "S4"
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const JobLayout& l);
+std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error);
+
+// A versioned mitigation plan (key "plan", and immutable "plan:<epoch>"). The job applies it at an iteration
+// boundary and acknowledges per rank (hash "plan:acks").
+struct Plan {
+  std::int64_t epoch = 0;
+  std::string strategy = "S1";       // "S1".."S4"
+  std::string action = "apply";      // "apply", or "revert" (back to the original configuration)
+  std::int64_t incident = -1;
+  std::string reason;
+  std::vector<int> microbatches;     // S2 (and revert): by DP index; empty: unchanged
+  nlohmann::json placement;          // S3: [{"rank","tp","dp","pp"}...]; null: unchanged
+  std::vector<int> exclude_nodes;    // S4: restart without these nodes
+  double predicted_iteration_s = 0;
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const Plan& p);
+std::optional<Plan> parse_plan(const std::string& text, std::string* error);
+
+struct PlanAck {
+  int rank = -1;
+  std::int64_t epoch = 0;
+  std::int64_t iteration = -1;       // the job's iteration from which it applies
+  std::string status = "applied";    // "applied", "unsupported", "rejected"
+  std::string detail;
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const PlanAck& a);
+std::optional<PlanAck> parse_plan_ack(const std::string& text, std::string* error);
 
 std::int64_t unix_ms_now();
 

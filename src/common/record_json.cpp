@@ -12,6 +12,23 @@ std::string group_id_hex(std::uint64_t id) {
   return buf;
 }
 
+bool parse_group_id_hex(const std::string& hex, std::uint64_t* id) {
+  if (hex.empty() || hex.size() > 16) return false;
+  std::uint64_t v = 0;
+  for (char c : hex) {
+    v <<= 4;
+    if (c >= '0' && c <= '9') {
+      v |= static_cast<std::uint64_t>(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      v |= static_cast<std::uint64_t>(c - 'a' + 10);
+    } else {
+      return false;
+    }
+  }
+  *id = v;
+  return true;
+}
+
 nlohmann::ordered_json record_to_json(const RecordPayload& p, int rank) {
   nlohmann::ordered_json j;
   j["rank"] = rank;

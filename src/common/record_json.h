@@ -16,6 +16,8 @@
 namespace greyhound {
 
 std::string group_id_hex(std::uint64_t id);
+// The inverse: 1-16 lowercase hex digits; false on anything else.
+bool parse_group_id_hex(const std::string& hex, std::uint64_t* id);
 nlohmann::ordered_json record_to_json(const RecordPayload& p, int rank);
 
 }  // namespace greyhound

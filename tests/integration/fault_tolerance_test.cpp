@@ -145,7 +145,9 @@ TEST_F(FaultTolerance, RestartsOfRedisMasterAndAgentNeitherHarmTheJobNorLoseEven
   EXPECT_GE(checked, 10);
   // The agents counted no dropped events: their queue held the events while Redis was away.
   for (const auto& e : report["events"]) {
-    if (e["type"] == "agent_stop") EXPECT_EQ(e["detail"]["events_dropped"].get<int>(), 0) << e.dump();
+    if (e["type"] == "agent_stop") {
+      EXPECT_EQ(e["detail"]["events_dropped"].get<int>(), 0) << e.dump();
+    }
   }
 }
 

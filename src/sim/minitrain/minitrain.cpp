@@ -11,6 +11,13 @@
 // world's ncclUniqueId in the rendezvous directory. Global rank = tp + TP * (dp + DP * pp) (Megatron order).
 // One line per iteration on stdout:
 //   iter <i> t_s <job seconds at the end> iter_ms <ms> loss <loss> checksum <hash of this rank's weights>
+//
+// With --plan it also applies greyhound's mitigation plans, as the framework plugin would: rank 0 publishes
+// the job's layout (key "layout"), reads the latest plan before every iteration and broadcasts its epoch and
+// micro-batch vector to all ranks over NCCL (so every rank switches at the same iteration); every rank
+// acknowledges (hash "plan:acks"). It can apply S2 (micro-batches per DP replica; the global batch and the
+// result do not change: each micro-batch keeps its global index and gradients are averaged over the global
+// batch) and its revert; S3 and S4 are acknowledged as unsupported.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
@@ -31,6 +38,11 @@
 #include <vector>
 
 #include "common/args.h"
+#include "common/messages.h"
+#include "common/redis_client.h"
+#include "greyhound/config.h"
+#include "greyhound/redis_keys.h"
+#include "greyhound/ring.h"
 #include "sim/pipeline_schedule.h"
 
 namespace {
@@ -126,6 +138,10 @@ class Nccl {
     log("AllGather", name, sendcount, ncclFloat32, -1, -1);
     check(ncclAllGather(in, out, sendcount, ncclFloat32, comm, s), "ncclAllGather", comm);
   }
+  void broadcast_ints(const char* name, ncclComm_t comm, int* buf, std::size_t count, int root, cudaStream_t s) {
+    log("Broadcast", name, count, ncclInt32, -1, root);
+    check(ncclBroadcast(buf, buf, count, ncclInt32, root, comm, s), "ncclBroadcast", comm);
+  }
   void send(const char* name, ncclComm_t comm, const float* buf, std::size_t count, int peer, cudaStream_t s) {
     log("Send", name, count, ncclFloat32, peer, -1);
     check(ncclSend(buf, count, ncclFloat32, peer, comm, s), "ncclSend", comm);
@@ -203,8 +219,8 @@ int main(int argc, char** argv) {
   try {
     args = greyhound::Args(argvv,
                            {"tp", "dp", "pp", "microbatches", "iterations", "duration-s", "hidden", "rows", "layers",
-                            "rdzv", "group-init", "dp-sync", "seed", "call-log", "lr"},
-                           {"help"});
+                            "rdzv", "group-init", "dp-sync", "seed", "call-log", "lr", "redis", "job"},
+                           {"help", "plan"});
   } catch (const greyhound::ArgError& e) {
     std::fprintf(stderr, "greyhound-minitrain: %s\n", e.what());
     return 2;
@@ -214,14 +230,17 @@ int main(int argc, char** argv) {
         "usage: greyhound-minitrain --tp T --dp D --pp P --microbatches M (--iterations N | --duration-s S)\n"
         "         --rdzv DIR [--hidden H] [--rows B] [--layers L] [--group-init split|uniqueid]\n"
         "         [--dp-sync allreduce|rs-ag] [--seed N] [--lr X] [--call-log FILE]\n"
-        "env: RANK, WORLD_SIZE, LOCAL_RANK (set by the launcher)\n");
+        "         [--plan [--redis URL] [--job J]]   apply greyhound's mitigation plans\n"
+        "env: RANK, WORLD_SIZE, LOCAL_RANK (set by the launcher); GREYHOUND_REDIS, GREYHOUND_JOB with --plan\n");
     return 0;
   }
   int T = 0, D = 0, P = 0, M = 0, H = 0, B = 0, L = 0;
   std::int64_t iterations = 0;
   double duration_s = 0, lr = 0;
-  std::string rdzv, group_init, dp_sync, call_log;
+  std::string rdzv, group_init, dp_sync, call_log, job;
   std::uint64_t seed = 0;
+  bool plan_mode = false;
+  greyhound::RedisEndpoint redis_endpoint;
   try {
     T = static_cast<int>(args.integer_in("tp", 1, 1, 1024));
     D = static_cast<int>(args.integer_in("dp", 1, 1, 1 << 20));
@@ -238,6 +257,11 @@ int main(int argc, char** argv) {
     group_init = args.str("group-init", "split");
     dp_sync = args.str("dp-sync", "allreduce");
     call_log = args.str("call-log", "");
+    plan_mode = args.flag("plan");
+    if (plan_mode) {
+      redis_endpoint = args.has("redis") ? greyhound::parse_redis_url(args.str("redis")) : greyhound::redis_endpoint_from_env();
+      job = greyhound::sanitize_job_name(args.str("job", greyhound::read_env_config().job));
+    }
     if ((iterations > 0) == (duration_s > 0)) throw greyhound::ArgError("give exactly one of --iterations, --duration-s");
     if (group_init != "split" && group_init != "uniqueid") throw greyhound::ArgError("--group-init: split or uniqueid");
     if (dp_sync != "allreduce" && dp_sync != "rs-ag") throw greyhound::ArgError("--dp-sync: allreduce or rs-ag");
@@ -245,6 +269,9 @@ int main(int argc, char** argv) {
       throw greyhound::ArgError("--dp-sync rs-ag needs layers*hidden*hidden divisible by --dp");
     }
   } catch (const greyhound::ArgError& e) {
+    std::fprintf(stderr, "greyhound-minitrain: %s\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "greyhound-minitrain: %s\n", e.what());
     return 2;
   }
@@ -292,11 +319,14 @@ int main(int argc, char** argv) {
   float* shard = nullptr;
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&W), nparams * sizeof(float)));
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&G), nparams * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&act), static_cast<std::size_t>(M) * (L + 1) * hb * sizeof(float)));
+  std::size_t act_capacity = static_cast<std::size_t>(M);  // micro-batches the activation buffer holds
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&act), act_capacity * (L + 1) * hb * sizeof(float)));
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dy), hb * sizeof(float)));
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dx), hb * sizeof(float)));
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&target), hb * sizeof(float)));
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&loss_buf), sizeof(float)));
+  int* plan_dev = nullptr;
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&plan_dev), (static_cast<std::size_t>(D) + 1) * sizeof(int)));
   if (dp_sync == "rs-ag") CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&shard), nparams / D * sizeof(float)));
   {
     // W_l = (I + 0.05 U) / T on every TP shard, so the sum over shards stays near the identity.
@@ -314,9 +344,13 @@ int main(int argc, char** argv) {
   std::vector<float> host_batch(hb);
   const float one = 1.0f, zero = 0.0f, minus_one = -1.0f;
 
+  // Micro-batches per DP replica (S2 plans change it; the global batch stays the same): this replica's are
+  // the global micro-batches first_mb .. first_mb + my_mb - 1 of the iteration.
+  std::vector<int> alloc(static_cast<std::size_t>(D), M);
+  int my_mb = M, first_mb = lay.dp * M, global_mb = D * M;
   auto load_batch = [&](float* dst, std::uint64_t iter, int mb, std::uint64_t salt) {
-    fill_uniform(host_batch, splitmix(seed ^ (iter * 0x9e37ull) ^ (static_cast<std::uint64_t>(mb) << 20) ^
-                                      (static_cast<std::uint64_t>(lay.dp) << 40) ^ salt));
+    const auto g = static_cast<std::uint64_t>(first_mb + mb);
+    fill_uniform(host_batch, splitmix(seed ^ (iter * 0x9e37ull) ^ (g << 20) ^ salt));
     CUDA_CHECK(cudaMemcpyAsync(dst, host_batch.data(), hb * sizeof(float), cudaMemcpyHostToDevice, stream));
   };
 
@@ -337,8 +371,9 @@ int main(int argc, char** argv) {
       CUBLAS_CHECK(cublasSaxpy(blas, static_cast<int>(hb), &minus_one, target, 1, dy, 1));
       float sq = 0;
       CUBLAS_CHECK(cublasSdot(blas, static_cast<int>(hb), dy, 1, dy, 1, &sq));
-      iter_loss += 0.5 * sq / (static_cast<double>(B) * M);
-      const float scale = 1.0f / (static_cast<float>(B) * static_cast<float>(M));
+      // Averaged over the global batch: the DP sum of the gradients is then the mean, whatever the split.
+      iter_loss += 0.5 * sq / (static_cast<double>(B) * global_mb);
+      const float scale = 1.0f / (static_cast<float>(B) * static_cast<float>(global_mb));
       CUBLAS_CHECK(cublasSscal(blas, static_cast<int>(hb), &scale, dy, 1));
     }
     for (int l = L - 1; l >= 0; --l) {
@@ -351,7 +386,99 @@ int main(int argc, char** argv) {
     }
   };
 
-  const std::vector<PipeStep> steps = greyhound::sim::one_f_one_b(lay.pp, P, M);
+  std::vector<PipeStep> steps = greyhound::sim::one_f_one_b(lay.pp, P, M);
+
+  // Plans (--plan): the job's side of greyhound's mitigation.
+  std::unique_ptr<greyhound::RedisClient> redis;
+  std::int64_t applied_epoch = 0;
+  std::vector<int> plan_buf(static_cast<std::size_t>(D) + 1, 0);  // [epoch, m_0 .. m_D-1], from rank 0
+  if (plan_mode) {
+    greyhound::RedisClient::Options ro;
+    ro.endpoint = redis_endpoint;
+    ro.connect_timeout = std::chrono::milliseconds(200);
+    ro.command_timeout = std::chrono::milliseconds(300);
+    redis = std::make_unique<greyhound::RedisClient>(ro);
+  }
+  bool layout_published = false;
+  auto publish_layout = [&] {
+    if (g_rank != 0 || layout_published) return;
+    greyhound::JobLayout l;
+    l.tp = T;
+    l.dp = D;
+    l.pp = P;
+    l.world = world;
+    l.microbatches = alloc;
+    l.capabilities = {"S2"};
+    l.t_unix_ms = greyhound::unix_ms_now();
+    auto r = redis->command({"SET", greyhound::keys::layout(job), greyhound::to_json(l).dump()});
+    layout_published = r && !r->is_error();
+  };
+  // Rank 0 reads the latest plan; everyone gets its epoch and allocation through one NCCL broadcast, so all
+  // ranks switch at the same iteration (Redis is never on the others' critical path).
+  auto check_plan = [&](std::uint64_t iter) {
+    std::fill(plan_buf.begin(), plan_buf.end(), 0);
+    std::string status = "applied", detail;
+    if (g_rank == 0) {
+      publish_layout();
+      auto r = redis->command({"GET", greyhound::keys::plan(job)});
+      if (r && r->type == greyhound::RedisReply::Type::kString) {
+        std::string err;
+        auto plan = greyhound::parse_plan(r->str, &err);
+        if (plan && plan->epoch > applied_epoch && plan->epoch < (1 << 30)) {
+          plan_buf[0] = static_cast<int>(plan->epoch);
+          const bool s2_like = plan->strategy == "S2" || plan->action == "revert" || plan->strategy == "S1";
+          int total = 0;
+          for (int m : plan->microbatches) total += m;
+          if (!s2_like) {
+            plan_buf[1] = -1;  // unsupported here
+          } else if (plan->microbatches.size() != static_cast<std::size_t>(D) || total < D) {
+            plan_buf[1] = -2;  // malformed for this job
+          } else {
+            for (int d = 0; d < D; ++d) plan_buf[static_cast<std::size_t>(d) + 1] = plan->microbatches[static_cast<std::size_t>(d)];
+          }
+        }
+      }
+    }
+    CUDA_CHECK(cudaMemcpyAsync(plan_dev, plan_buf.data(), plan_buf.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
+    nccl.broadcast_ints("world", world_comm, plan_dev, plan_buf.size(), 0, stream);
+    CUDA_CHECK(cudaMemcpyAsync(plan_buf.data(), plan_dev, plan_buf.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::int64_t epoch = plan_buf[0];
+    if (epoch <= applied_epoch) return;
+    applied_epoch = epoch;
+    if (plan_buf[1] == -1) {
+      status = "unsupported";
+      detail = "this job applies S2 and reverts only";
+    } else if (plan_buf[1] == -2) {
+      status = "rejected";
+      detail = "micro-batch vector does not fit this job";
+    } else {
+      for (int d = 0; d < D; ++d) alloc[static_cast<std::size_t>(d)] = plan_buf[static_cast<std::size_t>(d) + 1];
+      my_mb = alloc[static_cast<std::size_t>(lay.dp)];
+      first_mb = 0;
+      global_mb = 0;
+      for (int d = 0; d < D; ++d) {
+        if (d < lay.dp) first_mb += alloc[static_cast<std::size_t>(d)];
+        global_mb += alloc[static_cast<std::size_t>(d)];
+      }
+      if (static_cast<std::size_t>(my_mb) > act_capacity) {
+        CUDA_CHECK(cudaFree(act));
+        act_capacity = static_cast<std::size_t>(my_mb);
+        CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&act), act_capacity * (L + 1) * hb * sizeof(float)));
+      }
+      steps = greyhound::sim::one_f_one_b(lay.pp, P, my_mb);
+      std::printf("plan %lld applied at iter %llu: %d micro-batches on this replica, %d in the global batch\n",
+                  static_cast<long long>(epoch), static_cast<unsigned long long>(iter), my_mb, global_mb);
+    }
+    greyhound::PlanAck ack;
+    ack.rank = g_rank;
+    ack.epoch = epoch;
+    ack.iteration = static_cast<std::int64_t>(iter);
+    ack.status = status;
+    ack.detail = detail;
+    ack.t_unix_ms = greyhound::unix_ms_now();
+    redis->command({"HSET", greyhound::keys::plan_acks(job), std::to_string(g_rank), greyhound::to_json(ack).dump()});
+  };
   const int prev = lay.pp - 1, next = lay.pp + 1;
   std::uint64_t epoch_ns = mono_ns();
   if (const char* e = std::getenv("GREYHOUND_SIM_EPOCH_NS"); e != nullptr && *e != '\0') {
@@ -362,6 +489,7 @@ int main(int argc, char** argv) {
   int stop = 0;
 
   for (std::uint64_t iter = 0; stop == 0; ++iter) {
+    if (plan_mode) check_plan(iter);  // before the clock: a plan switch is not part of an iteration
     const std::uint64_t t0 = mono_ns();
     iter_loss = 0;
     CUDA_CHECK(cudaMemsetAsync(G, 0, nparams * sizeof(float), stream));
@@ -399,8 +527,9 @@ int main(int argc, char** argv) {
           break;
       }
     }
-    // Data-parallel gradient synchronisation and the optimizer step (SGD, averaged over DP).
-    const float step = -static_cast<float>(lr) / static_cast<float>(D);
+    // Data-parallel gradient synchronisation and the optimizer step (SGD). The micro-batch gradients were
+    // scaled by the global batch, so their sum over DP is the global mean.
+    const float step = -static_cast<float>(lr);
     if (dp_sync == "allreduce") {
       if (D > 1) nccl.all_reduce("dp", dp_comm, G, nparams, ncclSum, stream);
       CUBLAS_CHECK(cublasSaxpy(blas, static_cast<int>(nparams), &step, G, 1, W, 1));
@@ -418,7 +547,7 @@ int main(int argc, char** argv) {
       nccl.all_reduce("dp", dp_comm, loss_buf, 1, ncclSum, stream);
       CUDA_CHECK(cudaMemcpyAsync(&l, loss_buf, sizeof l, cudaMemcpyDeviceToHost, stream));
       CUDA_CHECK(cudaStreamSynchronize(stream));
-      iter_loss = l / D;
+      iter_loss = l;
     }
     CUDA_CHECK(cudaStreamSynchronize(stream));
     const std::uint64_t t1 = mono_ns();
@@ -455,5 +584,6 @@ int main(int argc, char** argv) {
   cublasDestroy(blas);
   cudaStreamDestroy(stream);
   for (float* p : {W, G, act, dy, dx, target, loss_buf, shard}) cudaFree(p);
+  cudaFree(plan_dev);
   return 0;
 }

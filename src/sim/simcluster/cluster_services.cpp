@@ -124,6 +124,7 @@ bool ClusterServices::start_master(std::string* error) {
   spec.name = "master";
   spec.argv = {opt_.bin_dir + "/greyhound-master", "--job", opt_.job, "--redis", redis_url_, "--event-log",
                opt_.work_dir + "/master-events.jsonl", "--poll-ms", "50"};
+  if (opt_.mitigate) spec.argv.push_back("--mitigate");
   spec.stdout_path = opt_.work_dir + "/master.log";
   spec.stderr_path = opt_.work_dir + "/master.log";
   // Append rather than truncate after a restart: keep the first master's log.

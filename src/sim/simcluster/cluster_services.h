@@ -42,6 +42,7 @@ class ClusterServices {
     std::string external_redis;  // non-empty: use this Redis, start none
     std::uint64_t epoch_ns = 0;
     std::vector<ChaosAction> chaos;
+    bool mitigate = false;  // the master plans and publishes mitigation plans
   };
 
   explicit ClusterServices(Options options);

@@ -61,7 +61,8 @@ void usage() {
       "         (--iterations N | --duration-s S) [--faults FILE] [--report FILE] [--no-greyhound] [--seed N]\n"
       "         [--job NAME] [--work-dir DIR] [--keep] [--shm-dir DIR] [--model JSON|FILE]\n"
       "         [--hidden H] [--rows B] [--layers L] [--dp-sync allreduce|rs-ag] [--group-init split|uniqueid]\n"
-      "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--quiet]\n");
+      "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--mitigate]\n"
+      "         [--quiet]\n");
 }
 
 }  // namespace
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
   gs::FaultSchedule faults;
   std::string faults_path, report_path, job, work_dir, shm_dir, model_text, rank_env, external_redis;
   std::vector<gs::ChaosAction> chaos;
-  bool hook = true, keep = false, call_log = false, quiet = false;
+  bool hook = true, keep = false, call_log = false, quiet = false, mitigate = false;
   int T = 0, D = 0, P = 0, G = 0, M = 0;
   std::int64_t iterations = 0, seed = 1, timeout_s = 0;
   double duration_s = 0;
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
                             {"tp", "dp", "pp", "gpus-per-node", "microbatches", "iterations", "duration-s", "faults",
                              "report", "seed", "job", "work-dir", "shm-dir", "model", "hidden", "rows", "layers",
                              "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos"},
-                            {"no-greyhound", "keep", "call-log", "quiet", "help"});
+                            {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate"});
     if (a.flag("help")) {
       usage();
       return 0;
@@ -103,6 +104,8 @@ int main(int argc, char** argv) {
     hook = !a.flag("no-greyhound");
     keep = a.flag("keep");
     call_log = a.flag("call-log");
+    mitigate = a.flag("mitigate");
+    if (mitigate && !hook) throw greyhound::ArgError("--mitigate needs greyhound (drop --no-greyhound)");
     quiet = a.flag("quiet");
     faults_path = a.str("faults", "");
     report_path = a.str("report", "");
@@ -131,7 +134,7 @@ int main(int argc, char** argv) {
       }
     }
     config = {{"tp", T}, {"dp", D}, {"pp", P}, {"gpus_per_node", G}, {"microbatches", M},
-              {"nodes", (T * D * P + G - 1) / G}, {"greyhound", hook}, {"seed", seed}, {"job", job},
+              {"nodes", (T * D * P + G - 1) / G}, {"greyhound", hook}, {"mitigate", mitigate}, {"seed", seed}, {"job", job},
               {"model", json::parse(model_text)}};
     if (iterations > 0) config["iterations"] = iterations;
     if (duration_s > 0) config["duration_s"] = duration_s;
@@ -213,6 +216,7 @@ int main(int argc, char** argv) {
     so.external_redis = external_redis;
     so.epoch_ns = epoch_ns;
     so.chaos = chaos;
+    so.mitigate = mitigate;
     services = std::make_unique<gs::ClusterServices>(so);
     std::string err;
     if (!services->start(&err)) {
@@ -248,6 +252,7 @@ int main(int argc, char** argv) {
     }
     spec.argv.insert(spec.argv.end(), minitrain_extra.begin(), minitrain_extra.end());
     if (call_log) spec.argv.insert(spec.argv.end(), {"--call-log", work_dir + "/calls." + std::to_string(r) + ".csv"});
+    if (mitigate) spec.argv.insert(spec.argv.end(), {"--plan", "--redis", services->redis_url(), "--job", job});
     spec.env = {{"RANK", std::to_string(r)},
                 {"WORLD_SIZE", std::to_string(world)},
                 {"LOCAL_RANK", std::to_string(r % G)},

@@ -1,0 +1,60 @@
+// The master's Planner driver for one incident: the SkiRental controller fed once per iteration, the
+// MicrobatchSolver for S2 (replica times from the localisation), and the plans it turns into. Pure: time and
+// iterations enter as values; the master publishes the plans and reports acknowledgements back.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/messages.h"
+#include "daemon/localiser.h"
+#include "greyhound/mitigate/ski_rental.h"
+
+namespace greyhound::master {
+
+struct PlannerConfig {
+  mitigate::SkiRentalConfig ski;
+  double still_slow_skew = 1.10;  // a replica this much slower than the median per micro-batch: still there
+};
+
+class Planner {
+ public:
+  // Starts on a localised incident. nullopt (with *why) when the job cannot be helped (no layout, nothing
+  // the job can apply for this cause).
+  static std::optional<Planner> start(const PlannerConfig& config, const Incident& incident, const Localisation& loc,
+                                      const JobLayout& layout, std::string* why);
+
+  // A newer localisation (re-profiling): replica times and whether the fail-slow is still there.
+  void update(const Localisation& loc);
+  // One iteration ended. Returns a plan to publish (epoch filled by the caller) when the controller acts.
+  std::optional<Plan> observe(double iteration_s);
+  // The job acknowledged a plan (all ranks applied it), or could not.
+  void applied(const Plan& plan);
+  void rejected(const Plan& plan);
+
+  bool fail_slow_present() const { return present_; }
+  bool finished() const { return controller_.finished(); }
+  mitigate::Strategy strategy() const { return controller_.strategy(); }
+  bool reverted_to_original() const { return current_ == original_; }
+  bool was_mitigated() const { return mitigated_; }  // some plan other than the original was applied
+  const std::vector<int>& original_microbatches() const { return original_; }
+  double accumulated_loss_s() const { return controller_.accumulated_loss_s(); }
+
+ private:
+  Planner(const PlannerConfig& c, mitigate::SkiRental s, const Incident& i, const JobLayout& l);
+  std::optional<Plan> s2_plan(const std::string& why);
+
+  PlannerConfig config_;
+  mitigate::SkiRental controller_;
+  std::int64_t incident_;
+  JobLayout layout_;
+  std::vector<int> original_;  // the allocation before the incident
+  std::vector<int> current_;   // what the job runs now
+  std::vector<double> replica_ms_;
+  bool present_ = true;
+  bool mitigated_ = false;
+};
+
+}  // namespace greyhound::master
