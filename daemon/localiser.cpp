@@ -12,9 +12,9 @@
 #include "greyhound/analysis/robust_stats.h"
 
 namespace greyhound::master {
-namespace {
 
-}  // namespace
+constexpr double kBaselineGrowth = 1.5;    // a group's least member time over its healthy baseline
+constexpr double kBaselineMinShare = 0.02;  // ... and by more than this share of the iteration
 
 std::optional<ProfileView> profile_view(const Event& e) {
   if (e.type != event_type::kProfile || e.rank < 0 || !e.detail.is_object()) return std::nullopt;
@@ -48,6 +48,11 @@ nlohmann::json Localisation::to_json() const {
   nlohmann::json j = {{"cause", cause},       {"culprit", culprit}, {"culprit_node", culprit_node},
                       {"kind", kind},         {"severity", severity}, {"score", score},
                       {"group", group_id_hex(group)}, {"slow_groups", slow}, {"ranks_profiled", ranks_profiled}};
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : suspect_links) links.push_back({{"nodes", {l.node_a, l.node_b}}, {"ratio", l.ratio}});
+  j["suspect_links"] = links;
+  if (dp_transfer_ms > 0) j["dp_transfer_ms"] = dp_transfer_ms;
+  if (pp_transfer_ms > 0) j["pp_transfer_ms"] = pp_transfer_ms;
   if (!replica_ms_per_microbatch.empty()) {
     j["replica_ms_per_microbatch"] = replica_ms_per_microbatch;
     j["culprit_replica"] = culprit_replica;
@@ -56,25 +61,82 @@ nlohmann::json Localisation::to_json() const {
   return j;
 }
 
-Localisation localise(const std::vector<ProfileView>& profiles, const std::vector<GroupMembers>& groups,
-                      const std::optional<JobLayout>& layout) {
-  Localisation out;
-  std::map<int, const ProfileView*> by_rank;
-  std::vector<double> iter_times, scratch;
+namespace {
+
+// The ranks of a synchronous job share one iteration time: the median of those that measured it.
+double median_step_ms(const std::vector<ProfileView>& profiles) {
+  std::vector<double> t, scratch;
   for (const ProfileView& p : profiles) {
-    if (!p.device_timing) continue;
-    by_rank[p.rank] = &p;
-    if (p.iterations > 0 && p.iter_ms > 0) iter_times.push_back(p.iter_ms);
+    if (p.device_timing && p.iterations > 0 && p.iter_ms > 0) t.push_back(p.iter_ms);
   }
+  return t.empty() ? 0.0 : analysis::median(t, scratch);
+}
+
+// Per group with every member profiled: the least member time per iteration.
+std::map<std::uint64_t, double> least_member_ms(const std::map<int, const ProfileView*>& by_rank,
+                                                const std::vector<GroupMembers>& groups, double step_ms) {
+  std::map<std::uint64_t, double> out;
+  for (const GroupMembers& g : groups) {
+    if (g.members.size() < 2) continue;
+    double least = 1e300;
+    bool complete = true;
+    for (int r : g.members) {
+      auto it = by_rank.find(r);
+      if (it == by_rank.end()) {
+        complete = false;
+        break;
+      }
+      auto s = it->second->group_share.find(g.group);
+      if (s == it->second->group_share.end()) {
+        complete = false;
+        break;
+      }
+      least = std::min(least, s->second * step_ms);
+    }
+    if (complete) out[g.group] = least;
+  }
+  return out;
+}
+
+std::map<int, const ProfileView*> usable(const std::vector<ProfileView>& profiles) {
+  std::map<int, const ProfileView*> by_rank;
+  for (const ProfileView& p : profiles) {
+    if (p.device_timing) by_rank[p.rank] = &p;
+  }
+  return by_rank;
+}
+
+}  // namespace
+
+std::optional<GroupBaseline> group_baseline(const std::vector<ProfileView>& profiles,
+                                            const std::vector<GroupMembers>& groups) {
+  const auto by_rank = usable(profiles);
+  if (by_rank.empty()) return std::nullopt;
+  for (const auto& [r, p] : by_rank) {
+    if (p->iterations <= 0 || !(p->iter_ms > 0)) return std::nullopt;
+  }
+  GroupBaseline b;
+  b.step_ms = median_step_ms(profiles);
+  b.ranks = static_cast<int>(by_rank.size());
+  b.least_ms = least_member_ms(by_rank, groups, b.step_ms);
+  if (b.least_ms.empty()) return std::nullopt;
+  return b;
+}
+
+Localisation localise(const std::vector<ProfileView>& profiles, const std::vector<GroupMembers>& groups,
+                      const std::optional<JobLayout>& layout, const GroupBaseline* baseline) {
+  Localisation out;
+  const std::map<int, const ProfileView*> by_rank = usable(profiles);
+  std::vector<double> scratch;
   out.ranks_profiled = static_cast<int>(by_rank.size());
-  // The ranks of a synchronous job share one iteration time: the median of those that measured it.
-  // Shares of the window become times per iteration with it; without it, per unit of time (the policy's
-  // score is a ratio to the step either way).
-  const double step_ms = iter_times.empty() ? 1.0 : analysis::median(iter_times, scratch);
+  // Shares of the window become times per iteration with the iteration time; without it, per unit of time
+  // (the policy's score is a ratio to the step either way; the baseline comparison is then skipped).
+  const double measured_step_ms = median_step_ms(profiles);
+  const double step_ms = measured_step_ms > 0 ? measured_step_ms : 1.0;
 
   // DP gradient groups (with a layout): under an uneven micro-batch split their members do unequal work, so
   // the one that arrives last is not a straggler; the replicas' times per micro-batch (4.) judge them then.
-  std::set<std::uint64_t> dp_groups;
+  std::set<std::uint64_t> dp_groups, pp_groups;
   bool uneven = false;
   if (layout) {
     uneven = std::adjacent_find(layout->microbatches.begin(), layout->microbatches.end(), std::not_equal_to<>()) !=
@@ -89,17 +151,35 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
           if (m == want) dp_groups.insert(g.group);
         }
       }
+      for (int tp = 0; tp < T && P > 1; ++tp) {
+        for (int d = 0; d < D; ++d) {
+          std::set<int> want;
+          for (int pp = 0; pp < P; ++pp) want.insert(tp + T * (d + D * pp));
+          if (m == want) pp_groups.insert(g.group);
+        }
+      }
     }
   }
 
   // 1. The straggler policy in every group; 2. the group's time for the comparable clusters.
-  analysis::StragglerFinding best;
-  best.kind = analysis::StragglerKind::kNone;
+  // A slow rank is the late arrival in every group it belongs to, while a rank that merely waits for it
+  // (its pipeline neighbour, its tensor-parallel peer) is the late arrival in at most the groups the slow
+  // rank is not in. So the culprit is the rank with the largest sum of scores over the groups naming it;
+  // its highest-scoring finding gives kind, severity and group.
+  struct Named {
+    double total = 0;
+    analysis::StragglerFinding best;
+    std::uint64_t group = 0;
+  };
+  std::map<int, Named> named;
   std::vector<analysis::GroupTiming> timings;
+  std::map<std::uint64_t, const GroupMembers*> group_by_id;
+  std::vector<double> dp_least, pp_least;  // per DP / PP group: its least member time (~ the transfer itself)
   for (const GroupMembers& g : groups) {
     if (g.members.size() < 2) continue;
+    group_by_id[g.group] = &g;
     std::vector<analysis::RankWindow> windows;
-    double sum = 0;
+    double sum = 0, least = 1e300;
     int n = 0;
     for (int r : g.members) {
       analysis::RankWindow w;
@@ -114,6 +194,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
         if (gm != p.group_share.end()) {
           w.visible_ms = step_ms * gm->second;
           sum += *w.visible_ms;
+          least = std::min(least, *w.visible_ms);
           ++n;
         }
       }
@@ -121,13 +202,19 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
     }
     const analysis::StragglerFinding f = analysis::rank_straggler(windows);
     const bool comparable_work = !(uneven && dp_groups.count(g.group) != 0);
-    if (comparable_work && f.severity != analysis::StragglerSeverity::kNone && f.score > best.score) {
-      best = f;
-      out.group = g.group;
+    if (comparable_work && f.severity != analysis::StragglerSeverity::kNone) {
+      Named& n = named[f.culprit];
+      n.total += f.score;
+      if (f.score > n.best.score) {
+        n.best = f;
+        n.group = g.group;
+      }
     }
     // Comparable only with the same calls at the same rate (an uneven micro-batch split changes how many
     // Send/Recv a pipeline makes): the rate, in 10 % buckets, joins the signature.
     if (n == static_cast<int>(g.members.size())) {
+      if (dp_groups.count(g.group)) dp_least.push_back(least);
+      if (pp_groups.count(g.group)) pp_least.push_back(least);
       double rate = 0;
       if (auto it = by_rank.find(g.members.front()); it != by_rank.end()) {
         if (auto r = it->second->group_rate.find(g.group); r != it->second->group_rate.end()) rate = r->second;
@@ -139,10 +226,37 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   for (const auto& c : analysis::comparable_clusters(timings)) {
     for (std::size_t i = 0; i < c.slow_groups.size(); ++i) out.slow_groups.emplace_back(c.slow_groups[i], c.slow_ratios[i]);
   }
+  if (baseline != nullptr && measured_step_ms > 0) {
+    for (const auto& [gid, least] : least_member_ms(by_rank, groups, step_ms)) {
+      auto b = baseline->least_ms.find(gid);
+      if (b == baseline->least_ms.end() || !(b->second > 0)) continue;
+      if (least > kBaselineGrowth * b->second && least - b->second > kBaselineMinShare * step_ms) {
+        const double ratio = least / b->second;
+        auto it = std::find_if(out.slow_groups.begin(), out.slow_groups.end(), [&](const auto& s) { return s.first == gid; });
+        if (it == out.slow_groups.end()) {
+          out.slow_groups.emplace_back(gid, ratio);
+        } else {
+          it->second = std::max(it->second, ratio);
+        }
+      }
+    }
+  }
   std::sort(out.slow_groups.begin(), out.slow_groups.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (!dp_least.empty()) out.dp_transfer_ms = analysis::median(dp_least, scratch);
+  if (!pp_least.empty()) out.pp_transfer_ms = analysis::median(pp_least, scratch);
 
   // 3. The cause.
+  analysis::StragglerFinding best;
+  best.kind = analysis::StragglerKind::kNone;
+  double best_total = 0;
+  for (const auto& [rank, n] : named) {  // ascending rank: ties go to the lower rank
+    if (n.total > best_total) {
+      best_total = n.total;
+      best = n.best;
+      out.group = n.group;
+    }
+  }
   if (best.severity != analysis::StragglerSeverity::kNone) {
     out.culprit = best.culprit;
     out.kind = analysis::straggler_kind_name(best.kind);
@@ -152,8 +266,33 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   }
   if (best.kind == analysis::StragglerKind::kComputeStraggler) {
     out.cause = "computation";
+    // The culprit's own groups look slow because its peers wait for it: explained, not suspects.
+    std::erase_if(out.slow_groups, [&](const auto& s) {
+      const auto& m = group_by_id.at(s.first)->members;
+      return std::find(m.begin(), m.end(), out.culprit) != m.end();
+    });
   } else if (!out.slow_groups.empty()) {
     out.cause = "communication";
+  }
+
+  // Links a suspect group's ring crosses between nodes (consecutive members, and last to first).
+  for (const auto& [gid, ratio] : out.slow_groups) {
+    const GroupMembers& g = *group_by_id.at(gid);
+    for (std::size_t i = 0; i < g.members.size(); ++i) {
+      const auto a = by_rank.find(g.members[i]), b = by_rank.find(g.members[(i + 1) % g.members.size()]);
+      if (a == by_rank.end() || b == by_rank.end() || a->second->node < 0 || b->second->node < 0 ||
+          a->second->node == b->second->node) {
+        continue;
+      }
+      const int lo = std::min(a->second->node, b->second->node), hi = std::max(a->second->node, b->second->node);
+      auto it = std::find_if(out.suspect_links.begin(), out.suspect_links.end(),
+                             [&](const SuspectLink& l) { return l.node_a == lo && l.node_b == hi; });
+      if (it == out.suspect_links.end()) {
+        out.suspect_links.push_back({lo, hi, ratio});
+      } else {
+        it->ratio = std::max(it->ratio, ratio);
+      }
+    }
   }
 
   // 4. Per DP replica, with the layout: own time per micro-batch.

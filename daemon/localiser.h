@@ -3,12 +3,19 @@
 // job. Pure: values in (profiles, group membership, the job's layout), a Localisation out.
 //
 //  1. Rank-straggler policy (src/analysis/rank_straggler.h) in every group of two or more ranks: the rank
-//     that waits least inside a synchronising collective arrived last. The finding with the highest score
-//     (warning or critical) names the culprit; COMPUTE_STRAGGLER when its extra compute explains the gap.
+//     that waits least inside a synchronising collective arrived last. Findings (warning or critical) vote
+//     for their culprit with their score; the rank with the largest sum is the culprit (a slow rank is late
+//     in all its groups, a rank waiting for it in few), its best finding gives kind, severity and group;
+//     COMPUTE_STRAGGLER when its extra compute explains the gap. Under an uneven micro-batch split the DP
+//     gradient groups do not vote (their members do unequal work by design).
 //  2. Comparable clusters (src/analysis/comparable_clusters.h): groups that move the same data per
 //     iteration should take the same time; one > 10 % above its cluster's median is a suspect.
-//  3. Cause: computation when a compute straggler is named; communication when suspect groups exist and no
-//     straggler explains them; unknown otherwise.
+//     With a healthy baseline (group_baseline), also every group whose least member time per iteration
+//     grew by more than half over its baseline (and by more than 2 % of the iteration): waiting removed,
+//     what remains slower is the transfer.
+//  3. Cause: computation when a compute straggler is named (its own groups, slow because its peers wait for
+//     it, are then no suspects); communication when suspect groups remain; unknown otherwise. Suspect
+//     links: the inter-node hops of the remaining suspect groups' rings.
 //  4. With the job's layout: each DP replica's own time per pipeline slot, (iteration - time inside the DP
 //     gradient collective) / (micro-batches + stages - 1), the input of the S2 solver; the replica of the
 //     culprit.
@@ -44,6 +51,11 @@ struct GroupMembers {
   std::string signature;     // what it moves per iteration (equal: comparable)
 };
 
+struct SuspectLink {
+  int node_a = 0, node_b = 0;  // node_a < node_b
+  double ratio = 1;            // the slowest suspect group crossing it: time / its cluster's median
+};
+
 struct Localisation {
   std::string cause = "unknown";  // "computation", "communication", "unknown"
   int culprit = -1;
@@ -53,6 +65,10 @@ struct Localisation {
   double score = 0;
   std::uint64_t group = 0;        // where the culprit was found
   std::vector<std::pair<std::uint64_t, double>> slow_groups;  // suspect groups and their time / cluster median
+  std::vector<SuspectLink> suspect_links;  // inter-node links the suspect groups' rings cross
+  // With a layout: the typical DP gradient sync and PP transfer time per iteration (median over the groups
+  // of the least time of a member, the one that waited least: close to the transfer itself). 0: unknown.
+  double dp_transfer_ms = 0, pp_transfer_ms = 0;
   int ranks_profiled = 0;
   // With a layout: per DP replica, own time per micro-batch (ms), and the culprit's replica.
   std::vector<double> replica_ms_per_microbatch;
@@ -61,7 +77,19 @@ struct Localisation {
   nlohmann::json to_json() const;
 };
 
+// A healthy profile of the same job: per group, the least time of a member per iteration (the member that
+// waited least: close to the transfer itself, whoever was late). Comparing with it finds a congested link
+// even when every comparable group crosses it (all DP rings of a stage on one slow link).
+struct GroupBaseline {
+  std::map<std::uint64_t, double> least_ms;  // per iteration
+  double step_ms = 0;
+  int ranks = 0;
+};
+// nullopt unless every profiled rank saw iterations in the window (times per iteration need them).
+std::optional<GroupBaseline> group_baseline(const std::vector<ProfileView>& profiles,
+                                            const std::vector<GroupMembers>& groups);
+
 Localisation localise(const std::vector<ProfileView>& profiles, const std::vector<GroupMembers>& groups,
-                      const std::optional<JobLayout>& layout);
+                      const std::optional<JobLayout>& layout, const GroupBaseline* baseline = nullptr);
 
 }  // namespace greyhound::master

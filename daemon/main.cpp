@@ -24,11 +24,12 @@ int main(int argc, char** argv) {
   try {
     const greyhound::Args a(std::vector<std::string>(argv + 1, argv + argc),
                             {"job", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
-                             "s4-restart-s"},
+                             "s4-restart-s", "baseline-after-s", "baseline-every-s"},
                             {"help", "mitigate"});
     if (a.flag("help")) {
       std::printf("usage: greyhound-master [--job J] [--redis URL] [--event-log FILE] [--poll-ms MS] [--mitigate]\n"
                   "         [--profile-s S] [--ack-timeout-s S] [--s3-pause-s S] [--s4-restart-s S]\n"
+                  "         [--baseline-after-s S] [--baseline-every-s S]\n"
                   "defaults from GREYHOUND_JOB and GREYHOUND_REDIS\n");
       return 0;
     }
@@ -41,7 +42,13 @@ int main(int argc, char** argv) {
     cfg.ack_timeout_s = a.number("ack-timeout-s", cfg.ack_timeout_s);
     cfg.planner.ski.s3_pause_s = a.number("s3-pause-s", cfg.planner.ski.s3_pause_s);
     cfg.planner.ski.s4_restart_s = a.number("s4-restart-s", cfg.planner.ski.s4_restart_s);
+    cfg.baseline_after_s = a.number("baseline-after-s", cfg.baseline_after_s);
+    cfg.baseline_every_s = a.number("baseline-every-s", cfg.baseline_every_s);
     if (cfg.profile_s <= 0 || cfg.ack_timeout_s <= 0) throw greyhound::ArgError("--profile-s and --ack-timeout-s must be > 0");
+    if (cfg.baseline_after_s < 0 || cfg.baseline_every_s < 0 || cfg.planner.ski.s3_pause_s < 0 ||
+        cfg.planner.ski.s4_restart_s < 0) {
+      throw greyhound::ArgError("--baseline-after-s, --baseline-every-s, --s3-pause-s and --s4-restart-s must be >= 0");
+    }
   } catch (const greyhound::ArgError& e) {
     std::fprintf(stderr, "greyhound-master: %s\n", e.what());
     return 2;

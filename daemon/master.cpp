@@ -173,21 +173,33 @@ int Master::tick() {
       if (auto v = profile_view(e)) profiling_->got[e.rank] = *v;
     }
     if (e.source == "master" && (e.type == event_type::kIncidentOpen || e.type == event_type::kIncidentUpdate)) {
+      if (profiling_ && profiling_->baseline) profiling_.reset();  // not healthy any more: no reference
+      // A slowdown that began before the baseline's window ended was in it: the reference is not healthy.
+      if (baseline_ && e.type == event_type::kIncidentOpen && e.detail.is_object() &&
+          e.detail.value("onset_t_s", e.t_s) < baseline_end_t_s_) {
+        spdlog::info("job {}: the baseline overlapped the onset of this slowdown; discarded", cfg_.job);
+        baseline_.reset();
+      }
       start_profiling(e.type == event_type::kIncidentOpen ? "incident opened" : "incident worsened");
     }
-    if (e.source == "master" && e.type == event_type::kIncidentClose && planner_) {
-      // Closed by recovery reports while a remedy is in force: put the original configuration back.
-      if (!planner_->reverted_to_original() && layout_ && !pending_) {
+    if (e.source == "master" && e.type == event_type::kIncidentClose && cfg_.mitigate) {
+      // Closed by recovery reports while a remedy is in force (also one applied before this master
+      // restarted: the job's layout says so): put the original configuration back.
+      if (auto l = read_layout()) layout_ = l;
+      const bool changed = planner_ ? !planner_->reverted_to_original()
+                                    : layout_ && layout_->microbatches != layout_->initial_microbatches;
+      if (changed && layout_ && !pending_) {
         Plan p;
         p.strategy = "S1";
         p.action = "revert";
         p.incident = e.incident;
-        p.microbatches = planner_->original_microbatches();
+        p.microbatches = planner_ ? planner_->original_microbatches() : layout_->initial_microbatches;
         p.reason = "incident closed: back to the original configuration";
         publish_plan(p);
       }
       planner_.reset();
     }
+    if (e.source == "master" && e.type == event_type::kIncidentClose) healthy_since_ = Clock::now();
   }
   if (profiling_ && (profiling_->got.size() >= profiling_->expected.size() || Clock::now() >= profiling_->deadline)) {
     finish_profiling();
@@ -197,6 +209,14 @@ int Master::tick() {
   // While a remedy is in force, keep measuring: the fail-slow may have ended.
   if (planner_ && !profiling_ && Clock::now() - last_profile_ >= std::chrono::duration<double>(cfg_.reprofile_s)) {
     start_profiling("re-profiling while mitigating");
+  }
+  // While healthy, a reference profile now and then: what each group's transfers take when all is well.
+  const auto now = Clock::now();
+  if (cfg_.baseline_every_s > 0 && !profiling_ && !tracker_->open_incident() && !pending_ &&
+      now - healthy_since_ >= std::chrono::duration<double>(cfg_.baseline_after_s) &&
+      (!baseline_ || now - baseline_at_ >= std::chrono::duration<double>(cfg_.baseline_every_s)) &&
+      now - last_profile_ >= std::chrono::duration<double>(cfg_.reprofile_s)) {
+    start_profiling("healthy baseline", true);
   }
   return n;
 }
@@ -241,13 +261,15 @@ double Master::job_now_s() {
   return tracker_ && tracker_->open_incident() ? tracker_->open_incident()->detected_t_s : 0.0;
 }
 
-void Master::start_profiling(const std::string& why) {
+void Master::start_profiling(const std::string& why, bool baseline) {
   if (profiling_) return;
   auto nodes = redis_.command({"SMEMBERS", keys::agents(cfg_.job)});
   auto ranks = redis_.command({"SMEMBERS", keys::ranks(cfg_.job)});
   if (!nodes || !ranks || nodes->elements.empty()) return;
   Profiling p;
-  p.id = "profile-" + std::to_string(tracker_->state().incidents_total) + "-" + std::to_string(++profiles_requested_);
+  p.baseline = baseline;
+  p.id = (baseline ? "baseline-" : "profile-") + std::to_string(tracker_->state().incidents_total) + "-" +
+         std::to_string(++profiles_requested_);
   for (const auto& r : ranks->elements) {
     char* end = nullptr;
     const long v = std::strtol(r.str.c_str(), &end, 10);
@@ -269,7 +291,7 @@ void Master::start_profiling(const std::string& why) {
   spdlog::info("job {}: {}: profiling {} ranks ({})", cfg_.job, why, p.expected.size(), p.id);
   profiling_ = std::move(p);
   last_profile_ = Clock::now();
-  if (tracker_->open_incident() && tracker_->state().state == "slow") {
+  if (!baseline && tracker_->open_incident() && tracker_->state().state == "slow") {
     tracker_->set_phase("profiling");
     publish(Decision{});
   }
@@ -333,8 +355,29 @@ void Master::finish_profiling() {
   profiling_.reset();
   std::vector<ProfileView> views;
   for (const auto& [r, v] : p.got) views.push_back(v);
-  if (!layout_) layout_ = read_layout();
-  const Localisation loc = localise(views, read_groups(), layout_);
+  if (p.baseline) {
+    if (auto b = group_baseline(views, read_groups()); b && b->ranks == static_cast<int>(p.expected.size())) {
+      baseline_ = std::move(b);
+      baseline_at_ = Clock::now();
+      baseline_end_t_s_ = job_now_s();
+      Event e;
+      e.type = event_type::kBaseline;
+      e.t_s = job_now_s();
+      e.t_unix_ms = unix_ms_now();
+      e.source = "master";
+      e.detail = {{"request", p.id}, {"ranks_profiled", baseline_->ranks}, {"groups", baseline_->least_ms.size()},
+                  {"iter_ms", baseline_->step_ms}};
+      publish_event(e);
+    } else {
+      spdlog::info("job {}: baseline {} incomplete ({} of {} ranks with iterations); trying again later", cfg_.job,
+                   p.id, views.size(), p.expected.size());
+      baseline_at_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(cfg_.baseline_every_s));
+    }
+    return;
+  }
+  if (auto l = read_layout(); l && !pending_) layout_ = l;  // the job republishes it after each plan
+  const Localisation loc = localise(views, read_groups(), layout_, baseline_ ? &*baseline_ : nullptr);
   last_localisation_ = loc;
   Event e;
   e.type = event_type::kLocalised;
@@ -378,6 +421,11 @@ void Master::finish_profiling() {
 }
 
 void Master::publish_plan(Plan plan) {
+  // Epochs only grow, across restarts of the master too: continue after the latest plan in Redis.
+  if (auto cur = redis_.command({"GET", keys::plan(cfg_.job)}); cur && cur->type == RedisReply::Type::kString) {
+    std::string err;
+    if (auto latest = parse_plan(cur->str, &err)) epoch_ = std::max(epoch_, latest->epoch);
+  }
   plan.epoch = ++epoch_;
   plan.t_unix_ms = unix_ms_now();
   const std::string text = to_json(plan).dump();
@@ -453,7 +501,7 @@ void Master::check_acks() {
               {"applied", applied},           {"unsupported", unsupported},           {"rejected", rejected},
               {"ranks", layout_->world},      {"from_iteration", from_iteration}};
   if (acks >= layout_->world) {
-    e.type = event_type::kPlanApplied;
+    e.type = applied == layout_->world ? event_type::kPlanApplied : event_type::kPlanRejected;
     if (applied == layout_->world) {
       if (planner_) planner_->applied(pending_->plan);
       if (!pending_->plan.microbatches.empty()) layout_->microbatches = pending_->plan.microbatches;

@@ -7,9 +7,10 @@
 // window (command "profile"), collects the ranks' "profile" events and runs the Localiser ("localised"
 // event). With --mitigate it then drives the Planner: once per iteration of the job (the agents' iteration
 // keys), ski rental decides; plans are published versioned ("plan", "plan:<epoch>"), their
-// acknowledgements awaited with a deadline ("plan_applied" / "plan_timeout"), and the job re-profiled while a
-// remedy is in force, to tell when the fail-slow is gone. Profiling and planning state lives in memory: a
-// master restarted mid-incident profiles again and plans afresh from the configuration in force.
+// acknowledgements awaited with a deadline ("plan_applied"; "plan_rejected" when a rank answers unsupported
+// or rejected; "plan_timeout"), and the job re-profiled while a remedy is in force, to tell when the
+// fail-slow is gone. Profiling and planning state lives in memory: a master restarted mid-incident profiles
+// again and plans afresh from the configuration in force.
 #pragma once
 
 #include <chrono>
@@ -36,6 +37,8 @@ struct MasterConfig {
   double profile_grace_s = 4.0;   // wait this much after the window for the ranks' reports
   double reprofile_s = 6.0;       // while a remedy is in force, profile again this often
   double ack_timeout_s = 20.0;    // all ranks must acknowledge a plan within this
+  double baseline_after_s = 10.0; // healthy this long (since start or the last incident): take a baseline
+  double baseline_every_s = 600.0;  // and refresh it this often while healthy (0: never profile while healthy)
   PlannerConfig planner;
 };
 
@@ -62,7 +65,7 @@ class Master {
   bool publish(const Decision& d);
   bool publish_event(const Event& e);
 
-  void start_profiling(const std::string& why);
+  void start_profiling(const std::string& why, bool baseline = false);
   void finish_profiling();
   void drive_planner();
   void check_acks();
@@ -79,6 +82,7 @@ class Master {
   // Profiling in progress.
   struct Profiling {
     std::string id;
+    bool baseline = false;  // a healthy reference, not a localisation
     Clock::time_point deadline;
     std::set<int> expected;
     std::map<int, ProfileView> got;
@@ -87,6 +91,10 @@ class Master {
   int profiles_requested_ = 0;
   Clock::time_point last_profile_{};
   std::optional<Localisation> last_localisation_;
+  std::optional<GroupBaseline> baseline_;
+  Clock::time_point healthy_since_ = Clock::now();
+  Clock::time_point baseline_at_{};
+  double baseline_end_t_s_ = 0;  // job time at the end of its window
 
   // Planning of the open incident (--mitigate).
   std::optional<Planner> planner_;

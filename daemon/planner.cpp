@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <numeric>
 
+#include "greyhound/analysis/robust_stats.h"
+#include "greyhound/mitigate/cost_model.h"
 #include "greyhound/mitigate/microbatch_solver.h"
+#include "greyhound/mitigate/topology_planner.h"
 
 namespace greyhound::master {
 namespace {
@@ -30,7 +33,8 @@ std::optional<Planner> Planner::start(const PlannerConfig& config, const Inciden
   si.healthy_iteration_s = incident.before_ms * 1e-3;
   si.s2_available = can(layout, "S2") && loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(layout.dp) &&
                     layout.dp > 1;
-  si.s3_available = can(layout, "S3");
+  si.s3_available = can(layout, "S3") && layout.gpus_per_node > 0 && layout.gpus_per_node % layout.tp == 0 &&
+                    layout.world % layout.gpus_per_node == 0;
   si.s4_available = can(layout, "S4");
   if (!si.s2_available && !si.s3_available && !si.s4_available) {
     if (why) *why = "the job can apply none of S2, S3, S4 for this incident";
@@ -47,12 +51,20 @@ std::optional<Planner> Planner::start(const PlannerConfig& config, const Inciden
 }
 
 Planner::Planner(const PlannerConfig& c, mitigate::SkiRental s, const Incident& i, const JobLayout& l)
-    : config_(c), controller_(std::move(s)), incident_(i.id), layout_(l), original_(l.microbatches), current_(l.microbatches) {}
+    : config_(c),
+      controller_(std::move(s)),
+      incident_(i.id),
+      layout_(l),
+      original_(l.initial_microbatches.size() == l.microbatches.size() ? l.initial_microbatches : l.microbatches),
+      current_(l.microbatches),
+      original_placement_(mitigate::megatron_placement(l.dp, l.pp)),
+      placement_(original_placement_) {}
 
 void Planner::update(const Localisation& loc) {
   // Still there: a straggler is still named (a remedy may balance the replicas, not the straggler's own
   // group), or the replicas are still skewed, or a communication suspect remains.
   present_ = loc.culprit >= 0 || loc.cause != "unknown" || loc.replica_skew >= config_.still_slow_skew;
+  loc_ = loc;
   if (loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(layout_.dp)) replica_ms_ = loc.replica_ms_per_microbatch;
 }
 
@@ -92,16 +104,122 @@ std::optional<Plan> Planner::s2_plan(const std::string& why) {
   return p;
 }
 
+std::optional<Plan> Planner::s3_plan(const std::string& why) {
+  auto decline = [&]() -> std::optional<Plan> {
+    controller_.decline(mitigate::Strategy::kS3Topology);
+    return std::nullopt;
+  };
+  const int T = layout_.tp, D = layout_.dp, P = layout_.pp, G = layout_.gpus_per_node;
+  if (G <= 0 || replica_ms_.size() != static_cast<std::size_t>(D)) return decline();
+  constexpr double kInterBps = 1e9, kIntraBps = 1e10;  // nominal: volumes below are derived at these rates
+  std::vector<double> scratch;
+  std::vector<double> times = replica_ms_;
+  const double healthy_slot_ms = analysis::median(times, scratch);
+  if (!(healthy_slot_ms > 0)) return decline();
+
+  mitigate::ClusterState cluster;
+  cluster.nodes = layout_.world / G;
+  cluster.gpus_per_node = G;
+  cluster.inter_node_bytes_per_s = kInterBps;
+  cluster.intra_node_bytes_per_s = kIntraBps;
+  cluster.gpu_slowdown.assign(static_cast<std::size_t>(layout_.world), 1.0);
+  if (loc_.culprit >= 0 && loc_.culprit < layout_.world && loc_.culprit_replica >= 0 && loc_.culprit_replica < D) {
+    // The culprit's GPU, where the current placement puts its (tp, dp, pp).
+    const int tp = loc_.culprit % T, dp = (loc_.culprit / T) % D, pp = loc_.culprit / (T * D);
+    for (std::size_t s = 0; s < placement_.size(); ++s) {
+      if (placement_[s].dp == dp && placement_[s].pp == pp) {
+        cluster.gpu_slowdown[s * static_cast<std::size_t>(T) + static_cast<std::size_t>(tp)] =
+            std::max(1.0, replica_ms_[static_cast<std::size_t>(loc_.culprit_replica)] / healthy_slot_ms);
+      }
+    }
+  }
+  for (const SuspectLink& l : loc_.suspect_links) {
+    if (loc_.cause == "computation") break;  // then the slowness is the GPU's, whatever else waits for it
+    if (l.node_a < cluster.nodes && l.node_b < cluster.nodes && l.ratio > 1) {
+      cluster.links.push_back({l.node_a, l.node_b, kInterBps / l.ratio});
+    }
+  }
+  mitigate::JobShape job;
+  job.tp = T;
+  job.dp = D;
+  job.pp = P;
+  job.stage_compute_s.assign(static_cast<std::size_t>(P), healthy_slot_ms * 1e-3);
+  std::int64_t m_total = 0;
+  for (int m : current_) {
+    job.microbatches.push_back(m);
+    m_total += m;
+  }
+  const double m_mean = static_cast<double>(m_total) / D;
+  // PP: each edge carries activations forward and gradients back per micro-batch; DP: a ring all-reduce.
+  job.activation_bytes = P > 1 ? loc_.pp_transfer_ms * 1e-3 * kInterBps / (2.0 * m_mean) : 0.0;
+  if (D > 1) job.gradient_bytes.assign(static_cast<std::size_t>(P), loc_.dp_transfer_ms * 1e-3 * kInterBps * D / (2.0 * (D - 1)));
+  auto model = mitigate::CostModel::create(cluster, job);
+  if (!model) return decline();
+  mitigate::TopologyPlanOptions opt;
+  opt.pause_s = config_.ski.s3_pause_s;
+  opt.horizon_s = 2.0 * elapsed_s_;  // a fail-slow that lasted t is expected to last about t more
+  opt.straggler_slowdown = 1.0;
+  mitigate::TopologyPlanner planner(model.value());
+  auto tp_plan = planner.plan(placement_, opt);
+  if (!tp_plan || !tp_plan->worthwhile || tp_plan->placement == placement_) return decline();
+  Plan p;
+  p.strategy = "S3";
+  p.action = "apply";
+  p.incident = incident_;
+  p.placement = nlohmann::json::array();
+  for (const auto& r : mitigate::rank_roles(tp_plan->placement, T, D, G)) {
+    p.placement.push_back({{"rank", r.rank}, {"tp", r.tp}, {"dp", r.dp}, {"pp", r.pp}});
+  }
+  p.predicted_iteration_s = tp_plan->predicted_iteration_s;
+  char buf[192];
+  std::snprintf(buf, sizeof buf, "; cost model: %.3f -> %.3f s per iteration, %d slots moved; ",
+                tp_plan->current_iteration_s, tp_plan->predicted_iteration_s, tp_plan->moved_slots);
+  p.reason = why + buf + tp_plan->reason;
+  return p;
+}
+
+std::optional<Plan> Planner::s4_plan(const std::string& why) {
+  Plan p;
+  p.strategy = "S4";
+  p.action = "apply";
+  p.incident = incident_;
+  if (loc_.culprit >= 0 && loc_.cause != "communication") {
+    p.exclude_ranks.push_back(loc_.culprit);
+    if (loc_.culprit_node >= 0) p.exclude_nodes.push_back(loc_.culprit_node);
+  } else {
+    for (const SuspectLink& l : loc_.suspect_links) {
+      for (int n : {l.node_a, l.node_b}) {
+        if (std::find(p.exclude_nodes.begin(), p.exclude_nodes.end(), n) == p.exclude_nodes.end()) p.exclude_nodes.push_back(n);
+      }
+    }
+  }
+  if (p.exclude_ranks.empty() && p.exclude_nodes.empty()) {  // nothing named: a restart would change nothing
+    controller_.decline(mitigate::Strategy::kS4Restart);
+    return std::nullopt;
+  }
+  p.reason = why + "; restart from the checkpoint without " +
+             (p.exclude_ranks.empty() ? std::string() : "rank(s) " + fmt_vec(p.exclude_ranks) + " on ") + "node(s) " +
+             fmt_vec(p.exclude_nodes);
+  return p;
+}
+
 std::optional<Plan> Planner::observe(double iteration_s) {
+  elapsed_s_ += iteration_s;
   const auto d = controller_.observe({iteration_s, present_});
   if (d.action == mitigate::SkiRentalAction::kStay) return std::nullopt;
   if (d.action == mitigate::SkiRentalAction::kRevert) {
-    if (current_ == original_) return std::nullopt;
+    if (reverted_to_original()) return std::nullopt;
     Plan p;
     p.strategy = "S1";
     p.action = "revert";
     p.incident = incident_;
     p.microbatches = original_;
+    if (placement_ != original_placement_) {
+      p.placement = nlohmann::json::array();
+      for (const auto& r : mitigate::rank_roles(original_placement_, layout_.tp, layout_.dp, layout_.gpus_per_node)) {
+        p.placement.push_back({{"rank", r.rank}, {"tp", r.tp}, {"dp", r.dp}, {"pp", r.pp}});
+      }
+    }
     p.reason = d.reason;
     return p;
   }
@@ -109,13 +227,9 @@ std::optional<Plan> Planner::observe(double iteration_s) {
     case mitigate::Strategy::kS2Microbatches:
       return s2_plan(d.reason);
     case mitigate::Strategy::kS3Topology:
-    case mitigate::Strategy::kS4Restart: {
-      Plan p;  // the job said it can apply these (layout capabilities); the plan names the strategy
-      p.strategy = std::string(mitigate::strategy_name(d.strategy));
-      p.incident = incident_;
-      p.reason = d.reason;
-      return p;
-    }
+      return s3_plan(d.reason);
+    case mitigate::Strategy::kS4Restart:
+      return s4_plan(d.reason);
     default:
       return std::nullopt;
   }
@@ -123,7 +237,19 @@ std::optional<Plan> Planner::observe(double iteration_s) {
 
 void Planner::applied(const Plan& plan) {
   if (!plan.microbatches.empty()) current_ = plan.microbatches;
-  if (current_ != original_) mitigated_ = true;
+  if (plan.placement.is_array() && layout_.gpus_per_node > 0) {
+    // Back from per-rank roles to the role of each slot (TP group): its first rank's.
+    mitigate::Placement placed(placement_.size());
+    const int T = layout_.tp;
+    for (const auto& r : plan.placement) {
+      const int rank = r.value("rank", -1);
+      if (rank >= 0 && rank % T == 0 && static_cast<std::size_t>(rank / T) < placed.size()) {
+        placed[static_cast<std::size_t>(rank / T)] = {r.value("dp", 0), r.value("pp", 0)};
+      }
+    }
+    if (!mitigate::placement_error(placed, layout_.dp, layout_.pp)) placement_ = placed;
+  }
+  if (!reverted_to_original()) mitigated_ = true;
 }
 
 void Planner::rejected(const Plan& plan) {

@@ -1,6 +1,18 @@
-// The master's Planner driver for one incident: the SkiRental controller fed once per iteration, the
-// MicrobatchSolver for S2 (replica times from the localisation), and the plans it turns into. Pure: time and
-// iterations enter as values; the master publishes the plans and reports acknowledgements back.
+// The master's Planner driver for one incident: the SkiRental controller fed once per iteration, and the
+// plans its decisions turn into. Pure: time and iterations enter as values; the master publishes the plans
+// and reports acknowledgements back.
+//  - S2: the MicrobatchSolver on the replicas' times per pipeline slot (from the localisation).
+//  - S3: the TopologyPlanner on a CostModel built from the localisation (needs the layout's gpus_per_node):
+//    healthy stage time = the median replica's time per slot; the culprit's GPU slowed by its replica's
+//    time over the median; suspect links slowed by their group's ratio; DP gradient and PP activation
+//    volumes from the typical transfer times at a nominal bandwidth (1 GB/s between nodes, 10 GB/s inside
+//    one; only ratios matter). Ski rental has already judged that the loss pays for the pause if S3 removes
+//    it; the planner's own check (saving over a horizon > pause) then asks whether this placement removes
+//    enough of it. Horizon: twice the incident's duration so far (it has lasted t, and is expected to last
+//    about t more), so a placement must win back about half the slowdown.
+//  - S4: restart from the checkpoint without the culprit (rank and node), or, for a communication cause,
+//    without the nodes of the suspect links.
+// A strategy that yields no plan is declined, and the controller carries on without it.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +22,7 @@
 
 #include "common/messages.h"
 #include "daemon/localiser.h"
+#include "greyhound/mitigate/placement.h"
 #include "greyhound/mitigate/ski_rental.h"
 
 namespace greyhound::master {
@@ -37,7 +50,7 @@ class Planner {
   bool fail_slow_present() const { return present_; }
   bool finished() const { return controller_.finished(); }
   mitigate::Strategy strategy() const { return controller_.strategy(); }
-  bool reverted_to_original() const { return current_ == original_; }
+  bool reverted_to_original() const { return current_ == original_ && placement_ == original_placement_; }
   bool was_mitigated() const { return mitigated_; }  // some plan other than the original was applied
   const std::vector<int>& original_microbatches() const { return original_; }
   double accumulated_loss_s() const { return controller_.accumulated_loss_s(); }
@@ -45,6 +58,8 @@ class Planner {
  private:
   Planner(const PlannerConfig& c, mitigate::SkiRental s, const Incident& i, const JobLayout& l);
   std::optional<Plan> s2_plan(const std::string& why);
+  std::optional<Plan> s3_plan(const std::string& why);
+  std::optional<Plan> s4_plan(const std::string& why);
 
   PlannerConfig config_;
   mitigate::SkiRental controller_;
@@ -53,6 +68,9 @@ class Planner {
   std::vector<int> original_;  // the allocation before the incident
   std::vector<int> current_;   // what the job runs now
   std::vector<double> replica_ms_;
+  Localisation loc_;                                // the latest
+  mitigate::Placement original_placement_, placement_;
+  double elapsed_s_ = 0;                            // iterations observed since the start
   bool present_ = true;
   bool mitigated_ = false;
 };

@@ -1,6 +1,7 @@
 #include "common/messages.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -52,7 +53,9 @@ class Fields {
     if (!v.is_array() || v.size() > max_items) throw Invalid(std::string(k) + ": must be an array of integers");
     for (const auto& x : v) {
       if (!x.is_number_integer()) throw Invalid(std::string(k) + ": must be an array of integers");
-      out.push_back(x.get<int>());
+      const auto v64 = x.get<std::int64_t>();
+      if (v64 < INT32_MIN || v64 > INT32_MAX) throw Invalid(std::string(k) + ": " + std::to_string(v64) + " out of range");
+      out.push_back(static_cast<int>(v64));
     }
     return out;
   }
@@ -129,7 +132,8 @@ std::optional<Event> parse_event(const std::string& text, std::string* error) {
         event_type::kSlowdown,   event_type::kRecovery,     event_type::kPeriodChange,    event_type::kAgentStart,
         event_type::kAgentStop,  event_type::kCommandAck,   event_type::kIncidentOpen,    event_type::kIncidentUpdate,
         event_type::kIncidentClose, event_type::kProfile,   event_type::kLocalised,       event_type::kPlan,
-        event_type::kPlanApplied, event_type::kPlanTimeout};
+        event_type::kPlanApplied, event_type::kPlanTimeout, event_type::kPlanRejected,
+        event_type::kBaseline};
     Event e;
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");
@@ -249,7 +253,8 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
 
 json to_json(const JobLayout& l) {
   return {{"tp", l.tp}, {"dp", l.dp}, {"pp", l.pp}, {"world", l.world}, {"order", l.order},
-          {"microbatches", l.microbatches}, {"capabilities", l.capabilities}, {"t_unix_ms", l.t_unix_ms}};
+          {"microbatches", l.microbatches}, {"initial_microbatches", l.initial_microbatches},
+          {"capabilities", l.capabilities}, {"gpus_per_node", l.gpus_per_node}, {"t_unix_ms", l.t_unix_ms}};
 }
 
 std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error) {
@@ -267,6 +272,18 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
     for (int m : l.microbatches) {
       if (m < 1) throw Invalid("microbatches: every entry must be >= 1");
     }
+    l.initial_microbatches = f.ints_or_empty("initial_microbatches");
+    if (l.initial_microbatches.empty()) l.initial_microbatches = l.microbatches;
+    if (l.initial_microbatches.size() != l.microbatches.size()) {
+      throw Invalid("initial_microbatches: one per DP index");
+    }
+    long total = 0, initial_total = 0;
+    for (std::size_t i = 0; i < l.microbatches.size(); ++i) {
+      if (l.initial_microbatches[i] < 1) throw Invalid("initial_microbatches: every entry must be >= 1");
+      total += l.microbatches[i];
+      initial_total += l.initial_microbatches[i];
+    }
+    if (total != initial_total) throw Invalid("initial_microbatches: must add up to the same global batch");
     if (f.has("capabilities")) {
       const json& c = j.at("capabilities");
       if (!c.is_array()) throw Invalid("capabilities: must be an array of strings");
@@ -274,6 +291,10 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
         if (!x.is_string()) throw Invalid("capabilities: must be an array of strings");
         l.capabilities.push_back(x.get<std::string>());
       }
+    }
+    l.gpus_per_node = static_cast<int>(f.integer_or("gpus_per_node", 0, 0, 1 << 16));
+    if (l.gpus_per_node > 0 && (l.world % l.gpus_per_node != 0 || l.gpus_per_node % l.tp != 0)) {
+      throw Invalid("gpus_per_node: must divide world and be a multiple of tp");
     }
     l.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
     return l;
@@ -289,6 +310,7 @@ json to_json(const Plan& p) {
           {"microbatches", p.microbatches},
           {"placement", p.placement},
           {"exclude_nodes", p.exclude_nodes},
+          {"exclude_ranks", p.exclude_ranks},
           {"predicted_iteration_s", p.predicted_iteration_s},
           {"t_unix_ms", p.t_unix_ms}};
 }
@@ -314,6 +336,13 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
       p.placement = j.at("placement");
     }
     p.exclude_nodes = f.ints_or_empty("exclude_nodes");
+    p.exclude_ranks = f.ints_or_empty("exclude_ranks");
+    for (int x : p.exclude_nodes) {
+      if (x < 0) throw Invalid("exclude_nodes: entries must be >= 0");
+    }
+    for (int x : p.exclude_ranks) {
+      if (x < 0) throw Invalid("exclude_ranks: entries must be >= 0");
+    }
     p.predicted_iteration_s = f.num_or("predicted_iteration_s", 0);
     p.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
     return p;

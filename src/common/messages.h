@@ -29,9 +29,11 @@ inline constexpr const char* kIncidentUpdate = "incident_update";  // master: co
 inline constexpr const char* kIncidentClose = "incident_close";    // master
 inline constexpr const char* kProfile = "profile";                 // agent: device times of one rank
 inline constexpr const char* kLocalised = "localised";             // master: culprit / suspect groups
+inline constexpr const char* kBaseline = "baseline";               // master: a healthy reference profile
 inline constexpr const char* kPlan = "plan";                       // master: a mitigation plan published
 inline constexpr const char* kPlanApplied = "plan_applied";        // master: every rank acknowledged it
 inline constexpr const char* kPlanTimeout = "plan_timeout";        // master: not all ranks did in time
+inline constexpr const char* kPlanRejected = "plan_rejected";      // master: some rank could not apply it
 }  // namespace event_type
 
 struct Event {
@@ -126,14 +128,18 @@ struct MasterState {
 nlohmann::json to_json(const MasterState& s);
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error);
 
-// The job's parallel layout, published once by the job (rank 0 of greyhound-minitrain, or the framework
-// plugin): what the planner needs to map ranks to DP replicas and pipeline stages.
+// The job's parallel layout, published by the job (rank 0 of greyhound-minitrain, or the framework plugin)
+// at start and again after each plan it applies: what the planner needs to map ranks to DP replicas and
+// pipeline stages, the allocation in force, and the one it started with (what a revert restores, also for
+// a master restarted mid-incident).
 struct JobLayout {
   int tp = 1, dp = 1, pp = 1;
   int world = 1;
   std::string order = "tp-dp-pp";        // Megatron: rank = tp + TP * (dp + DP * pp)
   std::vector<int> microbatches;         // current allocation by DP index
+  std::vector<int> initial_microbatches; // the allocation the job started with (default: microbatches)
   std::vector<std::string> capabilities; // strategies the job can apply: "S2", "S3", "S4"
+  int gpus_per_node = 0;                 // 0: unknown (S3 needs it: ranks fill nodes in launch order)
   std::int64_t t_unix_ms = 0;
 };
 nlohmann::json to_json(const JobLayout& l);
@@ -150,6 +156,7 @@ struct Plan {
   std::vector<int> microbatches;     // S2 (and revert): by DP index; empty: unchanged
   nlohmann::json placement;          // S3: [{"rank","tp","dp","pp"}...]; null: unchanged
   std::vector<int> exclude_nodes;    // S4: restart without these nodes
+  std::vector<int> exclude_ranks;    // S4: ... or without these ranks' GPUs
   double predicted_iteration_s = 0;
   std::int64_t t_unix_ms = 0;
 };

@@ -24,38 +24,25 @@
 #include "common/redis_client.h"
 #include "common/redis_server.h"
 #include "greyhound/redis_keys.h"
-#include "sim/simcluster/run_report.h"
+#include "sim_run.h"
 
 namespace greyhound {
 namespace {
 
 using nlohmann::json;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using itest::slurp;
 
 class FaultTolerance : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gh-chaos-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    root_ = itest::make_temp_dir("gh-chaos");
+    ASSERT_FALSE(root_.empty());
   }
   void TearDown() override { std::system(("rm -rf " + root_).c_str()); }
 
   int simcluster(const std::string& name, const std::string& args) {
-    const std::string dir = root_ + "/" + name;
-    std::system(("mkdir -p " + dir).c_str());
-    const std::string cmd = std::string(GREYHOUND_SIMCLUSTER) +
-                            " --tp 2 --dp 2 --pp 2 --gpus-per-node 4 --microbatches 4 --quiet --job " + name +
-                            " --work-dir " + dir + " --report " + dir + "/report.json " + args + " > " + dir +
-                            "/simcluster.log 2>&1";
-    const int status = std::system(cmd.c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return itest::run_simcluster(root_, name, args).exit_code;
   }
   std::string root_;
 };

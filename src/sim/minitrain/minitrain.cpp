@@ -346,7 +346,8 @@ int main(int argc, char** argv) {
 
   // Micro-batches per DP replica (S2 plans change it; the global batch stays the same): this replica's are
   // the global micro-batches first_mb .. first_mb + my_mb - 1 of the iteration.
-  std::vector<int> alloc(static_cast<std::size_t>(D), M);
+  std::vector<int> alloc(static_cast<std::size_t>(D), M);  // micro-batches per DP replica, in force
+  const std::vector<int> initial_alloc = alloc;
   int my_mb = M, first_mb = lay.dp * M, global_mb = D * M;
   auto load_batch = [&](float* dst, std::uint64_t iter, int mb, std::uint64_t salt) {
     const auto g = static_cast<std::uint64_t>(first_mb + mb);
@@ -408,6 +409,7 @@ int main(int argc, char** argv) {
     l.pp = P;
     l.world = world;
     l.microbatches = alloc;
+    l.initial_microbatches = initial_alloc;
     l.capabilities = {"S2"};
     l.t_unix_ms = greyhound::unix_ms_now();
     auto r = redis->command({"SET", greyhound::keys::layout(job), greyhound::to_json(l).dump()});
@@ -467,6 +469,7 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&act), act_capacity * (L + 1) * hb * sizeof(float)));
       }
       steps = greyhound::sim::one_f_one_b(lay.pp, P, my_mb);
+      layout_published = false;  // the layout names the allocation in force
       std::printf("plan %lld applied at iter %llu: %d micro-batches on this replica, %d in the global batch\n",
                   static_cast<long long>(epoch), static_cast<unsigned long long>(iter), my_mb, global_mb);
     }

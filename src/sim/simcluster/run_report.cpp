@@ -91,27 +91,92 @@ std::string format_timeline(const nlohmann::json& report) {
     std::string type;
     double first_detected = 0, onset = 0, ratio = 0;
     std::vector<int> ranks;
+    std::vector<int> periods;  // period_change: the new periods (ops per iteration)
   };
   std::vector<Burst> bursts;
   std::vector<Entry> master_lines;  // after the detections they follow from, at equal times
   for (const auto& e : report.value("events", nlohmann::json::array())) {
     const std::string type = e.value("type", std::string("?"));
     const std::string source = e.value("source", std::string());
-    if ((type == "slowdown" || type == "recovery") && source.rfind("agent:", 0) == 0) {
+    if ((type == "slowdown" || type == "recovery" || type == "period_change") && source.rfind("agent:", 0) == 0) {
       const double detected = e.value("detected_t_s", e.value("t_s", 0.0));
       Burst* b = nullptr;
       for (auto& x : bursts) {
         if (x.type == type && detected - x.first_detected < 3.0) b = &x;
       }
       if (b == nullptr) {
-        bursts.push_back({type, detected, e.value("t_s", 0.0), e.value("ratio", 0.0), {}});
+        bursts.push_back({type, detected, e.value("t_s", 0.0), e.value("ratio", 0.0), {}, {}});
         b = &bursts.back();
       }
       b->onset = std::min(b->onset, e.value("t_s", 0.0));
       b->ranks.push_back(e.value("rank", -1));
+      if (type == "period_change" && e.contains("detail") && e["detail"].contains("period")) {
+        b->periods.push_back(e["detail"].value("period", 0));
+      }
       continue;
     }
-    if (type == "agent_start" || type == "agent_stop" || type == "command_ack") continue;
+    // Per-rank profiles and acknowledgements are the evidence behind the master's lines, not lines of their own.
+    if (type == "agent_start" || type == "agent_stop" || type == "command_ack" || type == "profile") continue;
+    const nlohmann::json detail = e.value("detail", nlohmann::json::object());
+    if (type == "localised") {
+      if (detail.value("cause", std::string()) == "communication") {
+        std::snprintf(buf, sizeof buf, "LOCATE cause communication");
+      } else if (detail.value("culprit", -1) >= 0) {
+        std::snprintf(buf, sizeof buf, "LOCATE rank %d (node %d): %s, cause %s", detail.value("culprit", -1),
+                      detail.value("culprit_node", -1), detail.value("kind", std::string("?")).c_str(),
+                      detail.value("cause", std::string("?")).c_str());
+      } else {
+        std::snprintf(buf, sizeof buf, "LOCATE no straggler, cause %s", detail.value("cause", std::string("?")).c_str());
+      }
+      std::string text = buf;
+      if (detail.contains("replica_skew")) {
+        std::snprintf(buf, sizeof buf, "; slowest DP replica %.2fx the median per micro-batch",
+                      detail.value("replica_skew", 1.0));
+        text += buf;
+      }
+      if (detail.contains("slow_groups") && detail["slow_groups"].is_array() && !detail["slow_groups"].empty()) {
+        text += "; " + std::to_string(detail["slow_groups"].size()) + " suspect group(s)";
+      }
+      if (detail.contains("suspect_links") && detail["suspect_links"].is_array()) {
+        for (const auto& l : detail["suspect_links"]) {
+          if (!l.contains("nodes") || !l["nodes"].is_array() || l["nodes"].size() != 2) continue;
+          std::snprintf(buf, sizeof buf, "; link %d-%d suspect (x%.1f)", l["nodes"][0].get<int>(),
+                        l["nodes"][1].get<int>(), l.value("ratio", 0.0));
+          text += buf;
+        }
+      }
+      if (detail.value("cause", std::string()) == "communication" && detail.value("culprit", -1) >= 0) {
+        text += "; last to arrive: rank " + std::to_string(detail.value("culprit", -1));
+      }
+      std::snprintf(buf, sizeof buf, " [%d/%d ranks profiled]", detail.value("ranks_profiled", 0),
+                    detail.value("ranks_expected", 0));
+      master_lines.push_back({e.value("t_s", 0.0), text + buf});
+      continue;
+    }
+    if (type == "baseline") {
+      std::snprintf(buf, sizeof buf, "BASELINE healthy reference profile: %d groups of %d ranks, iteration %.1f ms",
+                    detail.value("groups", 0), detail.value("ranks_profiled", 0), detail.value("iter_ms", 0.0));
+      master_lines.push_back({e.value("t_s", 0.0), buf});
+      continue;
+    }
+    if (type == "plan") {
+      std::string text = "PLAN   epoch " + std::to_string(detail.value("epoch", 0)) + " " +
+                         detail.value("strategy", std::string("?")) + " " + detail.value("action", std::string("?"));
+      if (detail.contains("microbatches") && detail["microbatches"].is_array() && !detail["microbatches"].empty()) {
+        text += ", micro-batches per DP replica " + detail["microbatches"].dump();
+      }
+      master_lines.push_back({e.value("t_s", 0.0), text});
+      continue;
+    }
+    if (type == "plan_applied" || type == "plan_rejected" || type == "plan_timeout") {
+      std::snprintf(buf, sizeof buf, "%s epoch %d: applied by %d of %d ranks", type == "plan_applied" ? "APPLIED"
+                    : type == "plan_rejected" ? "REJECTED" : "TIMEOUT", detail.value("epoch", 0),
+                    detail.value("applied", 0), detail.value("ranks", 0));
+      std::string text = buf;
+      if (detail.value("from_iteration", -1) >= 0) text += ", from iteration " + std::to_string(detail.value("from_iteration", -1));
+      master_lines.push_back({e.value("t_s", 0.0), text});
+      continue;
+    }
     std::string text = "EVENT  " + type;
     if (e.contains("incident")) text += " #" + std::to_string(e.value("incident", 0));
     if (e.contains("ratio")) {
@@ -123,14 +188,21 @@ std::string format_timeline(const nlohmann::json& report) {
       std::snprintf(buf, sizeof buf, " lasted %.1f s", e["detail"]["duration_s"].get<double>());
       text += buf;
     }
+    if (detail.contains("reason") && detail["reason"].is_string()) text += ": " + detail["reason"].get<std::string>();
     master_lines.push_back({e.value("t_s", 0.0), text});
   }
   for (auto& b : bursts) {
     std::sort(b.ranks.begin(), b.ranks.end());
     std::string ranks;
     for (int r : b.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-    std::snprintf(buf, sizeof buf, "DETECT %s x%.2f on ranks [%s], onset t=%.2fs", b.type.c_str(), b.ratio,
-                  ranks.c_str(), b.onset);
+    if (b.type == "period_change") {
+      const auto [lo, hi] = std::minmax_element(b.periods.begin(), b.periods.end());
+      std::snprintf(buf, sizeof buf, "PERIOD re-detected on ranks [%s]: %d..%d ops per iteration", ranks.c_str(),
+                    b.periods.empty() ? 0 : *lo, b.periods.empty() ? 0 : *hi);
+    } else {
+      std::snprintf(buf, sizeof buf, "DETECT %s x%.2f on ranks [%s], onset t=%.2fs", b.type.c_str(), b.ratio,
+                    ranks.c_str(), b.onset);
+    }
     entries.push_back({b.first_detected, buf});
   }
   entries.insert(entries.end(), master_lines.begin(), master_lines.end());

@@ -170,6 +170,9 @@ int main(int argc, char** argv) {
     work_dir = tmpl;
     own_work_dir = !keep;
   }
+  // A work dir reused from an earlier run: its rendezvous files name that run's communicators.
+  std::error_code rdzv_ec;
+  fs::remove_all(work_dir + "/rdzv", rdzv_ec);
   fs::create_directories(work_dir + "/rdzv");
   // Communicator segments of the stand-ins: tmpfs when there is one.
   std::string sim_dir = "/dev/shm/greyhound-sim-" + std::to_string(getpid());

@@ -1,0 +1,139 @@
+// The JSON values greyhound keeps in Redis: round trips, and malformed values rejected with the field named.
+#include "common/messages.h"
+
+#include <gtest/gtest.h>
+
+namespace greyhound {
+namespace {
+
+template <typename T, typename Parse>
+std::string error_of(const std::string& text, Parse parse) {
+  std::string err;
+  EXPECT_FALSE(parse(text, &err)) << text;
+  return err;
+}
+
+TEST(Messages, JobLayoutRoundTripAndChecks) {
+  JobLayout l;
+  l.tp = 2;
+  l.dp = 2;
+  l.pp = 2;
+  l.world = 8;
+  l.microbatches = {8, 8};
+  l.capabilities = {"S2"};
+  l.t_unix_ms = 123;
+  std::string err;
+  const auto back = parse_job_layout(to_json(l).dump(), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->world, 8);
+  EXPECT_EQ(back->microbatches, l.microbatches);
+  EXPECT_EQ(back->capabilities, l.capabilities);
+  EXPECT_EQ(back->order, "tp-dp-pp");
+  EXPECT_EQ(back->initial_microbatches, l.microbatches);  // defaults to the allocation in force
+  EXPECT_EQ(back->gpus_per_node, 0);
+  const auto moved = parse_job_layout(
+      R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[10,6],"initial_microbatches":[8,8],"gpus_per_node":4})", &err);
+  ASSERT_TRUE(moved) << err;
+  EXPECT_EQ(moved->initial_microbatches, (std::vector<int>{8, 8}));
+  EXPECT_EQ(moved->gpus_per_node, 4);
+
+  auto bad = [](const char* text) { return error_of<JobLayout>(text, parse_job_layout); };
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":6,"microbatches":[8,8]})").find("world"), std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8]})").find("microbatches"), std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,0]})").find("microbatches"), std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,4294967304]})").find("out of range"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"order":"pp-dp-tp","microbatches":[8,8]})").find("order"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":"2","dp":2,"pp":2,"world":8})").find("tp"), std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"capabilities":"S2"})").find("capabilities"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[10,6],"initial_microbatches":[8,9]})")
+                .find("same global batch"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"initial_microbatches":[16]})")
+                .find("initial_microbatches"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"gpus_per_node":3})").find("gpus_per_node"),
+            std::string::npos);
+  EXPECT_NE(bad(R"([1,2])").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,)").find("not valid JSON"), std::string::npos);
+}
+
+TEST(Messages, PlanRoundTripAndChecks) {
+  Plan p;
+  p.epoch = 3;
+  p.strategy = "S2";
+  p.incident = 1;
+  p.reason = "replica 1 is slow";
+  p.microbatches = {10, 6};
+  p.t_unix_ms = 99;
+  std::string err;
+  const auto back = parse_plan(to_json(p).dump(), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->epoch, 3);
+  EXPECT_EQ(back->strategy, "S2");
+  EXPECT_EQ(back->action, "apply");
+  EXPECT_EQ(back->incident, 1);
+  EXPECT_EQ(back->microbatches, p.microbatches);
+  EXPECT_TRUE(back->placement.is_null());
+  Plan s4;
+  s4.epoch = 4;
+  s4.strategy = "S4";
+  s4.exclude_nodes = {0};
+  s4.exclude_ranks = {3};
+  const auto s4_back = parse_plan(to_json(s4).dump(), &err);
+  ASSERT_TRUE(s4_back) << err;
+  EXPECT_EQ(s4_back->exclude_nodes, s4.exclude_nodes);
+  EXPECT_EQ(s4_back->exclude_ranks, s4.exclude_ranks);
+
+  auto bad = [](const char* text) { return error_of<Plan>(text, parse_plan); };
+  EXPECT_NE(bad(R"({"epoch":0,"strategy":"S2"})").find("epoch"), std::string::npos);
+  EXPECT_NE(bad(R"({"epoch":1,"strategy":"S9"})").find("strategy"), std::string::npos);
+  EXPECT_NE(bad(R"({"epoch":1,"strategy":"S2","action":"undo"})").find("action"), std::string::npos);
+  EXPECT_NE(bad(R"({"epoch":1,"strategy":"S2","microbatches":[3,-1]})").find("microbatches"), std::string::npos);
+  EXPECT_NE(bad(R"({"epoch":1,"strategy":"S3","placement":{"rank":0}})").find("placement"), std::string::npos);
+  EXPECT_NE(bad(R"({"epoch":1,"strategy":"S4","exclude_ranks":[-3]})").find("exclude_ranks"), std::string::npos);
+  EXPECT_NE(bad(R"({"epoch":1,"strategy":"S4","exclude_nodes":["a"]})").find("exclude_nodes"), std::string::npos);
+  const std::string huge = R"({"epoch":1,"strategy":"S2","reason":")" + std::string(kMaxMessageBytes, 'x') + "\"}";
+  EXPECT_NE(error_of<Plan>(huge, parse_plan).find("too large"), std::string::npos);
+}
+
+TEST(Messages, PlanAckRoundTripAndChecks) {
+  PlanAck a;
+  a.rank = 5;
+  a.epoch = 2;
+  a.iteration = 40;
+  a.status = "unsupported";
+  a.detail = "S3 needs a framework plugin";
+  std::string err;
+  const auto back = parse_plan_ack(to_json(a).dump(), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->rank, 5);
+  EXPECT_EQ(back->epoch, 2);
+  EXPECT_EQ(back->iteration, 40);
+  EXPECT_EQ(back->status, "unsupported");
+  auto bad = [](const char* text) { return error_of<PlanAck>(text, parse_plan_ack); };
+  EXPECT_NE(bad(R"({"rank":-1,"epoch":1,"status":"applied"})").find("rank"), std::string::npos);
+  EXPECT_NE(bad(R"({"rank":1,"epoch":1,"status":"done"})").find("status"), std::string::npos);
+  EXPECT_NE(bad(R"({"rank":1,"status":"applied"})").find("epoch: missing"), std::string::npos);
+}
+
+TEST(Messages, EventRoundTripKeepsTheDetail) {
+  Event e;
+  e.type = event_type::kLocalised;
+  e.t_s = 12.5;
+  e.source = "master";
+  e.incident = 4;
+  e.detail = {{"culprit", 3}, {"kind", "COMPUTE_STRAGGLER"}};
+  std::string err;
+  const auto back = parse_event(to_json(e).dump(), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->type, "localised");
+  EXPECT_DOUBLE_EQ(back->t_s, 12.5);
+  EXPECT_EQ(back->incident, 4);
+  EXPECT_EQ(back->detail["culprit"], 3);
+}
+
+}  // namespace
+}  // namespace greyhound

@@ -1,0 +1,80 @@
+// Shared by the end-to-end tests: run greyhound-simcluster (8 ranks, TP2 x DP2 x PP2, by default on 2
+// virtual nodes of 4 GPUs) in a directory of its own and read back what it left there.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/simcluster/run_report.h"
+
+namespace greyhound::itest {
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A fresh directory under /tmp (removed by the caller).
+inline std::string make_temp_dir(const char* prefix) {
+  std::string tmpl = std::string("/tmp/") + prefix + "-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) return {};
+  return tmpl;
+}
+
+struct SimRun {
+  int exit_code = -1;
+  nlohmann::json report;
+  std::string dir;
+  std::string log() const { return slurp(dir + "/simcluster.log"); }
+  std::vector<sim::IterationLine> rank_iterations(int r) const {
+    return sim::parse_iteration_log(slurp(dir + "/rank" + std::to_string(r) + ".out"));
+  }
+  std::vector<nlohmann::json> events(const std::string& type) const {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : report["events"]) {
+      if (e.value("type", "") == type) out.push_back(e);
+    }
+    return out;
+  }
+  // Iterations of rank 0 that ended in (from_s, to_s].
+  int iterations_between(double from_s, double to_s) const {
+    int n = 0;
+    for (const auto& it : rank_iterations(0)) n += it.t_s > from_s && it.t_s <= to_s;
+    return n;
+  }
+};
+
+// Runs the 8-rank cluster as job `name` in root/name with `args` (faults, duration, flags) appended.
+inline SimRun run_simcluster(const std::string& root, const std::string& name, const std::string& args,
+                             int microbatches = 4, int gpus_per_node = 4) {
+  SimRun r;
+  r.dir = root + "/" + name;
+  std::system(("mkdir -p " + r.dir).c_str());
+  const std::string cmd = std::string(GREYHOUND_SIMCLUSTER) +
+                          " --tp 2 --dp 2 --pp 2 --gpus-per-node " + std::to_string(gpus_per_node) +
+                          " --microbatches " + std::to_string(microbatches) +
+                          " --quiet --job " + name + " --work-dir " + r.dir + " --report " + r.dir + "/report.json " +
+                          args + " > " + r.dir + "/simcluster.log 2>&1";
+  const int status = std::system(cmd.c_str());
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(r.dir + "/report.json");
+  if (in) {
+    try {
+      in >> r.report;
+    } catch (const nlohmann::json::exception&) {
+      r.report = nullptr;
+    }
+  }
+  return r;
+}
+
+}  // namespace greyhound::itest

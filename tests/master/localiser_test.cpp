@@ -1,0 +1,244 @@
+// The master's pause-free localisation on hand-built profiles of a TP2 x DP2 x PP2 job (Megatron order:
+// rank = tp + 2 * (dp + 2 * pp)).
+#include "daemon/localiser.h"
+
+#include <gtest/gtest.h>
+
+#include "common/record_json.h"
+
+namespace greyhound::master {
+namespace {
+
+constexpr std::uint64_t kTp[4] = {0x10, 0x11, 0x12, 0x13};  // {0,1} {2,3} {4,5} {6,7}
+constexpr std::uint64_t kDp[4] = {0x20, 0x21, 0x22, 0x23};  // {0,2} {1,3} {4,6} {5,7}
+constexpr std::uint64_t kPp[4] = {0x30, 0x31, 0x32, 0x33};  // {0,4} {1,5} {2,6} {3,7}
+
+std::vector<GroupMembers> groups() {
+  return {{kTp[0], {0, 1}, "2|AllReduce"}, {kTp[1], {2, 3}, "2|AllReduce"}, {kTp[2], {4, 5}, "2|AllReduce"},
+          {kTp[3], {6, 7}, "2|AllReduce"}, {kDp[0], {0, 2}, "2|AllReduce"}, {kDp[1], {1, 3}, "2|AllReduce"},
+          {kDp[2], {4, 6}, "2|AllReduce"}, {kDp[3], {5, 7}, "2|AllReduce"}, {kPp[0], {0, 4}, "2|Recv|Send"},
+          {kPp[1], {1, 5}, "2|Recv|Send"}, {kPp[2], {2, 6}, "2|Recv|Send"}, {kPp[3], {3, 7}, "2|Recv|Send"}};
+}
+
+JobLayout layout(std::vector<int> microbatches) {
+  JobLayout l;
+  l.tp = l.dp = l.pp = 2;
+  l.world = 8;
+  l.microbatches = std::move(microbatches);
+  l.capabilities = {"S2"};
+  return l;
+}
+
+int dp_of(int r) { return (r / 2) % 2; }
+int tp_of(int r) { return r % 2; }
+int pp_of(int r) { return r / 4; }
+
+// Shares of the window inside each group; comm_share is their sum. Call rates are equal within a kind.
+ProfileView profile(int rank, double tp, double dp, double pp, double iter_ms = 500) {
+  ProfileView v;
+  v.rank = rank;
+  v.node = rank / 4;
+  v.iterations = 10;
+  v.iter_ms = iter_ms;
+  v.comm_share = tp + dp + pp;
+  v.group_share[kTp[rank / 2]] = tp;
+  v.group_share[kDp[tp_of(rank) + 2 * pp_of(rank)]] = dp;
+  v.group_share[kPp[rank % 4]] = pp;
+  v.group_rate[kTp[rank / 2]] = 80;
+  v.group_rate[kDp[tp_of(rank) + 2 * pp_of(rank)]] = 2;
+  v.group_rate[kPp[rank % 4]] = 32;
+  return v;
+}
+
+TEST(Localiser, NamesTheSlowGpuNotTheRanksThatWaitForIt) {
+  // Rank 3 computes slowly. Its TP peer (rank 2) waits for it in every layer's AllReduce; all of replica 1
+  // reaches the DP gradient AllReduce late, so replica 0 waits there. Rank 2 is therefore also the late
+  // arrival of its DP group {0,2}, with the same score as rank 3 in {1,3}: only the vote across groups
+  // separates them.
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) {
+    const double dp = dp_of(r) == 0 ? 0.20 : 0.02;
+    double tp = 0.10;
+    if (r == 2) tp = 0.18;
+    if (r == 3) tp = 0.02;
+    p.push_back(profile(r, tp, dp, 0.05));
+  }
+  const Localisation loc = localise(p, groups(), layout({8, 8}));
+  EXPECT_EQ(loc.culprit, 3);
+  EXPECT_EQ(loc.culprit_node, 0);
+  EXPECT_EQ(loc.kind, "COMPUTE_STRAGGLER");
+  EXPECT_EQ(loc.cause, "computation");
+  EXPECT_EQ(loc.severity, "warning");  // 10 iterations: a critical needs 20
+  EXPECT_NEAR(loc.score, 0.18, 1e-9);  // its best group: DP {1,3}, (0.20 - 0.02) of the step
+  EXPECT_EQ(loc.group, kDp[1]);
+  EXPECT_EQ(loc.ranks_profiled, 8);
+  // Replica times per pipeline slot: (step - DP wait) / (m + P - 1).
+  ASSERT_EQ(loc.replica_ms_per_microbatch.size(), 2u);
+  EXPECT_NEAR(loc.replica_ms_per_microbatch[0], 400.0 / 9, 1e-9);
+  EXPECT_NEAR(loc.replica_ms_per_microbatch[1], 490.0 / 9, 1e-9);
+  EXPECT_EQ(loc.culprit_replica, 1);
+  EXPECT_NEAR(loc.replica_skew, 490.0 / 445.0, 1e-9);
+  const auto j = loc.to_json();
+  EXPECT_EQ(j["culprit"], 3);
+  EXPECT_EQ(j["group"], group_id_hex(kDp[1]));
+  EXPECT_EQ(j["replica_ms_per_microbatch"].size(), 2u);
+}
+
+TEST(Localiser, ACongestedLinkIsACommunicationSuspectWithoutACulprit) {
+  // DP group {4,6} crosses a congested link: both members spend 3x the time of the other DP groups inside
+  // it; nobody arrives late anywhere.
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) p.push_back(profile(r, 0.10, r == 4 || r == 6 ? 0.30 : 0.10, 0.05));
+  const Localisation loc = localise(p, groups(), layout({8, 8}));
+  EXPECT_EQ(loc.culprit, -1);
+  EXPECT_EQ(loc.kind, "NONE");
+  EXPECT_EQ(loc.cause, "communication");
+  ASSERT_EQ(loc.slow_groups.size(), 1u);
+  EXPECT_EQ(loc.slow_groups[0].first, kDp[2]);
+  EXPECT_NEAR(loc.slow_groups[0].second, 3.0, 1e-9);
+  EXPECT_TRUE(loc.suspect_links.empty());  // ranks 4 and 6 share node 1: no inter-node link to suspect
+  // Typical transfer times: the least member time of each DP / PP group, median over the groups.
+  EXPECT_NEAR(loc.dp_transfer_ms, 50, 1e-9);
+  EXPECT_NEAR(loc.pp_transfer_ms, 25, 1e-9);
+
+  // Were rank 6 on node 2, the group's ring would cross the link 1-2 (both ways).
+  p[6].node = 2;
+  const Localisation crossing = localise(p, groups(), layout({8, 8}));
+  ASSERT_EQ(crossing.suspect_links.size(), 1u);
+  EXPECT_EQ(crossing.suspect_links[0].node_a, 1);
+  EXPECT_EQ(crossing.suspect_links[0].node_b, 2);
+  EXPECT_NEAR(crossing.suspect_links[0].ratio, 3.0, 1e-9);
+  EXPECT_EQ(crossing.to_json()["suspect_links"][0]["nodes"], nlohmann::json::array({1, 2}));
+}
+
+TEST(Localiser, GroupsWithDifferentCallRatesAreNotCompared) {
+  // The same profile, but the suspect group makes twice the calls per second: it does different work, so
+  // it is no suspect.
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) {
+    p.push_back(profile(r, 0.10, r == 4 || r == 6 ? 0.30 : 0.10, 0.05));
+    if (r == 4 || r == 6) p.back().group_rate[kDp[2]] = 4;
+  }
+  const Localisation loc = localise(p, groups(), layout({8, 8}));
+  EXPECT_TRUE(loc.slow_groups.empty());
+  EXPECT_EQ(loc.cause, "unknown");
+}
+
+TEST(Localiser, AfterRebalancingTheDpArrivalOrderNamesNobody) {
+  // Micro-batches [10, 6]: replica 0 does more work and reaches the DP AllReduce last by design. Its
+  // time per pipeline slot equals replica 1's: (500 - 0) / 11 == (500 - 500 * 4 / 11) / 7.
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) p.push_back(profile(r, 0.10, dp_of(r) == 0 ? 0.0 : 4.0 / 11, 0.05));
+  const Localisation loc = localise(p, groups(), layout({10, 6}));
+  EXPECT_EQ(loc.culprit, -1);
+  EXPECT_EQ(loc.cause, "unknown");
+  ASSERT_EQ(loc.replica_ms_per_microbatch.size(), 2u);
+  EXPECT_NEAR(loc.replica_skew, 1.0, 1e-9);
+  // The same profiles with an even split are a straggler finding in the DP groups.
+  EXPECT_GE(localise(p, groups(), layout({8, 8})).culprit, 0);
+}
+
+TEST(Localiser, WithoutEveryRankOrDeviceTimingThereAreNoReplicaTimes) {
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) p.push_back(profile(r, 0.10, 0.10, 0.05));
+  p[5].device_timing = false;
+  const Localisation loc = localise(p, groups(), layout({8, 8}));
+  EXPECT_EQ(loc.ranks_profiled, 7);
+  EXPECT_TRUE(loc.replica_ms_per_microbatch.empty());
+  EXPECT_EQ(loc.culprit, -1);
+  EXPECT_EQ(localise(p, groups(), std::nullopt).culprit, -1);
+}
+
+TEST(Localiser, ProfileViewReadsTheAgentsEventAndRejectsMalformedGroups) {
+  Event e;
+  e.type = event_type::kProfile;
+  e.rank = 5;
+  e.node = 1;
+  e.detail = {{"iterations", 12}, {"iter_ms", 431.5}, {"comm_share", 0.25}, {"status", "active"},
+              {"groups", {{group_id_hex(0xabc), {{"share", 0.1}, {"calls_per_s", 4.0}}}}}};
+  const auto v = profile_view(e);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->rank, 5);
+  EXPECT_EQ(v->node, 1);
+  EXPECT_EQ(v->iterations, 12);
+  EXPECT_DOUBLE_EQ(v->iter_ms, 431.5);
+  EXPECT_DOUBLE_EQ(v->group_share.at(0xabc), 0.1);
+  EXPECT_DOUBLE_EQ(v->group_rate.at(0xabc), 4.0);
+  EXPECT_TRUE(v->device_timing);
+
+  e.detail["status"] = "unavailable";
+  EXPECT_FALSE(profile_view(e)->device_timing);
+  e.detail["groups"] = {{"not-hex", {{"share", 0.1}}}};
+  EXPECT_FALSE(profile_view(e));
+  e.detail["groups"] = {{"00ab", {{"share", "x"}}}};
+  EXPECT_FALSE(profile_view(e));
+  e.detail["iter_ms"] = "slow";
+  EXPECT_FALSE(profile_view(e));
+  e.type = event_type::kSlowdown;
+  EXPECT_FALSE(profile_view(e));
+}
+
+}  // namespace
+}  // namespace greyhound::master
+
+namespace greyhound::master {
+namespace {
+
+TEST(Localiser, AgainstAHealthyBaselineALinkEveryComparableGroupCrossesIsFound) {
+  // Healthy: every DP group's members spend 0.02 of the iteration inside it.
+  std::vector<ProfileView> healthy;
+  for (int r = 0; r < 8; ++r) healthy.push_back(profile(r, 0.10, 0.02, 0.05, 400));
+  const auto base = group_baseline(healthy, groups());
+  ASSERT_TRUE(base);
+  EXPECT_EQ(base->ranks, 8);
+  EXPECT_NEAR(base->step_ms, 400, 1e-9);
+  EXPECT_NEAR(base->least_ms.at(kDp[0]), 8, 1e-9);
+
+  // Now both DP groups of stage 0 ({0,2}, {1,3}) cross a congested link: their transfers take 0.3 of a
+  // 600 ms iteration (180 ms, was 8). Stage 1's DP groups make more calls (as the last stage does in the
+  // simulated job), so the two groups of stage 0 are only comparable with each other: alike, comparing them
+  // finds nothing; the baseline does. Rank 2 sits on another node than rank 0.
+  std::vector<ProfileView> slow;
+  for (int r = 0; r < 8; ++r) {
+    slow.push_back(profile(r, 0.10, pp_of(r) == 0 ? 0.30 : 0.02, 0.05, 600));
+    if (pp_of(r) == 1) slow.back().group_rate[kDp[tp_of(r) + 2]] = 5;
+  }
+  for (auto& p : slow) p.node = (p.rank / 2) % 2 + 2 * pp_of(p.rank);  // nodes of 2 GPUs: {0,1} {2,3} {4,5} {6,7}
+  const Localisation without = localise(slow, groups(), layout({8, 8}));
+  EXPECT_EQ(without.cause, "unknown");
+  const Localisation with = localise(slow, groups(), layout({8, 8}), &*base);
+  EXPECT_EQ(with.cause, "communication");
+  ASSERT_EQ(with.slow_groups.size(), 2u);
+  EXPECT_NEAR(with.slow_groups[0].second, 180.0 / 8.0, 1e-9);
+  ASSERT_EQ(with.suspect_links.size(), 1u);
+  EXPECT_EQ(with.suspect_links[0].node_a, 0);
+  EXPECT_EQ(with.suspect_links[0].node_b, 1);
+
+  // Without iterations in the window there is no baseline (times per iteration need them).
+  healthy[4].iterations = 0;
+  EXPECT_FALSE(group_baseline(healthy, groups()));
+}
+
+TEST(Localiser, AStragglersWaitingPeersDoNotMakeTheirGroupsSuspectAgainstTheBaseline) {
+  std::vector<ProfileView> healthy;
+  for (int r = 0; r < 8; ++r) healthy.push_back(profile(r, 0.10, 0.10, 0.05, 450));
+  const auto base = group_baseline(healthy, groups());
+  ASSERT_TRUE(base);
+  // The slow-GPU profile of NamesTheSlowGpuNotTheRanksThatWaitForIt: peers wait longer, but every group's
+  // least member time stays within the baseline's growth bound.
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) {
+    const double dp = dp_of(r) == 0 ? 0.20 : 0.02;
+    double tp = 0.10;
+    if (r == 2) tp = 0.18;
+    if (r == 3) tp = 0.02;
+    p.push_back(profile(r, tp, dp, 0.05));
+  }
+  const Localisation loc = localise(p, groups(), layout({8, 8}), &*base);
+  EXPECT_EQ(loc.culprit, 3);
+  EXPECT_EQ(loc.cause, "computation");
+  EXPECT_TRUE(loc.slow_groups.empty());
+}
+
+}  // namespace
+}  // namespace greyhound::master
