@@ -6,7 +6,7 @@
 namespace greyhound::mitigate {
 namespace {
 
-TEST(PlanDecision, StrategyNamesRoundTrip) {
+TEST(Strategy, NamesRoundTrip) {
   EXPECT_EQ(strategy_name(Strategy::kS1Ignore), "S1");
   EXPECT_EQ(strategy_name(Strategy::kS2Microbatches), "S2");
   EXPECT_EQ(strategy_name(Strategy::kS3Topology), "S3");
@@ -17,15 +17,6 @@ TEST(PlanDecision, StrategyNamesRoundTrip) {
   EXPECT_EQ(strategy_from_name("S5"), std::nullopt);
   EXPECT_EQ(strategy_from_name("s1"), std::nullopt);
   EXPECT_EQ(static_cast<int>(Strategy::kS3Topology), 3);  // levels are ordered by overhead
-}
-
-TEST(PlanDecision, DefaultsToNoAction) {
-  const PlanDecision d;
-  EXPECT_EQ(d.strategy, Strategy::kS1Ignore);
-  EXPECT_TRUE(d.microbatches.empty());
-  EXPECT_TRUE(d.placement.empty());
-  EXPECT_TRUE(d.exclude_nodes.empty());
-  EXPECT_EQ(d.predicted_iteration_s, 0.0);
 }
 
 }  // namespace

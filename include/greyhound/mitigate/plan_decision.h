@@ -1,15 +1,11 @@
-// The mitigation strategies of the paper and the one plain record of a decision the planner hands to the
-// master, which versions it (epoch), publishes it (docs/redis-keys.md) and waits for acknowledgements.
-// Nothing here does I/O; the master owns serialisation.
+// The mitigation strategies of the paper, ordered by action overhead, and their names in published plans.
+// The plan record itself is the master's (`Plan` in src/common/messages.h, docs/redis-keys.md); the master's
+// planner driver (daemon/planner.h) fills it from the decisions of SkiRental and the solvers here.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <string_view>
-#include <vector>
-
-#include "greyhound/mitigate/placement.h"
 
 namespace greyhound::mitigate {
 
@@ -23,14 +19,5 @@ enum class Strategy : std::uint8_t {
 
 std::string_view strategy_name(Strategy s) noexcept;  // "S1", "S2", "S3", "S4"
 std::optional<Strategy> strategy_from_name(std::string_view name) noexcept;
-
-struct PlanDecision {
-  Strategy strategy = Strategy::kS1Ignore;
-  std::string reason;                     // one sentence: the evidence and the rule that chose this
-  std::vector<std::int64_t> microbatches; // S2: micro-batches per DP index (sum = global M); empty = even split
-  std::vector<RankRole> placement;        // S3: role of every launch rank; empty = Megatron's default
-  std::vector<int> exclude_nodes;         // S4: nodes to restart without; empty otherwise
-  double predicted_iteration_s = 0.0;     // the model's prediction for the new configuration; 0 = none
-};
 
 }  // namespace greyhound::mitigate
