@@ -14,7 +14,8 @@
 namespace greyhound::master {
 
 constexpr double kBaselineGrowth = 1.5;    // a group's least member time over its healthy baseline
-constexpr double kBaselineMinShare = 0.02;  // ... and by more than this share of the iteration
+constexpr double kBaselineMinShare = 0.02;  // ... and by more than this share of the iteration (also the least
+                                            // excess over its comparable groups that makes a suspect)
 
 std::optional<ProfileView> profile_view(const Event& e) {
   if (e.type != event_type::kProfile || e.rank < 0 || !e.detail.is_object()) return std::nullopt;
@@ -223,8 +224,13 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
       timings.push_back({g.group, g.signature + "@" + std::to_string(bucket), sum / n});
     }
   }
+  // A suspect must also cost something: a group 12 % over its peers' 3 ms is noise, not a congested link.
   for (const auto& c : analysis::comparable_clusters(timings)) {
-    for (std::size_t i = 0; i < c.slow_groups.size(); ++i) out.slow_groups.emplace_back(c.slow_groups[i], c.slow_ratios[i]);
+    for (std::size_t i = 0; i < c.slow_groups.size(); ++i) {
+      if ((c.slow_ratios[i] - 1.0) * c.median_ms > kBaselineMinShare * step_ms) {
+        out.slow_groups.emplace_back(c.slow_groups[i], c.slow_ratios[i]);
+      }
+    }
   }
   if (baseline != nullptr && measured_step_ms > 0) {
     for (const auto& [gid, least] : least_member_ms(by_rank, groups, step_ms)) {
