@@ -51,13 +51,25 @@ bool BocdDetector::push(double iter_ms, std::vector<SlowdownEvent>& events) {
   return true;
 }
 
-bool BocdDetector::flat(std::span<const double> before, std::span<const double> after) {
+double BocdDetector::flat_tolerance(std::span<const double> before) {
   const double level = median(before, scratch_);
   deviations_.clear();
   for (double x : before) deviations_.push_back(std::abs(x / level - 1.0));
   const double jitter = 1.4826 * median(deviations_, scratch_);  // robust relative jitter
+  return std::max(params_.flat_floor, params_.flat_sigmas * jitter);
+}
+
+bool BocdDetector::flat(std::span<const double> before, std::span<const double> after) {
   const auto [lo, hi] = std::minmax_element(after.begin(), after.end());
-  return *hi / *lo - 1.0 <= std::max(params_.flat_floor, params_.flat_sigmas * jitter);
+  return *hi / *lo - 1.0 <= flat_tolerance(before);
+}
+
+bool BocdDetector::mixed_first(std::span<const double> before, std::span<const double> after) {
+  const double old_level = median(before, scratch_);
+  const double new_level = median(after.subspan(1), scratch_);
+  const double first = after[0];
+  if (first <= std::min(old_level, new_level) || first >= std::max(old_level, new_level)) return false;
+  return std::abs(first / new_level - 1.0) > flat_tolerance(before);
 }
 
 void BocdDetector::step(std::uint64_t i, std::uint64_t now, std::vector<SlowdownEvent>& events) {
@@ -87,6 +99,12 @@ void BocdDetector::step(std::uint64_t i, std::uint64_t now, std::vector<Slowdown
     const double first = after[0];
     if (first <= std::min(old_level, new_level) || first >= std::max(old_level, new_level)) return;
     if (!flat(before, after.subspan(1))) return;
+    after = after.subspan(1);
+    ++onset;
+  } else if (!early && after.size() > p.min_run && mixed_first(before, after)) {
+    // The same iteration under the ordinary rule: Bocd's most probable run may start with it when it lies
+    // nearer the new level. It is not at the new level (farther from it than the jitter allows), so the
+    // onset is the next iteration, which still leaves min_run of them.
     after = after.subspan(1);
     ++onset;
   }

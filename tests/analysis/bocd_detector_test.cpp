@@ -159,6 +159,31 @@ TEST(BocdDetector, EarlyDecisionNeedsAFlatRunAndMinRunOtherwise) {
   EXPECT_EQ(flat[0].detected_index, 105u);  // without the early rule even a flat shift waits for min_run
 }
 
+TEST(BocdDetector, AChangeWithinAnIterationIsReportedFromTheFirstWholeIteration) {
+  // A 1.5x slowdown that began 70 % into iteration 40 (its time 1.35x: a mix of both levels), then a
+  // scattered slow level (so the early rule does not apply). Bocd's most probable run starts with the mixed
+  // iteration; the onset is the next one, the first wholly at the new level, and the decision comes 5
+  // iterations after it (with the mixed iteration as the onset it read as 6). The after-level is the new
+  // level's, not pulled down by the mix.
+  std::vector<double> v;
+  for (int i = 0; i < 40; ++i) v.push_back(440.0 * (i % 2 ? 1.005 : 0.995));
+  v.push_back(440.0 * 1.35);
+  for (double f : {1.0, 1.03, 1.0, 1.0015, 0.9985, 1.0, 1.03, 1.0, 1.0015, 1.0, 1.0, 0.9985}) v.push_back(660.0 * f);
+  ga::BocdDetector det;
+  const auto events = run(det, v);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].index, 41u);
+  EXPECT_EQ(events[0].detected_index, 46u);
+  EXPECT_NEAR(events[0].ratio, 1.5, 0.01);
+
+  // A first iteration that is merely the new level's jitter stays the onset.
+  v[40] = 660.0 * 0.99;
+  ga::BocdDetector jitter;
+  const auto same = run(jitter, v);
+  ASSERT_EQ(same.size(), 1u);
+  EXPECT_EQ(same[0].index, 40u);
+}
+
 TEST(BocdDetector, WarmupIsSkipped) {
   auto v = trace(200, 300.0, {{120, 170, 1.5}});
   v[0] *= 8.0;

@@ -12,7 +12,9 @@
 // 3. Decision (the lagged rule): P(min_run <= r_t <= max_run | y_1..t) >= threshold, i.e. "a new run began
 //    between max_run and min_run iterations ago" is at least 90 % likely; or, for a flat run (a level shift
 //    without interference, see early_run), the same with early_run in place of min_run. The onset is the
-//    first iteration of the most probable such run. min_run is the number of iterations a change must
+//    first iteration of the most probable such run, or the next one when that first iteration is the mix of
+//    a change that happened within it (between the two levels, farther from the new one than the jitter
+//    allows). min_run is the number of iterations a change must
 //    persist before it can be reported: jitter bursts shorter than min_run never form a run that long, and
 //    the detection latency (detected_index - onset) is at least min_run - 1 (early_run - 1 when flat). Under a constant hazard P(r_t = 0) is always exactly
 //    the hazard, so "P(changepoint) > 0.9" must be read this way.
@@ -99,8 +101,14 @@ class BocdDetector final : public SlowdownDetector {
   const BocdDetectorParams& params() const { return params_; }
 
  private:
+  // The relative band a flat run stays within: max(flat_floor, flat_sigmas x the robust relative jitter
+  // of `before`).
+  double flat_tolerance(std::span<const double> before);
   // Whether `after` is flat against the jitter of `before` (the early_run rule).
   bool flat(std::span<const double> before, std::span<const double> after);
+  // Whether the first iteration of `after` (2+ long) is the mix of a change within it: strictly between the
+  // level before and the level of the rest, and farther from the latter than flat_tolerance.
+  bool mixed_first(std::span<const double> before, std::span<const double> after);
   // Feeds iteration `i` (already in history_) to Bocd and decides; `now` is the iteration being read.
   void step(std::uint64_t i, std::uint64_t now, std::vector<SlowdownEvent>& events);
 
