@@ -84,6 +84,33 @@ TEST(Localiser, NamesTheSlowGpuNotTheRanksThatWaitForIt) {
   EXPECT_EQ(j["replica_ms_per_microbatch"].size(), 2u);
 }
 
+TEST(Localiser, TheSlowGpusOwnPipelineIsExplainedNotSuspect) {
+  // As above, and rank 6 (the next stage of rank 2, in the culprit's replica) waits in its Recv for rank 2,
+  // which waits for rank 3: PP group {2,6} spends 1.7x the other PP groups. With the layout that is the slow
+  // GPU's pipeline, not a link; without it, {2,6} stays a suspect (and with it the link 0-1 it crosses).
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) {
+    const double dp = dp_of(r) == 0 ? 0.20 : 0.02;
+    double tp = 0.10;
+    if (r == 2) tp = 0.18;
+    if (r == 3) tp = 0.02;
+    p.push_back(profile(r, tp, dp, r == 6 ? 0.12 : 0.05));
+  }
+  const Localisation loc = localise(p, groups(), layout({8, 8}));
+  EXPECT_EQ(loc.culprit, 3);
+  EXPECT_EQ(loc.cause, "computation");
+  EXPECT_TRUE(loc.slow_groups.empty());
+  EXPECT_TRUE(loc.suspect_links.empty());
+
+  const Localisation blind = localise(p, groups(), std::nullopt);
+  EXPECT_EQ(blind.culprit, 3);
+  ASSERT_EQ(blind.slow_groups.size(), 1u);
+  EXPECT_EQ(blind.slow_groups[0].first, kPp[2]);
+  ASSERT_EQ(blind.suspect_links.size(), 1u);
+  EXPECT_EQ(blind.suspect_links[0].node_a, 0);
+  EXPECT_EQ(blind.suspect_links[0].node_b, 1);
+}
+
 TEST(Localiser, ACongestedLinkIsACommunicationSuspectWithoutACulprit) {
   // DP group {4,6} crosses a congested link: both members spend 3x the time of the other DP groups inside
   // it; nobody arrives late anywhere.
