@@ -45,10 +45,11 @@ struct SimRun {
     }
     return out;
   }
-  // Iterations of rank 0 that ended in (from_s, to_s].
-  int iterations_between(double from_s, double to_s) const {
+  // Iterations of rank 0 that began at or after from_s and ended by to_s (an iteration in progress at
+  // from_s is not counted).
+  int iterations_within(double from_s, double to_s) const {
     int n = 0;
-    for (const auto& it : rank_iterations(0)) n += it.t_s > from_s && it.t_s <= to_s;
+    for (const auto& it : rank_iterations(0)) n += it.t_s - it.iter_ms * 1e-3 >= from_s && it.t_s <= to_s;
     return n;
   }
 };
