@@ -28,6 +28,7 @@ std::string field(const RedisReply& fields, const std::string& name) {
 }  // namespace
 
 Master::Master(MasterConfig config) : cfg_(std::move(config)), redis_(redis_options(cfg_.redis)) {
+  for (auto t = static_cast<std::uint64_t>(unix_ms_now()); t > 0; t /= 36) run_tag_.insert(run_tag_.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[t % 36]);
   if (!cfg_.event_log.empty()) {
     log_.open(cfg_.event_log, std::ios::app);
     if (!log_) spdlog::error("cannot open the event log {}", cfg_.event_log);
@@ -70,6 +71,7 @@ bool Master::load() {
   }
   tracker_.emplace(state, open);
   loaded_at_reconnects_ = redis_.reconnects();
+  resume_open_incident_ = open.has_value();
   spdlog::info("job {}: state {}, cursor {}, {} incidents so far{}", cfg_.job, tracker_->state().state,
                tracker_->state().cursor, tracker_->state().incidents_total,
                open ? ", incident " + std::to_string(open->id) + " open" : "");
@@ -204,6 +206,12 @@ int Master::tick() {
   if (profiling_ && (profiling_->got.size() >= profiling_->expected.size() || Clock::now() >= profiling_->deadline)) {
     finish_profiling();
   }
+  // An incident left open by an earlier run of this master (or across a Redis restart): localise it again,
+  // which also resumes its planning (the job's layout says what is in force).
+  if (resume_open_incident_) {
+    resume_open_incident_ = false;
+    if (tracker_->open_incident() && !planner_ && !profiling_) start_profiling("resuming the open incident");
+  }
   check_acks();
   drive_planner();
   // While a remedy is in force, keep measuring: the fail-slow may have ended.
@@ -269,7 +277,7 @@ void Master::start_profiling(const std::string& why, bool baseline) {
   Profiling p;
   p.baseline = baseline;
   p.id = (baseline ? "baseline-" : "profile-") + std::to_string(tracker_->state().incidents_total) + "-" +
-         std::to_string(++profiles_requested_);
+         std::to_string(++profiles_requested_) + "." + run_tag_;
   for (const auto& r : ranks->elements) {
     char* end = nullptr;
     const long v = std::strtol(r.str.c_str(), &end, 10);

@@ -89,6 +89,11 @@ class Master {
   };
   std::optional<Profiling> profiling_;
   int profiles_requested_ = 0;
+  // Tells this master's profile requests from those of an earlier run of it (whose agents may still be
+  // answering): the start time, base 36.
+  std::string run_tag_;
+  // After (re)loading the state with an incident open and nothing known of it: profile again.
+  bool resume_open_incident_ = false;
   Clock::time_point last_profile_{};
   std::optional<Localisation> last_localisation_;
   std::optional<GroupBaseline> baseline_;

@@ -46,6 +46,9 @@ std::optional<Planner> Planner::start(const PlannerConfig& config, const Inciden
     return std::nullopt;
   }
   Planner p(config, std::move(controller).value(), incident, layout);
+  // Started by a restarted master while its earlier plan is in force (the layout's allocation is not the
+  // initial one): the controller continues from S2, so it reverts once the fail-slow is over.
+  if (p.mitigated_) p.controller_.resume(mitigate::Strategy::kS2Microbatches);
   p.update(loc);
   return p;
 }
@@ -58,7 +61,8 @@ Planner::Planner(const PlannerConfig& c, mitigate::SkiRental s, const Incident& 
       original_(l.initial_microbatches.size() == l.microbatches.size() ? l.initial_microbatches : l.microbatches),
       current_(l.microbatches),
       original_placement_(mitigate::megatron_placement(l.dp, l.pp)),
-      placement_(original_placement_) {}
+      placement_(original_placement_),
+      mitigated_(current_ != original_) {}  // a remedy already in force (planned by an earlier master run)
 
 void Planner::update(const Localisation& loc) {
   // Still there: a straggler is still named (a remedy may balance the replicas, not the straggler's own

@@ -75,6 +75,14 @@ void SkiRental::decline(Strategy s) {
   }
 }
 
+void SkiRental::resume(Strategy s) {
+  if (s != Strategy::kS2Microbatches && s != Strategy::kS3Topology) return;
+  previous_ = Strategy::kS1Ignore;
+  strategy_ = s;
+  strategy_loss_s_ = 0.0;
+  window_.clear();
+}
+
 SkiRentalDecision SkiRental::observe(const SkiRentalObservation& obs) {
   SkiRentalDecision d;
   d.strategy = strategy_;

@@ -101,6 +101,56 @@ TEST(Mitigation, SlowGpuIsLocalisedRebalancedAndRevertedAfterRecovery) {
   std::system(("rm -rf " + root).c_str());
 }
 
+TEST(Mitigation, AMasterRestartedMidIncidentResumesFromTheLayoutAndReverts) {
+  // The same slow GPU; the master is killed 4 s after the usual S2 plan took effect and restarted 2 s
+  // later. The new master finds the incident open, profiles again (its own request ids), sees from the
+  // job's layout that [10,6]-style S2 is in force and continues from it: no second S2, the revert after
+  // the fault ends with the next epoch, and the incident closed.
+  const std::string root = itest::make_temp_dir("gh-mitigate-restart");
+  ASSERT_FALSE(root.empty());
+  std::ofstream(root + "/faults.json") << R"({"faults":[{"kind":"gpu","rank":3,"start_s":10,"end_s":32,"slowdown":1.5}]})";
+  std::ofstream(root + "/chaos.json")
+      << R"([{"at_s":24,"action":"kill","target":"master"},{"at_s":26,"action":"start","target":"master"}])";
+  const itest::SimRun r = itest::run_simcluster(
+      root, "restart",
+      "--duration-s 50 --mitigate --faults " + root + "/faults.json --chaos " + root + "/chaos.json", 8);
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  ASSERT_EQ(r.report["chaos"].size(), 2u) << r.report["chaos"].dump();
+
+  const auto plans = r.events("plan");
+  const auto applied = r.events("plan_applied");
+  ASSERT_EQ(plans.size(), 2u) << r.report["events"].dump(1);
+  ASSERT_EQ(applied.size(), 2u) << r.report["events"].dump(1);
+  EXPECT_EQ(plans[0]["detail"]["strategy"], "S2");
+  EXPECT_EQ(plans[0]["detail"]["epoch"], 1);
+  EXPECT_LT(applied[0]["t_s"].get<double>(), 24.0) << "the first plan must be in force before the kill";
+  EXPECT_EQ(plans[1]["detail"]["action"], "revert");
+  EXPECT_EQ(plans[1]["detail"]["epoch"], 2);  // epochs continue across the restart
+  EXPECT_EQ(plans[1]["detail"]["microbatches"], json::array({8, 8}));
+  EXPECT_GT(plans[1]["t_s"].get<double>(), kFaultEnd);
+  EXPECT_EQ(applied[1]["detail"]["applied"], 8);
+
+  // The restarted master localised again, with request ids of its own.
+  std::string before_id, after_id;
+  for (const auto& e : r.events("localised")) {
+    const double t = e["t_s"].get<double>();
+    if (t < 24.0) before_id = e["detail"]["request"].get<std::string>();
+    if (t > 26.0 && t < kFaultEnd && after_id.empty()) {
+      after_id = e["detail"]["request"].get<std::string>();
+      EXPECT_EQ(e["detail"]["culprit"], 3) << e.dump();
+    }
+  }
+  ASSERT_FALSE(before_id.empty());
+  ASSERT_FALSE(after_id.empty()) << "no localisation between the restart and the end of the fault";
+  EXPECT_NE(before_id.substr(before_id.find('.')), after_id.substr(after_id.find('.')));
+
+  const auto closed = r.events("incident_close");
+  ASSERT_EQ(r.events("incident_open").size(), 1u);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_GT(closed[0]["t_s"].get<double>(), kFaultEnd);
+  std::system(("rm -rf " + root).c_str());
+}
+
 TEST(Localisation, ACongestedLinkIsNamedAgainstTheHealthyBaseline) {
   // 4 nodes of 2 GPUs: the DP rings of stage 0 ({0,2}, {1,3}) both cross the link between nodes 0 and 1,
   // so comparing groups with each other cannot find it; the baseline taken while healthy can.

@@ -82,6 +82,28 @@ TEST(Planner, RebalancesMicrobatchesOnceTheLossPaysForItThenRevertsAfterRecovery
   EXPECT_TRUE(p->was_mitigated());
 }
 
+TEST(Planner, StartedWhileAnEarlierPlanIsInForceItRevertsAfterRecovery) {
+  // A restarted master: the job's layout says [10,6] is in force, [8,8] the initial allocation.
+  JobLayout l = layout({"S2"});
+  l.microbatches = {10, 6};
+  l.initial_microbatches = {8, 8};
+  auto p = Planner::start({}, incident(430), slow_replica(48, 48), l, nullptr);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->was_mitigated());
+  EXPECT_FALSE(p->reverted_to_original());
+  EXPECT_EQ(p->strategy(), mitigate::Strategy::kS2Microbatches);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(p->observe(0.460)) << i;  // S2 holds the iteration
+  Localisation healed;
+  healed.replica_ms_per_microbatch = {48, 48};
+  healed.replica_skew = 1.0;
+  p->update(healed);
+  std::optional<Plan> revert;
+  for (int i = 0; i < 200 && !revert; ++i) revert = p->observe(0.480);
+  ASSERT_TRUE(revert);
+  EXPECT_EQ(revert->action, "revert");
+  EXPECT_EQ(revert->microbatches, (std::vector<int>{8, 8}));
+}
+
 TEST(Planner, NoFasterAllocationDeclinesS2AndNothingIsPublished) {
   // Replicas already balanced per slot: the solver finds nothing better than [8,8].
   auto p = Planner::start({}, incident(430), slow_replica(48, 48.5), layout({"S2"}), nullptr);

@@ -124,6 +124,21 @@ TEST(SkiRental, RevertsS2AfterRecoveryWhenItPays) {
   EXPECT_EQ(s.observe({1.125, false}).action, SkiRentalAction::kStay);
 }
 
+TEST(SkiRental, AResumedRemedyIsRevertedAfterRecoveryLikeItsOwn) {
+  // A controller created after S2 was applied (a restarted master) continues from S2: no second S2, and
+  // the same revert as above once the fail-slow is over. S1 and S4 cannot be resumed.
+  SkiRental s = make(FailSlowCause::kComputation);
+  s.resume(Strategy::kS2Microbatches);
+  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  SkiRentalDecision d;
+  ASSERT_EQ(feed(s, 1.05, 10, true, &d), 0);
+  EXPECT_EQ(feed(s, 1.125, 100, false, &d), 10);
+  EXPECT_EQ(d.action, SkiRentalAction::kRevert);
+  SkiRental other = make(FailSlowCause::kComputation);
+  other.resume(Strategy::kS4Restart);
+  EXPECT_EQ(other.strategy(), Strategy::kS1Ignore);
+}
+
 TEST(SkiRental, KeepsAConfigurationTheHealthyClusterDoesNotMind) {
   SkiRental s = make(FailSlowCause::kCommunication);
   SkiRentalDecision d;

@@ -90,6 +90,10 @@ class SkiRental {
   // controller had just moved to it, fall back to the strategy before it.
   void decline(Strategy s);
 
+  // `s` (S2 or S3) is already in force, applied before this controller existed (by an earlier run of the
+  // master): continue from it, with the loss counted from now. Other strategies: no effect.
+  void resume(Strategy s);
+
   Strategy strategy() const { return strategy_; }
   double accumulated_loss_s() const { return loss_s_; }
   double post_recovery_loss_s() const { return post_loss_s_; }
