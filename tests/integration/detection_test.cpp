@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,12 +35,58 @@ class Detection : public ::testing::Test {
   }
   static void TearDownTestSuite() { std::system(("rm -rf " + root_).c_str()); }
 
-  static SimRun run(const std::string& name, const std::string& faults, double duration_s) {
-    std::system(("mkdir -p " + root_ + "/" + name).c_str());
+  static SimRun run_once(const std::string& name, const std::string& faults, double duration_s) {
+    std::system(("rm -rf " + root_ + "/" + name + " && mkdir -p " + root_ + "/" + name).c_str());
     const std::string faults_file = root_ + "/" + name + "/faults.in.json";
     std::ofstream(faults_file) << faults;
     return itest::run_simcluster(root_, name,
                                    "--duration-s " + std::to_string(duration_s) + " --faults " + faults_file);
+  }
+
+  // The premise of these tests is that only the injected faults slow the job. On a shared machine,
+  // contention beyond what the modeled clock absorbs can itself slow the simulated job, and the detector
+  // then rightly reports it. So a run in which the job itself was slower, outside the faults, by what the
+  // detector is built to report (6 consecutive iterations, min_run, each >= 8 % above the span's median:
+  // the 10 % validation with jitter) is repeated, at most twice; the third one counts whatever happened.
+  // Shorter or smaller disturbances never cause a repeat: events on them still fail the tests.
+  static SimRun run(const std::string& name, const std::string& faults, double duration_s,
+                    const std::vector<std::pair<double, double>>& quiet_spans) {
+    SimRun r;
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+      r = run_once(name, faults, duration_s);
+      std::string busy;
+      for (const auto& [from, to] : quiet_spans) {
+        if (busy.empty()) busy = job_slowed_by_the_machine(r, from, to);
+      }
+      if (busy.empty() || attempt == 3) break;
+      std::cerr << "[ note ] run " << attempt << " of " << name << ": the machine slowed the job (" << busy
+                << "); repeating it\n";
+    }
+    return r;
+  }
+
+  // Empty, or where rank 0 ran 6 consecutive iterations each >= 8 % above the median of (from_s, to_s].
+  static std::string job_slowed_by_the_machine(const SimRun& r, double from_s, double to_s) {
+    std::vector<double> ms, end;
+    for (const auto& it : r.rank_iterations(0)) {
+      if (it.t_s > from_s && it.t_s <= to_s) {
+        ms.push_back(it.iter_ms);
+        end.push_back(it.t_s);
+      }
+    }
+    if (ms.size() < 6) return {};
+    std::vector<double> sorted = ms;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    int run = 0;
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      run = ms[i] >= 1.08 * median ? run + 1 : 0;
+      if (run == 6) {
+        return "iterations ending " + std::to_string(end[i - 5]) + " .. " + std::to_string(end[i]) + " s at >= 1.08 x " +
+               std::to_string(median) + " ms";
+      }
+    }
+    return {};
   }
   static std::string root_;
 };
@@ -48,7 +96,7 @@ constexpr const char* kGpuFault =
     R"({"faults":[{"kind":"gpu","rank":3,"start_s":12,"end_s":24,"slowdown":1.5}]})";
 
 TEST_F(Detection, GpuSlowdownIsDetectedAndRecoveredWithinFiveIterations) {
-  const SimRun r = run("gpu", kGpuFault, 34);
+  const SimRun r = run("gpu", kGpuFault, 34, {{1.0, 11.5}, {25.5, 34.0}});
   ASSERT_EQ(r.exit_code, 0) << r.log();
   const auto slow = r.events("slowdown");
   const auto rec = r.events("recovery");
@@ -110,7 +158,7 @@ TEST_F(Detection, GpuSlowdownIsDetectedAndRecoveredWithinFiveIterations) {
 }
 
 TEST_F(Detection, HealthyRunRaisesNothing) {
-  const SimRun r = run("healthy", R"({"faults":[]})", 34);
+  const SimRun r = run("healthy", R"({"faults":[]})", 34, {{1.0, 34.0}});
   ASSERT_EQ(r.exit_code, 0) << r.log();
   EXPECT_TRUE(r.events("slowdown").empty()) << r.report["events"].dump(1);
   EXPECT_TRUE(r.events("recovery").empty()) << r.report["events"].dump(1);
