@@ -50,19 +50,24 @@ ProfileView profile(int rank, double tp, double dp, double pp, double iter_ms = 
   return v;
 }
 
-TEST(Localiser, NamesTheSlowGpuNotTheRanksThatWaitForIt) {
-  // Rank 3 computes slowly. Its TP peer (rank 2) waits for it in every layer's AllReduce; all of replica 1
-  // reaches the DP gradient AllReduce late, so replica 0 waits there. Rank 2 is therefore also the late
-  // arrival of its DP group {0,2}, with the same score as rank 3 in {1,3}: only the vote across groups
-  // separates them.
+// Rank 3 computes slowly. Its TP peer (rank 2) waits for it in every layer's AllReduce; all of replica 1
+// reaches the DP gradient AllReduce late, so replica 0 waits there. `pp6`: rank 6's share in PP group {2,6}.
+std::vector<ProfileView> slow_gpu_profiles(double pp6 = 0.05) {
   std::vector<ProfileView> p;
   for (int r = 0; r < 8; ++r) {
     const double dp = dp_of(r) == 0 ? 0.20 : 0.02;
     double tp = 0.10;
     if (r == 2) tp = 0.18;
     if (r == 3) tp = 0.02;
-    p.push_back(profile(r, tp, dp, 0.05));
+    p.push_back(profile(r, tp, dp, r == 6 ? pp6 : 0.05));
   }
+  return p;
+}
+
+TEST(Localiser, NamesTheSlowGpuNotTheRanksThatWaitForIt) {
+  // Rank 2 is the late arrival of its DP group {0,2}, with the same score as rank 3 in {1,3}: only the vote across groups
+  // separates them.
+  const std::vector<ProfileView> p = slow_gpu_profiles();
   const Localisation loc = localise(p, groups(), layout({8, 8}));
   EXPECT_EQ(loc.culprit, 3);
   EXPECT_EQ(loc.culprit_node, 0);
@@ -88,14 +93,7 @@ TEST(Localiser, TheSlowGpusOwnPipelineIsExplainedNotSuspect) {
   // As above, and rank 6 (the next stage of rank 2, in the culprit's replica) waits in its Recv for rank 2,
   // which waits for rank 3: PP group {2,6} spends 1.7x the other PP groups. With the layout that is the slow
   // GPU's pipeline, not a link; without it, {2,6} stays a suspect (and with it the link 0-1 it crosses).
-  std::vector<ProfileView> p;
-  for (int r = 0; r < 8; ++r) {
-    const double dp = dp_of(r) == 0 ? 0.20 : 0.02;
-    double tp = 0.10;
-    if (r == 2) tp = 0.18;
-    if (r == 3) tp = 0.02;
-    p.push_back(profile(r, tp, dp, r == 6 ? 0.12 : 0.05));
-  }
+  const std::vector<ProfileView> p = slow_gpu_profiles(0.12);
   const Localisation loc = localise(p, groups(), layout({8, 8}));
   EXPECT_EQ(loc.culprit, 3);
   EXPECT_EQ(loc.cause, "computation");
@@ -270,14 +268,7 @@ TEST(Localiser, AStragglersWaitingPeersDoNotMakeTheirGroupsSuspectAgainstTheBase
   ASSERT_TRUE(base);
   // The slow-GPU profile of NamesTheSlowGpuNotTheRanksThatWaitForIt: peers wait longer, but every group's
   // least member time stays within the baseline's growth bound.
-  std::vector<ProfileView> p;
-  for (int r = 0; r < 8; ++r) {
-    const double dp = dp_of(r) == 0 ? 0.20 : 0.02;
-    double tp = 0.10;
-    if (r == 2) tp = 0.18;
-    if (r == 3) tp = 0.02;
-    p.push_back(profile(r, tp, dp, 0.05));
-  }
+  const std::vector<ProfileView> p = slow_gpu_profiles();
   const Localisation loc = localise(p, groups(), layout({8, 8}), &*base);
   EXPECT_EQ(loc.culprit, 3);
   EXPECT_EQ(loc.cause, "computation");
