@@ -275,7 +275,8 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
     // The culprit's own groups look slow because its peers wait for it: explained, not suspects.
     // So are, with the layout, the groups inside the culprit's DP replica: its pipeline runs at the slow
     // GPU's pace (its tensor-parallel peers wait for it and make their pipeline neighbours wait in turn).
-    const bool replicas_known = layout && layout->tp > 0 && layout->dp > 0 && layout->world == layout->tp * layout->dp * layout->pp;
+    const bool replicas_known =
+        layout && layout->tp > 0 && layout->dp > 0 && layout->world == layout->tp * layout->dp * layout->pp;
     const auto replica_of = [&](int r) { return (r / layout->tp) % layout->dp; };
     std::erase_if(out.slow_groups, [&](const auto& s) {
       const auto& m = group_by_id.at(s.first)->members;

@@ -28,7 +28,8 @@ std::string field(const RedisReply& fields, const std::string& name) {
 }  // namespace
 
 Master::Master(MasterConfig config) : cfg_(std::move(config)), redis_(redis_options(cfg_.redis)) {
-  for (auto t = static_cast<std::uint64_t>(unix_ms_now()); t > 0; t /= 36) run_tag_.insert(run_tag_.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[t % 36]);
+  constexpr const char* kDigits = "0123456789abcdefghijklmnopqrstuvwxyz";
+  for (auto t = static_cast<std::uint64_t>(unix_ms_now()); t > 0; t /= 36) run_tag_.insert(run_tag_.begin(), kDigits[t % 36]);
   if (!cfg_.event_log.empty()) {
     log_.open(cfg_.event_log, std::ios::app);
     if (!log_) spdlog::error("cannot open the event log {}", cfg_.event_log);
