@@ -74,6 +74,22 @@ inline bool profiling_now(const RingControl& c, std::uint64_t t0) {
   return until == 0 || t0 < until;
 }
 
+// The core of every recorded call: the real call (flagged, so that NCCL calling itself through its PLT is
+// forwarded unrecorded), then one record, which `fill(p, rc)` completes and which carries the real return
+// code. *saved_errno: errno as the real call left it (the append must not change what the caller sees).
+template <typename Real, typename Fill, typename... Args>
+__attribute__((always_inline)) inline RecordPayload call_and_record(ghh::Runtime& rt, std::uint64_t t0, Real real,
+                                                                    Fill& fill, int* saved_errno, Args... args) {
+  ghh::t_in_hook = true;
+  const ncclResult_t rc = real(args...);
+  ghh::t_in_hook = false;
+  *saved_errno = errno;
+  RecordPayload p = blank_record(t0, rc);
+  fill(p, rc);
+  rt.ring->append(p);
+  return p;
+}
+
 // The profiled variant of traced(): CUDA events around the call (or around the group it belongs to).
 // Out of line: the ordinary path stays small.
 template <typename Real, typename Fill, typename... Args>
@@ -96,13 +112,8 @@ __attribute__((noinline)) ncclResult_t traced_profiled(ghh::Runtime& rt, std::ui
       t_group_first_set = false;
     }
   }
-  ghh::t_in_hook = true;
-  const ncclResult_t rc = real(args...);
-  ghh::t_in_hook = false;
-  const int saved_errno = errno;
-  RecordPayload p = blank_record(t0, rc);
-  fill(p, rc);
-  rt.ring->append(p);
+  int saved_errno = 0;
+  const RecordPayload p = call_and_record(rt, t0, real, fill, &saved_errno, args...);
   if (timer != nullptr) {
     if (kind == Timed::kCall && !in_group) timer->end(pair, stream, p);
     if (kind == Timed::kCall && in_group && !t_group_first_set) {
@@ -126,7 +137,7 @@ __attribute__((noinline)) ncclResult_t traced_profiled(ghh::Runtime& rt, std::ui
     timer->poll(*rt.ring);
   }
   errno = saved_errno;
-  return rc;
+  return static_cast<ncclResult_t>(p.result);
 }
 
 // Calls `real(args...)` and, when recording, appends the record that `fill(p, rc)` completes. fill runs
@@ -145,15 +156,10 @@ inline ncclResult_t traced(Real real, Timed kind, void* stream, Fill&& fill, Arg
   if (profiling_now(rt.ring->header()->control, t0) || ghh::GpuTimer::pending_in_this_thread()) {
     return traced_profiled(rt, t0, kind, stream, real, fill, args...);
   }
-  ghh::t_in_hook = true;
-  const ncclResult_t rc = real(args...);
-  ghh::t_in_hook = false;
-  const int saved_errno = errno;
-  RecordPayload p = blank_record(t0, rc);
-  fill(p, rc);
-  rt.ring->append(p);
+  int saved_errno = 0;
+  const RecordPayload p = call_and_record(rt, t0, real, fill, &saved_errno, args...);
   errno = saved_errno;
-  return rc;
+  return static_cast<ncclResult_t>(p.result);
 }
 
 // Rank and size of a communicator from the real NCCL; -1 while not yet known (non-blocking init).
