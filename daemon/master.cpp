@@ -8,16 +8,6 @@
 namespace greyhound::master {
 namespace {
 
-RedisClient::Options redis_options(const RedisEndpoint& e) {
-  RedisClient::Options o;
-  o.endpoint = e;
-  o.connect_timeout = std::chrono::milliseconds(300);
-  o.command_timeout = std::chrono::milliseconds(1000);
-  o.backoff_min = std::chrono::milliseconds(200);
-  o.backoff_max = std::chrono::milliseconds(2000);
-  return o;
-}
-
 std::string field(const RedisReply& fields, const std::string& name) {
   for (std::size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
     if (fields.elements[i].str == name) return fields.elements[i + 1].str;
@@ -27,7 +17,8 @@ std::string field(const RedisReply& fields, const std::string& name) {
 
 }  // namespace
 
-Master::Master(MasterConfig config) : cfg_(std::move(config)), redis_(redis_options(cfg_.redis)) {
+Master::Master(MasterConfig config)
+    : cfg_(std::move(config)), redis_(RedisClient::Options::for_daemon(cfg_.redis, std::chrono::milliseconds(1000))) {
   constexpr const char* kDigits = "0123456789abcdefghijklmnopqrstuvwxyz";
   for (auto t = static_cast<std::uint64_t>(unix_ms_now()); t > 0; t /= 36) run_tag_.insert(run_tag_.begin(), kDigits[t % 36]);
   if (!cfg_.event_log.empty()) {

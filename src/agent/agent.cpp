@@ -7,31 +7,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "common/record_json.h"
 #include "greyhound/redis_keys.h"
 
 namespace greyhound::agent {
-namespace {
 
-std::uint64_t clock_ns(clockid_t id) {
-  timespec ts{};
-  clock_gettime(id, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-RedisClient::Options redis_options(const RedisEndpoint& e) {
-  RedisClient::Options o;
-  o.endpoint = e;
-  o.connect_timeout = std::chrono::milliseconds(300);
-  o.command_timeout = std::chrono::milliseconds(500);
-  o.backoff_min = std::chrono::milliseconds(200);
-  o.backoff_max = std::chrono::milliseconds(2000);
-  return o;
-}
-
-}  // namespace
-
-Agent::Agent(AgentConfig config) : cfg_(std::move(config)), redis_(redis_options(cfg_.redis)) {
+Agent::Agent(AgentConfig config)
+    : cfg_(std::move(config)), redis_(RedisClient::Options::for_daemon(cfg_.redis, std::chrono::milliseconds(500))) {
   started_ns_ = clock_ns(CLOCK_MONOTONIC);
   mono_to_unix_ns_ = static_cast<std::int64_t>(clock_ns(CLOCK_REALTIME)) - static_cast<std::int64_t>(started_ns_);
   last_activity_ns_ = started_ns_;

@@ -16,6 +16,7 @@
 
 #include "agent/agent.h"
 #include "common/args.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "greyhound/config.h"
 #include "greyhound/ring.h"
@@ -24,12 +25,6 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
-
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 int env_node() {
   for (const char* v : {"GREYHOUND_NODE", "GROUP_RANK", "NODE_RANK", "SLURM_NODEID"}) {
@@ -103,7 +98,7 @@ int main(int argc, char** argv) {
   spdlog::info("agent for job {} node {}: rings in {}, Redis {}", cfg.job, cfg.node, cfg.shm_dir, cfg.redis.describe());
   greyhound::agent::Agent agent(cfg);
   while (g_stop == 0) {
-    const std::uint64_t now = mono_ns();
+    const std::uint64_t now = greyhound::clock_ns(CLOCK_MONOTONIC);
     agent.step(now);
     if (agent.idle(now)) {
       spdlog::info("every rank has finished: exiting");
@@ -111,7 +106,7 @@ int main(int argc, char** argv) {
     }
     usleep(static_cast<useconds_t>(cfg.poll_ms) * 1000);
   }
-  const std::uint64_t now = mono_ns();
+  const std::uint64_t now = greyhound::clock_ns(CLOCK_MONOTONIC);
   agent.shutdown(now, now + 3'000'000'000ull);
   ::close(fd);  // releases the lock; the file stays (unlinking it could let two agents lock two inodes)
   return 0;

@@ -55,6 +55,18 @@ class RedisClient {
     std::chrono::milliseconds command_timeout{1000};
     std::chrono::milliseconds backoff_min{100};
     std::chrono::milliseconds backoff_max{5000};
+
+    // What the daemons use (agent, master): a short connect timeout and reconnect attempts every 0.2..2 s,
+    // so that a Redis restart is noticed within seconds; `command_timeout` is theirs to choose.
+    static Options for_daemon(const RedisEndpoint& endpoint, std::chrono::milliseconds command_timeout) {
+      Options o;
+      o.endpoint = endpoint;
+      o.connect_timeout = std::chrono::milliseconds(300);
+      o.command_timeout = command_timeout;
+      o.backoff_min = std::chrono::milliseconds(200);
+      o.backoff_max = std::chrono::milliseconds(2000);
+      return o;
+    }
   };
 
   explicit RedisClient(Options options);

@@ -11,14 +11,10 @@
 #include <cerrno>
 #include <ctime>
 
+#include "common/clock.h"
+
 namespace greyhound {
 namespace {
-
-std::uint64_t clock_ns(clockid_t id) {
-  timespec ts{};
-  clock_gettime(id, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 std::string errno_text(const char* what, const std::string& path) {
   return std::string(what) + " " + path + ": " + std::strerror(errno);
