@@ -64,12 +64,13 @@ bool BocdDetector::flat(std::span<const double> before, std::span<const double> 
   return *hi / *lo - 1.0 <= flat_tolerance(before);
 }
 
-bool BocdDetector::mixed_first(std::span<const double> before, std::span<const double> after) {
+bool BocdDetector::first_between_levels(std::span<const double> before, std::span<const double> after,
+                                        bool beyond_jitter) {
   const double old_level = median(before, scratch_);
   const double new_level = median(after.subspan(1), scratch_);
   const double first = after[0];
   if (first <= std::min(old_level, new_level) || first >= std::max(old_level, new_level)) return false;
-  return std::abs(first / new_level - 1.0) > flat_tolerance(before);
+  return !beyond_jitter || std::abs(first / new_level - 1.0) > flat_tolerance(before);
 }
 
 void BocdDetector::step(std::uint64_t i, std::uint64_t now, std::vector<SlowdownEvent>& events) {
@@ -90,21 +91,21 @@ void BocdDetector::step(std::uint64_t i, std::uint64_t now, std::vector<Slowdown
   if (onset < before_from + p.min_run) return;  // too little before the onset to compare with
   const auto before = history_.range(before_from, onset);
   auto after = history_.range(onset, i + 1);
+  // The run may begin with the iteration the change happened in, partly at the old level and partly at the
+  // new one; the onset is then the next iteration. Under the early rule: when the run is not flat with it,
+  // but the rest is (and still early_run long). Under the ordinary rule, where Bocd's most probable run may
+  // start with it when it lies nearer the new level: when it is farther from that level than the jitter
+  // allows (min_run iterations still remain).
+  bool drop_first = false;
   if (early && !flat(before, after)) {
-    // The run may begin with the iteration the change happened in, partly at the old level and partly at
-    // the new one. Without it, the rest must still be early_run long and flat, and it must lie between.
-    if (after.size() <= p.early_run) return;
-    const double old_level = median(before, scratch_);
-    const double new_level = median(after.subspan(1), scratch_);
-    const double first = after[0];
-    if (first <= std::min(old_level, new_level) || first >= std::max(old_level, new_level)) return;
-    if (!flat(before, after.subspan(1))) return;
-    after = after.subspan(1);
-    ++onset;
-  } else if (!early && after.size() > p.min_run && mixed_first(before, after)) {
-    // The same iteration under the ordinary rule: Bocd's most probable run may start with it when it lies
-    // nearer the new level. It is not at the new level (farther from it than the jitter allows), so the
-    // onset is the next iteration, which still leaves min_run of them.
+    if (after.size() <= p.early_run || !first_between_levels(before, after, false) || !flat(before, after.subspan(1))) {
+      return;
+    }
+    drop_first = true;
+  } else if (!early && after.size() > p.min_run) {
+    drop_first = first_between_levels(before, after, true);
+  }
+  if (drop_first) {
     after = after.subspan(1);
     ++onset;
   }

@@ -107,8 +107,9 @@ class BocdDetector final : public SlowdownDetector {
   // Whether `after` is flat against the jitter of `before` (the early_run rule).
   bool flat(std::span<const double> before, std::span<const double> after);
   // Whether the first iteration of `after` (2+ long) is the mix of a change within it: strictly between the
-  // level before and the level of the rest, and farther from the latter than flat_tolerance.
-  bool mixed_first(std::span<const double> before, std::span<const double> after);
+  // level before and the level of the rest; with `beyond_jitter`, also farther from the latter than
+  // flat_tolerance.
+  bool first_between_levels(std::span<const double> before, std::span<const double> after, bool beyond_jitter);
   // Feeds iteration `i` (already in history_) to Bocd and decides; `now` is the iteration being read.
   void step(std::uint64_t i, std::uint64_t now, std::vector<SlowdownEvent>& events);
 
