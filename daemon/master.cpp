@@ -378,7 +378,6 @@ void Master::finish_profiling() {
   }
   if (auto l = read_layout(); l && !pending_) layout_ = l;  // the job republishes it after each plan
   const Localisation loc = localise(views, read_groups(), layout_, baseline_ ? &*baseline_ : nullptr);
-  last_localisation_ = loc;
   Event e;
   e.type = event_type::kLocalised;
   e.t_s = job_now_s();

@@ -95,7 +95,6 @@ class Master {
   // After (re)loading the state with an incident open and nothing known of it: profile again.
   bool resume_open_incident_ = false;
   Clock::time_point last_profile_{};
-  std::optional<Localisation> last_localisation_;
   std::optional<GroupBaseline> baseline_;
   Clock::time_point healthy_since_ = Clock::now();
   Clock::time_point baseline_at_{};

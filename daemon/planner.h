@@ -48,12 +48,10 @@ class Planner {
   void rejected(const Plan& plan);
 
   bool fail_slow_present() const { return present_; }
-  bool finished() const { return controller_.finished(); }
   mitigate::Strategy strategy() const { return controller_.strategy(); }
   bool reverted_to_original() const { return current_ == original_ && placement_ == original_placement_; }
   bool was_mitigated() const { return mitigated_; }  // some plan other than the original was applied
   const std::vector<int>& original_microbatches() const { return original_; }
-  double accumulated_loss_s() const { return controller_.accumulated_loss_s(); }
 
  private:
   Planner(const PlannerConfig& c, mitigate::SkiRental s, const Incident& i, const JobLayout& l);

@@ -28,6 +28,5 @@ EnvConfig read_env_config();
 EnvConfig read_env_config(const char* (*getenv_fn)(const char*));
 
 LogLevel parse_log_level(const std::string& s, bool* ok);
-const char* log_level_name(LogLevel level);
 
 }  // namespace greyhound

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string_view>
 
 namespace greyhound {
@@ -40,7 +39,6 @@ inline constexpr int kOpCount = 25;
 
 // "AllReduce", "Send", ...; "None" for kNone and "Unknown" for values outside the table.
 std::string_view op_name(Op op) noexcept;
-std::optional<Op> op_from_name(std::string_view name) noexcept;
 
 // Collectives and point-to-point calls move data; the rest (group brackets, lifecycle) do not.
 constexpr bool op_is_collective(Op op) noexcept {

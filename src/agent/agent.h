@@ -46,7 +46,6 @@ class Agent {
   void shutdown(std::uint64_t now_ns, std::uint64_t deadline_ns);
 
   std::uint64_t events_dropped() const { return events_dropped_; }
-  std::size_t events_queued() const { return events_.size(); }
   std::size_t ranks() const { return trackers_.size(); }
 
  private:

@@ -73,8 +73,6 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
         ++profile_iterations_;
         profile_iter_ms_ += t.iter_ms;
       }
-      last_ = t;
-      have_last_ = true;
       // A new period (e.g. after a micro-batch re-allocation) may change what one iteration is: start the
       // detector afresh rather than compare iterations of two different kinds.
       if (detector_period_ != 0 && t.period != detector_period_) {

@@ -77,7 +77,6 @@ class RankTracker {
   int rank() const { return rank_; }
   int local_rank() const { return reader_->header().local_rank; }
   int pid() const { return reader_->header().pid; }
-  const std::string& ring_path() const { return reader_->path(); }
   std::uint64_t created_mono_ns() const { return reader_->header().created_mono_ns; }
   std::uint64_t created_real_ns() const { return reader_->header().created_real_ns; }
   bool writer_alive() const { return reader_->writer_alive(); }
@@ -88,8 +87,6 @@ class RankTracker {
   // Calls seen per (group id, "Op:bytes").
   const std::map<std::uint64_t, std::map<std::string, std::uint64_t>>& op_counts() const { return op_counts_; }
   std::uint32_t period() const { return period_.period(); }
-  bool has_last_iteration() const { return have_last_; }
-  const TrackedIteration& last_iteration() const { return last_; }
 
  private:
   std::unique_ptr<RingReader> reader_;
@@ -106,8 +103,6 @@ class RankTracker {
   std::vector<RecordPayload> batch_;
   std::vector<analysis::Iteration> its_;
   std::vector<analysis::SlowdownEvent> events_;
-  TrackedIteration last_;
-  bool have_last_ = false;
 
   // Profiling window.
   std::uint64_t profile_start_ns_ = 0;

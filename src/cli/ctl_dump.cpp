@@ -8,6 +8,7 @@
 
 #include "cli/ctl_commands.h"
 #include "common/args.h"
+#include "common/clock.h"
 #include "common/record_json.h"
 #include "greyhound/config.h"
 #include "greyhound/ring.h"
@@ -45,9 +46,7 @@ int cmd_dump(const Argv& argv) {
   }
   std::stable_sort(rings.begin(), rings.end(), [](const Ring& a, const Ring& b) { return a.rank < b.rank; });
 
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  const std::uint64_t now_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
+  const std::uint64_t now_ns = clock_ns(CLOCK_MONOTONIC);
   std::vector<RecordPayload> batch;
   for (auto& ring : rings) {
     RingPollStats stats;

@@ -44,18 +44,6 @@ LogLevel parse_log_level(const std::string& s, bool* ok) {
   return LogLevel::kWarn;
 }
 
-const char* log_level_name(LogLevel level) {
-  switch (level) {
-    case LogLevel::kTrace: return "trace";
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
-    case LogLevel::kOff: return "off";
-  }
-  return "warn";
-}
-
 EnvConfig read_env_config() { return read_env_config(&real_getenv); }
 
 EnvConfig read_env_config(const char* (*get)(const char*)) {

@@ -26,13 +26,6 @@ std::string_view op_name(Op op) noexcept {
   return i < kOpNames.size() ? kOpNames[i] : std::string_view("Unknown");
 }
 
-std::optional<Op> op_from_name(std::string_view name) noexcept {
-  for (std::size_t i = 0; i < kOpNames.size(); ++i) {
-    if (kOpNames[i] == name) return static_cast<Op>(i);
-  }
-  return std::nullopt;
-}
-
 std::string_view dtype_name(std::uint8_t dtype) noexcept {
   return dtype < kDtypeNames.size() ? kDtypeNames[dtype] : std::string_view("unknown");
 }

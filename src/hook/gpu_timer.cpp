@@ -49,8 +49,6 @@ GH_TLS GpuTimer* t_timer = nullptr;
 
 GH_TLS int t_timings_pending = 0;
 
-bool cuda_events_available() noexcept { return cuda().ok; }
-
 GpuTimer* GpuTimer::for_this_thread() {
   if (t_timer == nullptr && cuda().ok) t_timer = new GpuTimer();  // lives for the thread; only when profiling
   return t_timer;

@@ -54,7 +54,4 @@ class GpuTimer {
   int count_ = 0;  // pending in flight
 };
 
-// True when the CUDA event functions can be found in this process.
-bool cuda_events_available() noexcept;
-
 }  // namespace greyhound::hook

@@ -37,18 +37,4 @@ std::vector<PipeStep> one_f_one_b(int stage, int stages, int microbatches) {
   return out;
 }
 
-const char* pipe_action_name(PipeAction a) {
-  switch (a) {
-    case PipeAction::kRecvForward: return "RecvForward";
-    case PipeAction::kForward: return "Forward";
-    case PipeAction::kSendForward: return "SendForward";
-    case PipeAction::kSendForwardRecvBackward: return "SendForwardRecvBackward";
-    case PipeAction::kBackward: return "Backward";
-    case PipeAction::kSendBackward: return "SendBackward";
-    case PipeAction::kSendBackwardRecvForward: return "SendBackwardRecvForward";
-    case PipeAction::kRecvBackward: return "RecvBackward";
-  }
-  return "?";
-}
-
 }  // namespace greyhound::sim

@@ -29,6 +29,4 @@ struct PipeStep {
 // does not exist (before the first, after the last) is left out, as Megatron does.
 std::vector<PipeStep> one_f_one_b(int stage, int stages, int microbatches);
 
-const char* pipe_action_name(PipeAction a);
-
 }  // namespace greyhound::sim

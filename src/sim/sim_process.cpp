@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
+
 extern "C" std::uint64_t greyhound_sim_vclock_now(std::uint64_t slack_ns);
 extern "C" void greyhound_sim_vclock_wait(std::uint64_t t);
 
@@ -97,19 +99,7 @@ const SimProcess& sim_process() {
   return *p;
 }
 
-std::uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-void sleep_until_ns(std::uint64_t deadline_ns) {
-  timespec ts{};
-  ts.tv_sec = static_cast<time_t>(deadline_ns / 1'000'000'000ull);
-  ts.tv_nsec = static_cast<long>(deadline_ns % 1'000'000'000ull);
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-  }
-}
+std::uint64_t now_ns() { return clock_ns(CLOCK_MONOTONIC); }
 
 std::uint64_t seconds_to_ns(double s) { return s <= 0 ? 0 : static_cast<std::uint64_t>(std::llround(s * 1e9)); }
 

@@ -48,7 +48,6 @@ const SimProcess& sim_process();
 std::string read_json_arg(const std::string& value, const std::string& variable);
 
 std::uint64_t now_ns();  // the real CLOCK_MONOTONIC (deadlines, liveness)
-void sleep_until_ns(std::uint64_t deadline_ns);
 
 // The modeled clock (vclock.cpp): where this process's modeled timeline stands (a little behind the real
 // clock at most: SimProcess::slack_ns), and the end of a modeled operation (advance to t and sleep until

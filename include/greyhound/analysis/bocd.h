@@ -64,7 +64,6 @@ class Bocd {
   // Run lengths currently kept, and their posterior probabilities; i in [0, size()).
   // Ordered by decreasing run length; the last one is r = 0.
   std::size_t size() const { return runs_.size(); }
-  std::uint64_t run_length_at(std::size_t i) const { return n_ - runs_[i].start; }
   double log_probability_at(std::size_t i) const { return runs_[i].log_p; }
 
   // Posterior probability of run length r (0 when r was pruned or r > observations()).

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/args.h"
+#include "common/clock.h"
 #include "greyhound/config.h"
 #include "greyhound/ring.h"
 #include "sim/fault_schedule.h"
@@ -196,15 +197,8 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  const std::uint64_t epoch_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
-  auto job_time_now = [&] {
-    timespec t{};
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    const std::uint64_t now = static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ull + t.tv_nsec;
-    return static_cast<double>(now - epoch_ns) * 1e-9;
-  };
+  const std::uint64_t epoch_ns = greyhound::clock_ns(CLOCK_MONOTONIC);
+  auto job_time_now = [&] { return static_cast<double>(greyhound::clock_ns(CLOCK_MONOTONIC) - epoch_ns) * 1e-9; };
 
   int rc = 0;
   std::unique_ptr<gs::ClusterServices> services;
