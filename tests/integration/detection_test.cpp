@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -43,50 +42,9 @@ class Detection : public ::testing::Test {
                                    "--duration-s " + std::to_string(duration_s) + " --faults " + faults_file);
   }
 
-  // The premise of these tests is that only the injected faults slow the job. On a shared machine,
-  // contention beyond what the modeled clock absorbs can itself slow the simulated job, and the detector
-  // then rightly reports it. So a run in which the job itself was slower, outside the faults, by what the
-  // detector is built to report (6 consecutive iterations, min_run, each >= 8 % above the span's median:
-  // the 10 % validation with jitter) is repeated, at most twice; the third one counts whatever happened.
-  // Shorter or smaller disturbances never cause a repeat: events on them still fail the tests.
   static SimRun run(const std::string& name, const std::string& faults, double duration_s,
                     const std::vector<std::pair<double, double>>& quiet_spans) {
-    SimRun r;
-    for (int attempt = 1; attempt <= 3; ++attempt) {
-      r = run_once(name, faults, duration_s);
-      std::string busy;
-      for (const auto& [from, to] : quiet_spans) {
-        if (busy.empty()) busy = job_slowed_by_the_machine(r, from, to);
-      }
-      if (busy.empty() || attempt == 3) break;
-      std::cerr << "[ note ] run " << attempt << " of " << name << ": the machine slowed the job (" << busy
-                << "); repeating it\n";
-    }
-    return r;
-  }
-
-  // Empty, or where rank 0 ran 6 consecutive iterations each >= 8 % above the median of (from_s, to_s].
-  static std::string job_slowed_by_the_machine(const SimRun& r, double from_s, double to_s) {
-    std::vector<double> ms, end;
-    for (const auto& it : r.rank_iterations(0)) {
-      if (it.t_s > from_s && it.t_s <= to_s) {
-        ms.push_back(it.iter_ms);
-        end.push_back(it.t_s);
-      }
-    }
-    if (ms.size() < 6) return {};
-    std::vector<double> sorted = ms;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
-    const double median = sorted[sorted.size() / 2];
-    int run = 0;
-    for (std::size_t i = 0; i < ms.size(); ++i) {
-      run = ms[i] >= 1.08 * median ? run + 1 : 0;
-      if (run == 6) {
-        return "iterations ending " + std::to_string(end[i - 5]) + " .. " + std::to_string(end[i]) + " s at >= 1.08 x " +
-               std::to_string(median) + " ms";
-      }
-    }
-    return {};
+    return itest::run_on_a_quiet_machine([&] { return run_once(name, faults, duration_s); }, quiet_spans, name);
   }
   static std::string root_;
 };
