@@ -2,10 +2,11 @@
 
 #include <algorithm>
 
+#include "greyhound/thresholds.h"
+#include "greyhound/vocabulary.h"
+
 namespace greyhound::master {
 namespace {
-
-constexpr double kSignificant = 1.10;  // the paper's 10 % validation threshold
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -18,9 +19,9 @@ void insert_sorted(std::vector<int>& v, int x) {
 
 IncidentTracker::IncidentTracker(MasterState state, std::optional<Incident> open)
     : state_(std::move(state)), open_(std::move(open)) {
-  if (open_ && open_->status != "open") open_.reset();
+  if (open_ && open_->status != name(IncidentStatus::kOpen)) open_.reset();
   state_.open_incident = open_ ? open_->id : -1;
-  if (!open_ && state_.state == "slow") state_.state = "healthy";
+  if (!open_ && state_.state == name(Phase::kSlow)) state_.state = name(Phase::kHealthy);
 }
 
 Event IncidentTracker::master_event(const char* type, const Incident& i, double t_s) const {
@@ -42,10 +43,10 @@ Event IncidentTracker::master_event(const char* type, const Incident& i, double 
 void IncidentTracker::close(double t_s, const std::string& reason, Decision& out) {
   if (!open_) return;
   Incident& i = *open_;
-  i.status = "closed";
+  i.status = name(IncidentStatus::kClosed);
   i.closed_t_s = t_s;
   state_.last_closed_t_s = t_s;
-  state_.state = "healthy";
+  state_.state = name(Phase::kHealthy);
   state_.open_incident = -1;
   Event e = master_event(event_type::kIncidentClose, i, t_s);
   e.detail["reason"] = reason;
@@ -68,7 +69,7 @@ void IncidentTracker::apply(const Event& e, Decision& out) {
       if (e.t_s < state_.last_closed_t_s) return;  // a late report of the incident that just closed
       Incident i;
       i.id = state_.incidents_total + 1;
-      i.status = "open";
+      i.status = name(IncidentStatus::kOpen);
       i.onset_t_s = e.t_s;
       i.detected_t_s = detected;
       i.before_ms = e.before_ms;
@@ -78,7 +79,7 @@ void IncidentTracker::apply(const Event& e, Decision& out) {
       insert_sorted(i.nodes, e.node);
       ++state_.incidents_total;
       state_.open_incident = i.id;
-      state_.state = "slow";
+      state_.state = name(Phase::kSlow);
       open_ = i;
       out.emit.push_back(master_event(event_type::kIncidentOpen, i, detected));
       out.incident = i;
@@ -91,7 +92,7 @@ void IncidentTracker::apply(const Event& e, Decision& out) {
     i.onset_t_s = std::min(i.onset_t_s, e.t_s);
     // Severity against the level before the incident: a further slowdown on top of it compounds.
     const double severity = e.after_ms / i.before_ms;
-    if (severity >= i.severity * kSignificant) {
+    if (severity >= i.severity * kSignificantRatio) {
       i.after_ms = e.after_ms;
       i.severity = severity;
       std::erase(i.recovered, e.rank);
@@ -106,9 +107,9 @@ void IncidentTracker::apply(const Event& e, Decision& out) {
   if (e.type == event_type::kRecovery && open_) {
     Incident& i = *open_;
     if (!contains(i.ranks, e.rank)) return;
-    if (e.after_ms > i.before_ms * kSignificant) {  // faster, but still slow: partial recovery
+    if (e.after_ms > i.before_ms * kSignificantRatio) {  // faster, but still slow: partial recovery
       const double severity = e.after_ms / i.before_ms;
-      if (severity * kSignificant <= i.severity) {
+      if (severity * kSignificantRatio <= i.severity) {
         i.after_ms = e.after_ms;
         i.severity = severity;
         out.emit.push_back(master_event(event_type::kIncidentUpdate, i, detected));
@@ -118,10 +119,10 @@ void IncidentTracker::apply(const Event& e, Decision& out) {
     }
     insert_sorted(i.recovered, e.rank);
     if (2 * i.recovered.size() > i.ranks.size()) {
-      i.status = "closed";
+      i.status = name(IncidentStatus::kClosed);
       i.closed_t_s = e.t_s;
       state_.last_closed_t_s = e.t_s;
-      state_.state = "healthy";
+      state_.state = name(Phase::kHealthy);
       state_.open_incident = -1;
       out.emit.push_back(master_event(event_type::kIncidentClose, i, detected));
       out.incident = i;

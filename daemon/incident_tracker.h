@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/messages.h"
+#include "store/messages.h"
 
 namespace greyhound::master {
 

@@ -10,56 +10,53 @@
 #include "greyhound/analysis/comparable_clusters.h"
 #include "greyhound/analysis/rank_straggler.h"
 #include "greyhound/analysis/robust_stats.h"
+#include "greyhound/parallel_shape.h"
+#include "greyhound/vocabulary.h"
 
 namespace greyhound::master {
 
 constexpr double kBaselineGrowth = 1.5;    // a group's least member time over its healthy baseline
 constexpr double kBaselineMinShare = 0.02;  // ... and by more than this share of the iteration (also the least
                                             // excess over its comparable groups that makes a suspect)
+constexpr double kRateBucketRatio = 1.1;    // calls-per-second rates within this factor share a signature
 
 std::optional<ProfileView> profile_view(const Event& e) {
-  if (e.type != event_type::kProfile || e.rank < 0 || !e.detail.is_object()) return std::nullopt;
-  try {
-    ProfileView v;
-    v.rank = e.rank;
-    v.node = e.node;
-    v.iterations = e.detail.value("iterations", 0);
-    v.iter_ms = e.detail.value("iter_ms", 0.0);
-    v.comm_share = e.detail.value("comm_share", 0.0);
-    v.device_timing = e.detail.value("status", std::string("active")) != "unavailable";
-    if (e.detail.contains("groups") && e.detail["groups"].is_object()) {
-      for (const auto& [hex, g] : e.detail["groups"].items()) {
-        std::uint64_t gid = 0;
-        if (!parse_group_id_hex(hex, &gid) || !g.is_object() || !g.contains("share") || !g["share"].is_number()) {
-          return std::nullopt;
-        }
-        v.group_share[gid] = g["share"].get<double>();
-        v.group_rate[gid] = g.value("calls_per_s", 0.0);
-      }
-    }
-    return v;
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
+  if (e.type != event_type::kProfile || e.rank < 0) return std::nullopt;
+  std::string err;
+  const auto report = parse_profile_report(e.detail, &err);
+  if (!report) return std::nullopt;
+  ProfileView v;
+  v.rank = e.rank;
+  v.node = e.node;
+  v.iterations = report->iterations;
+  v.iter_ms = report->iter_ms;
+  v.comm_share = report->comm_share;
+  v.device_timing = report->status != "unavailable";
+  for (const auto& [gid, g] : report->groups) {
+    v.group_share[gid] = g.share;
+    v.group_rate[gid] = g.calls_per_s;
   }
+  return v;
 }
 
-nlohmann::json Localisation::to_json() const {
-  nlohmann::json slow = nlohmann::json::array();
-  for (const auto& [g, r] : slow_groups) slow.push_back({{"group", group_id_hex(g)}, {"ratio", r}});
-  nlohmann::json j = {{"cause", cause},       {"culprit", culprit}, {"culprit_node", culprit_node},
-                      {"kind", kind},         {"severity", severity}, {"score", score},
-                      {"group", group_id_hex(group)}, {"slow_groups", slow}, {"ranks_profiled", ranks_profiled}};
-  nlohmann::json links = nlohmann::json::array();
-  for (const auto& l : suspect_links) links.push_back({{"nodes", {l.node_a, l.node_b}}, {"ratio", l.ratio}});
-  j["suspect_links"] = links;
-  if (dp_transfer_ms > 0) j["dp_transfer_ms"] = dp_transfer_ms;
-  if (pp_transfer_ms > 0) j["pp_transfer_ms"] = pp_transfer_ms;
-  if (!replica_ms_per_microbatch.empty()) {
-    j["replica_ms_per_microbatch"] = replica_ms_per_microbatch;
-    j["culprit_replica"] = culprit_replica;
-    j["replica_skew"] = replica_skew;
-  }
-  return j;
+LocalisationReport Localisation::report() const {
+  LocalisationReport r;
+  r.cause = cause;
+  r.culprit = culprit;
+  r.culprit_node = culprit_node;
+  r.kind = kind;
+  r.severity = severity;
+  r.score = score;
+  r.group = group;
+  r.slow_groups = slow_groups;
+  for (const auto& l : suspect_links) r.suspect_links.push_back({l.node_a, l.node_b, l.ratio});
+  r.dp_transfer_ms = dp_transfer_ms;
+  r.pp_transfer_ms = pp_transfer_ms;
+  r.ranks_profiled = ranks_profiled;
+  r.replica_ms_per_microbatch = replica_ms_per_microbatch;
+  r.culprit_replica = culprit_replica;
+  r.replica_skew = replica_skew;
+  return r;
 }
 
 namespace {
@@ -142,21 +139,19 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   if (layout) {
     uneven = std::adjacent_find(layout->microbatches.begin(), layout->microbatches.end(), std::not_equal_to<>()) !=
              layout->microbatches.end();
-    const int T = layout->tp, D = layout->dp, P = layout->pp;
+    const ParallelShape shape{layout->tp, layout->dp, layout->pp};
     for (const GroupMembers& g : groups) {
       const std::set<int> m(g.members.begin(), g.members.end());
-      for (int tp = 0; tp < T && D > 1; ++tp) {
-        for (int pp = 0; pp < P; ++pp) {
-          std::set<int> want;
-          for (int d = 0; d < D; ++d) want.insert(tp + T * (d + D * pp));
-          if (m == want) dp_groups.insert(g.group);
+      for (int tp = 0; tp < shape.tp && shape.dp > 1; ++tp) {
+        for (int pp = 0; pp < shape.pp; ++pp) {
+          const std::vector<int> want = shape.dp_group(tp, pp);
+          if (m == std::set<int>(want.begin(), want.end())) dp_groups.insert(g.group);
         }
       }
-      for (int tp = 0; tp < T && P > 1; ++tp) {
-        for (int d = 0; d < D; ++d) {
-          std::set<int> want;
-          for (int pp = 0; pp < P; ++pp) want.insert(tp + T * (d + D * pp));
-          if (m == want) pp_groups.insert(g.group);
+      for (int tp = 0; tp < shape.tp && shape.pp > 1; ++tp) {
+        for (int d = 0; d < shape.dp; ++d) {
+          const std::vector<int> want = shape.pp_group(tp, d);
+          if (m == std::set<int>(want.begin(), want.end())) pp_groups.insert(g.group);
         }
       }
     }
@@ -220,7 +215,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
       if (auto it = by_rank.find(g.members.front()); it != by_rank.end()) {
         if (auto r = it->second->group_rate.find(g.group); r != it->second->group_rate.end()) rate = r->second;
       }
-      const long bucket = rate > 0 ? std::lround(std::log(rate) / std::log(1.1)) : 0;
+      const long bucket = rate > 0 ? std::lround(std::log(rate) / std::log(kRateBucketRatio)) : 0;
       timings.push_back({g.group, g.signature + "@" + std::to_string(bucket), sum / n});
     }
   }
@@ -271,13 +266,14 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
     if (auto it = by_rank.find(best.culprit); it != by_rank.end()) out.culprit_node = it->second->node;
   }
   if (best.kind == analysis::StragglerKind::kComputeStraggler) {
-    out.cause = "computation";
+    out.cause = name(Cause::kComputation);
     // The culprit's own groups look slow because its peers wait for it: explained, not suspects.
     // So are, with the layout, the groups inside the culprit's DP replica: its pipeline runs at the slow
     // GPU's pace (its tensor-parallel peers wait for it and make their pipeline neighbours wait in turn).
     const bool replicas_known =
         layout && layout->tp > 0 && layout->dp > 0 && layout->world == layout->tp * layout->dp * layout->pp;
-    const auto replica_of = [&](int r) { return (r / layout->tp) % layout->dp; };
+    const ParallelShape shape = replicas_known ? ParallelShape{layout->tp, layout->dp, layout->pp} : ParallelShape{};
+    const auto replica_of = [&](int r) { return shape.coords(r).dp; };
     std::erase_if(out.slow_groups, [&](const auto& s) {
       const auto& m = group_by_id.at(s.first)->members;
       if (std::find(m.begin(), m.end(), out.culprit) != m.end()) return true;
@@ -286,7 +282,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
              });
     });
   } else if (!out.slow_groups.empty()) {
-    out.cause = "communication";
+    out.cause = name(Cause::kCommunication);
   }
 
   // Links a suspect group's ring crosses between nodes (consecutive members, and last to first).
@@ -311,15 +307,16 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
 
   // 4. Per DP replica, with the layout: own time per micro-batch.
   if (layout && layout->world == static_cast<int>(by_rank.size())) {
-    const int T = layout->tp, D = layout->dp;
+    const ParallelShape shape{layout->tp, layout->dp, layout->pp};
+    const int D = shape.dp;
     // The DP group of a rank: the group whose members are exactly the ranks with its tp and pp.
     std::map<std::set<int>, std::uint64_t> group_of_members;
     for (const GroupMembers& g : groups) group_of_members[std::set<int>(g.members.begin(), g.members.end())] = g.group;
     std::vector<std::vector<double>> own(static_cast<std::size_t>(D));
     for (const auto& [r, p] : by_rank) {
-      const int tp = r % T, dp = (r / T) % D, pp = r / (T * D);
-      std::set<int> dp_members;
-      for (int d = 0; d < D; ++d) dp_members.insert(tp + T * (d + D * pp));
+      const RankCoords c = shape.coords(r);
+      const std::vector<int> dp_group = shape.dp_group(c.tp, c.pp);
+      const std::set<int> dp_members(dp_group.begin(), dp_group.end());
       double wait = 0;
       if (D > 1) {
         auto g = group_of_members.find(dp_members);
@@ -327,7 +324,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
         auto gm = p->group_share.find(g->second);
         wait = gm == p->group_share.end() ? 0 : gm->second * step_ms;
       }
-      own[static_cast<std::size_t>(dp)].push_back(std::max(0.0, step_ms - wait));
+      own[static_cast<std::size_t>(c.dp)].push_back(std::max(0.0, step_ms - wait));
     }
     // A 1F1B pipeline of P stages runs m micro-batches in about m + P - 1 slots of its slowest stage: the
     // replica's time per slot is what compares across replicas whatever their m.
@@ -339,7 +336,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
     const auto slowest = std::max_element(out.replica_ms_per_microbatch.begin(), out.replica_ms_per_microbatch.end());
     const double med = analysis::median(out.replica_ms_per_microbatch, scratch);
     out.replica_skew = med > 0 ? *slowest / med : 1.0;
-    out.culprit_replica = out.culprit >= 0 ? (out.culprit / T) % D
+    out.culprit_replica = out.culprit >= 0 ? shape.coords(out.culprit).dp
                                            : static_cast<int>(slowest - out.replica_ms_per_microbatch.begin());
   }
   return out;

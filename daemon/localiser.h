@@ -29,7 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/messages.h"
+#include "greyhound/vocabulary.h"
+#include "store/messages.h"
 
 namespace greyhound::master {
 
@@ -57,7 +58,7 @@ struct SuspectLink {
 };
 
 struct Localisation {
-  std::string cause = "unknown";  // "computation", "communication", "unknown"
+  std::string cause{name(Cause::kUnknown)};  // a Cause's wire name (vocabulary.h)
   int culprit = -1;
   int culprit_node = -1;
   std::string kind = "NONE";      // the straggler policy's kind for the culprit
@@ -74,7 +75,7 @@ struct Localisation {
   std::vector<double> replica_ms_per_microbatch;
   int culprit_replica = -1;
   double replica_skew = 1.0;      // slowest / median replica time per micro-batch
-  nlohmann::json to_json() const;
+  LocalisationReport report() const;  // the "localised" event's detail
 };
 
 // A healthy profile of the same job: per group, the least time of a member per iteration (the member that

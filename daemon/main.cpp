@@ -23,30 +23,36 @@ int main(int argc, char** argv) {
   int poll_ms = 100;
   try {
     const greyhound::Args a(std::vector<std::string>(argv + 1, argv + argc),
-                            {"job", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
-                             "s4-restart-s", "baseline-after-s", "baseline-every-s"},
+                            {"job", "jobs", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
+                             "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s"},
                             {"help", "mitigate"});
     if (a.flag("help")) {
-      std::printf("usage: greyhound-master [--job J] [--redis URL] [--event-log FILE] [--poll-ms MS] [--mitigate]\n"
-                  "         [--profile-s S] [--ack-timeout-s S] [--s3-pause-s S] [--s4-restart-s S]\n"
-                  "         [--baseline-after-s S] [--baseline-every-s S]\n"
+      std::printf("usage: greyhound-master [--job J | --jobs PATTERN] [--redis URL] [--event-log FILE] [--poll-ms MS]\n"
+                  "         [--mitigate] [--profile-s S] [--ack-timeout-s S] [--s3-pause-s S] [--s4-restart-s S]\n"
+                  "         [--baseline-after-s S] [--baseline-every-s S] [--retire-after-s S]\n"
+                  "--jobs serves every registered job matching PATTERN (fnmatch, e.g. '*'); --job one job\n"
                   "defaults from GREYHOUND_JOB and GREYHOUND_REDIS\n");
       return 0;
     }
+    if (a.has("job") && a.has("jobs")) throw greyhound::ArgError("--job and --jobs exclude each other");
+    cfg.jobs_pattern = a.str("jobs", "");
+    if (a.has("jobs") && cfg.jobs_pattern.empty()) throw greyhound::ArgError("--jobs needs a pattern");
     cfg.job = greyhound::sanitize_job_name(a.str("job", greyhound::read_env_config().job));
+    cfg.retire_after_s = a.number("retire-after-s", cfg.retire_after_s);
     cfg.redis = a.has("redis") ? greyhound::parse_redis_url(a.str("redis")) : greyhound::redis_endpoint_from_env();
     cfg.event_log = a.str("event-log", "");
     poll_ms = static_cast<int>(a.integer_in("poll-ms", 100, 1, 60000));
-    cfg.mitigate = a.flag("mitigate");
-    cfg.profile_s = a.number("profile-s", cfg.profile_s);
-    cfg.ack_timeout_s = a.number("ack-timeout-s", cfg.ack_timeout_s);
-    cfg.planner.ski.s3_pause_s = a.number("s3-pause-s", cfg.planner.ski.s3_pause_s);
-    cfg.planner.ski.s4_restart_s = a.number("s4-restart-s", cfg.planner.ski.s4_restart_s);
-    cfg.baseline_after_s = a.number("baseline-after-s", cfg.baseline_after_s);
-    cfg.baseline_every_s = a.number("baseline-every-s", cfg.baseline_every_s);
-    if (cfg.profile_s <= 0 || cfg.ack_timeout_s <= 0) throw greyhound::ArgError("--profile-s and --ack-timeout-s must be > 0");
-    if (cfg.baseline_after_s < 0 || cfg.baseline_every_s < 0 || cfg.planner.ski.s3_pause_s < 0 ||
-        cfg.planner.ski.s4_restart_s < 0) {
+    cfg.controller.mitigate = a.flag("mitigate");
+    cfg.controller.profile_s = a.number("profile-s", cfg.controller.profile_s);
+    cfg.controller.ack_timeout_s = a.number("ack-timeout-s", cfg.controller.ack_timeout_s);
+    cfg.controller.planner.ski.s3_pause_s = a.number("s3-pause-s", cfg.controller.planner.ski.s3_pause_s);
+    cfg.controller.planner.ski.s4_restart_s = a.number("s4-restart-s", cfg.controller.planner.ski.s4_restart_s);
+    cfg.controller.baseline_after_s = a.number("baseline-after-s", cfg.controller.baseline_after_s);
+    cfg.controller.baseline_every_s = a.number("baseline-every-s", cfg.controller.baseline_every_s);
+    const auto& c = cfg.controller;
+    if (c.profile_s <= 0 || c.ack_timeout_s <= 0) throw greyhound::ArgError("--profile-s and --ack-timeout-s must be > 0");
+    if (cfg.retire_after_s <= 0) throw greyhound::ArgError("--retire-after-s must be > 0");
+    if (c.baseline_after_s < 0 || c.baseline_every_s < 0 || c.planner.ski.s3_pause_s < 0 || c.planner.ski.s4_restart_s < 0) {
       throw greyhound::ArgError("--baseline-after-s, --baseline-every-s, --s3-pause-s and --s4-restart-s must be >= 0");
     }
   } catch (const greyhound::ArgError& e) {
@@ -57,7 +63,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::signal(SIGPIPE, SIG_IGN);
-  spdlog::info("master for job {} on Redis {}", cfg.job, cfg.redis.describe());
+  if (cfg.jobs_pattern.empty()) {
+    spdlog::info("master for job {} on Redis {}", cfg.job, cfg.redis.describe());
+  } else {
+    spdlog::info("master for the jobs matching '{}' on Redis {}", cfg.jobs_pattern, cfg.redis.describe());
+  }
   greyhound::master::Master master(cfg);
 
   boost::asio::io_context io;

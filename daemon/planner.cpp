@@ -8,12 +8,14 @@
 #include "greyhound/mitigate/cost_model.h"
 #include "greyhound/mitigate/microbatch_solver.h"
 #include "greyhound/mitigate/topology_planner.h"
+#include "greyhound/parallel_shape.h"
+#include "greyhound/vocabulary.h"
 
 namespace greyhound::master {
 namespace {
 
-bool can(const JobLayout& l, const char* s) {
-  return std::find(l.capabilities.begin(), l.capabilities.end(), s) != l.capabilities.end();
+bool can(const JobLayout& l, Strategy s) {
+  return std::find(l.capabilities.begin(), l.capabilities.end(), name(s)) != l.capabilities.end();
 }
 
 std::string fmt_vec(const std::vector<int>& v) {
@@ -27,15 +29,16 @@ std::string fmt_vec(const std::vector<int>& v) {
 std::optional<Planner> Planner::start(const PlannerConfig& config, const Incident& incident, const Localisation& loc,
                                       const JobLayout& layout, std::string* why) {
   mitigate::SkiRentalIncident si;
-  si.cause = loc.cause == "computation"     ? mitigate::FailSlowCause::kComputation
-             : loc.cause == "communication" ? mitigate::FailSlowCause::kCommunication
-                                            : mitigate::FailSlowCause::kBoth;
+  const std::optional<Cause> cause = parse_cause(loc.cause);
+  si.cause = cause == Cause::kComputation     ? mitigate::FailSlowCause::kComputation
+             : cause == Cause::kCommunication ? mitigate::FailSlowCause::kCommunication
+                                              : mitigate::FailSlowCause::kBoth;
   si.healthy_iteration_s = incident.before_ms * 1e-3;
-  si.s2_available = can(layout, "S2") && loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(layout.dp) &&
-                    layout.dp > 1;
-  si.s3_available = can(layout, "S3") && layout.gpus_per_node > 0 && layout.gpus_per_node % layout.tp == 0 &&
+  si.s2_available = can(layout, Strategy::kS2) &&
+                    loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(layout.dp) && layout.dp > 1;
+  si.s3_available = can(layout, Strategy::kS3) && layout.gpus_per_node > 0 && layout.gpus_per_node % layout.tp == 0 &&
                     layout.world % layout.gpus_per_node == 0;
-  si.s4_available = can(layout, "S4");
+  si.s4_available = can(layout, Strategy::kS4);
   if (!si.s2_available && !si.s3_available && !si.s4_available) {
     if (why) *why = "the job can apply none of S2, S3, S4 for this incident";
     return std::nullopt;
@@ -67,7 +70,7 @@ Planner::Planner(const PlannerConfig& c, mitigate::SkiRental s, const Incident& 
 void Planner::update(const Localisation& loc) {
   // Still there: a straggler is still named (a remedy may balance the replicas, not the straggler's own
   // group), or the replicas are still skewed, or a communication suspect remains.
-  present_ = loc.culprit >= 0 || loc.cause != "unknown" || loc.replica_skew >= config_.still_slow_skew;
+  present_ = loc.culprit >= 0 || loc.cause != name(Cause::kUnknown) || loc.replica_skew >= config_.still_slow_skew;
   loc_ = loc;
   if (loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(layout_.dp)) replica_ms_ = loc.replica_ms_per_microbatch;
 }
@@ -96,8 +99,8 @@ std::optional<Plan> Planner::s2_plan(const std::string& why) {
     return std::nullopt;
   }
   Plan p;
-  p.strategy = "S2";
-  p.action = "apply";
+  p.strategy = name(Strategy::kS2);
+  p.action = name(PlanAction::kApply);
   p.incident = incident_;
   for (auto m : sol->microbatches) p.microbatches.push_back(static_cast<int>(m));
   char buf[256];
@@ -129,16 +132,17 @@ std::optional<Plan> Planner::s3_plan(const std::string& why) {
   cluster.gpu_slowdown.assign(static_cast<std::size_t>(layout_.world), 1.0);
   if (loc_.culprit >= 0 && loc_.culprit < layout_.world && loc_.culprit_replica >= 0 && loc_.culprit_replica < D) {
     // The culprit's GPU, where the current placement puts its (tp, dp, pp).
-    const int tp = loc_.culprit % T, dp = (loc_.culprit / T) % D, pp = loc_.culprit / (T * D);
+    const RankCoords c = ParallelShape{T, D, P}.coords(loc_.culprit);
     for (std::size_t s = 0; s < placement_.size(); ++s) {
-      if (placement_[s].dp == dp && placement_[s].pp == pp) {
-        cluster.gpu_slowdown[s * static_cast<std::size_t>(T) + static_cast<std::size_t>(tp)] =
+      if (placement_[s].dp == c.dp && placement_[s].pp == c.pp) {
+        cluster.gpu_slowdown[s * static_cast<std::size_t>(T) + static_cast<std::size_t>(c.tp)] =
             std::max(1.0, replica_ms_[static_cast<std::size_t>(loc_.culprit_replica)] / healthy_slot_ms);
       }
     }
   }
   for (const SuspectLink& l : loc_.suspect_links) {
-    if (loc_.cause == "computation") break;  // then the slowness is the GPU's, whatever else waits for it
+    // A computation cause: the slowness is the GPU's, whatever else waits for it.
+    if (loc_.cause == name(Cause::kComputation)) break;
     if (l.node_a < cluster.nodes && l.node_b < cluster.nodes && l.ratio > 1) {
       cluster.links.push_back({l.node_a, l.node_b, kInterBps / l.ratio});
     }
@@ -167,8 +171,8 @@ std::optional<Plan> Planner::s3_plan(const std::string& why) {
   auto tp_plan = planner.plan(placement_, opt);
   if (!tp_plan || !tp_plan->worthwhile || tp_plan->placement == placement_) return decline();
   Plan p;
-  p.strategy = "S3";
-  p.action = "apply";
+  p.strategy = name(Strategy::kS3);
+  p.action = name(PlanAction::kApply);
   p.incident = incident_;
   p.placement = nlohmann::json::array();
   for (const auto& r : mitigate::rank_roles(tp_plan->placement, T, D, G)) {
@@ -184,10 +188,10 @@ std::optional<Plan> Planner::s3_plan(const std::string& why) {
 
 std::optional<Plan> Planner::s4_plan(const std::string& why) {
   Plan p;
-  p.strategy = "S4";
-  p.action = "apply";
+  p.strategy = name(Strategy::kS4);
+  p.action = name(PlanAction::kApply);
   p.incident = incident_;
-  if (loc_.culprit >= 0 && loc_.cause != "communication") {
+  if (loc_.culprit >= 0 && loc_.cause != name(Cause::kCommunication)) {
     p.exclude_ranks.push_back(loc_.culprit);
     if (loc_.culprit_node >= 0) p.exclude_nodes.push_back(loc_.culprit_node);
   } else {
@@ -214,8 +218,8 @@ std::optional<Plan> Planner::observe(double iteration_s) {
   if (d.action == mitigate::SkiRentalAction::kRevert) {
     if (reverted_to_original()) return std::nullopt;
     Plan p;
-    p.strategy = "S1";
-    p.action = "revert";
+    p.strategy = name(Strategy::kS1);
+    p.action = name(PlanAction::kRevert);
     p.incident = incident_;
     p.microbatches = original_;
     if (placement_ != original_placement_) {

@@ -20,16 +20,17 @@
 #include <string>
 #include <vector>
 
-#include "common/messages.h"
+#include "store/messages.h"
 #include "daemon/localiser.h"
 #include "greyhound/mitigate/placement.h"
 #include "greyhound/mitigate/ski_rental.h"
+#include "greyhound/thresholds.h"
 
 namespace greyhound::master {
 
 struct PlannerConfig {
   mitigate::SkiRentalConfig ski;
-  double still_slow_skew = 1.10;  // a replica this much slower than the median per micro-batch: still there
+  double still_slow_skew = kPeerExcessRatio;  // a replica this much slower than the median per micro-batch: still there
 };
 
 class Planner {

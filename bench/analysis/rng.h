@@ -6,17 +6,16 @@
 #include <cmath>
 #include <cstdint>
 
+#include "greyhound/hash.h"
+
 namespace greyhound::analysis::eval {
 
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) {
     for (auto& w : s_) {
-      seed += 0x9e3779b97f4a7c15ull;
-      std::uint64_t z = seed;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      w = z ^ (z >> 31);
+      w = splitmix64(seed);
+      seed += kGoldenGamma;
     }
   }
   std::uint64_t next() {

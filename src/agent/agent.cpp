@@ -9,12 +9,13 @@
 
 #include "common/clock.h"
 #include "common/record_json.h"
-#include "greyhound/redis_keys.h"
 
 namespace greyhound::agent {
 
 Agent::Agent(AgentConfig config)
-    : cfg_(std::move(config)), redis_(RedisClient::Options::for_daemon(cfg_.redis, std::chrono::milliseconds(500))) {
+    : cfg_(std::move(config)),
+      redis_(RedisClient::Options::for_daemon(cfg_.redis, std::chrono::milliseconds(500))),
+      store_(redis_, cfg_.job) {
   started_ns_ = clock_ns(CLOCK_MONOTONIC);
   mono_to_unix_ns_ = static_cast<std::int64_t>(clock_ns(CLOCK_REALTIME)) - static_cast<std::int64_t>(started_ns_);
   last_activity_ns_ = started_ns_;
@@ -68,16 +69,14 @@ void Agent::queue_event(Event e) {
       spdlog::warn("event queue full ({} events) while Redis is unavailable: dropping the oldest", cfg_.event_queue_max);
     }
   }
-  events_.push_back(to_json(e).dump());
+  events_.push_back(std::move(e));
 }
 
 void Agent::flush_events() {
   while (!events_.empty()) {
-    auto r = redis_.command({"XADD", keys::events(cfg_.job), "MAXLEN", "~", "100000", "*", "json", events_.front()});
-    if (!r) return;  // keep it for the next attempt
-    if (r->is_error()) {
-      if (logged_.insert("xadd:" + r->str).second) spdlog::error("XADD refused: {}", r->str);
-    }
+    const Status s = store_.append_event(events_.front());
+    if (!s && s.code() == Errc::kUnavailable) return;  // keep it for the next attempt
+    if (!s && logged_.insert("append:" + s.error()).second) spdlog::error("event refused: {}", s.error());
     events_.pop_front();
   }
 }
@@ -90,10 +89,9 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
     return;
   }
   if (logged_.erase("redis-down") != 0) spdlog::info("connected to Redis at {}", redis_.endpoint().describe());
-  std::vector<std::vector<std::string>> cmds;
-  const std::string& job = cfg_.job;
+  store::AgentUpdate update = store_.agent_update();
   if (full || published_reconnects_ != redis_.reconnects()) {
-    cmds.push_back({"SADD", keys::jobs(), job});
+    update.register_job();
     for (const auto& [path, t] : trackers_) {
       RankRegistration reg;
       reg.rank = t->rank();
@@ -104,14 +102,8 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
       reg.device = t->local_rank();
       reg.ring = path;
       reg.t_unix_ms = unix_ms_of(t->created_mono_ns());
-      cmds.push_back({"SET", keys::rank(job, reg.rank), to_json(reg).dump()});
-      cmds.push_back({"SADD", keys::ranks(job), std::to_string(reg.rank)});
-      for (const auto& [gid, g] : t->groups()) {
-        const std::string hex = group_id_hex(gid);
-        cmds.push_back({"SADD", keys::groups(job), hex});
-        cmds.push_back({"HSET", keys::group(job, hex), "size", std::to_string(g.group_size), "member:" +
-                        std::to_string(g.group_rank), std::to_string(t->rank()), "created_by", nlohmann::json(g.created_by).dump()});
-      }
+      update.rank(reg);
+      for (const auto& [gid, g] : t->groups()) update.group_member(gid, g.group_size, g.group_rank, t->rank(), g.created_by);
     }
     if (!started_event_sent_) {
       Event e;
@@ -122,9 +114,7 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
       started_event_sent_ = true;
     }
   }
-  for (const auto& [rank, u] : pending_iters_) {
-    cmds.push_back({"SET", keys::iter(job, rank), to_json(u).dump(), "EX", "60"});
-  }
+  for (const auto& [rank, u] : pending_iters_) update.iteration(u);
   if (now_ns >= next_heartbeat_ns_) {
     AgentHeartbeat hb;
     hb.node = cfg_.node;
@@ -135,29 +125,18 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
       hb.ranks.push_back(t->rank());
       hb.records_read += t->records_read();
       hb.records_lost += t->records_lost();
-      nlohmann::json ops = nlohmann::json::object();
-      for (const auto& [gid, counts] : t->op_counts()) {
-        for (const auto& [op, n] : counts) ops[group_id_hex(gid)][op] = n;
-      }
-      for (const auto& [gid, per_op] : ops.items()) {
-        cmds.push_back({"HSET", keys::group(job, gid), "ops:" + std::to_string(t->rank()), per_op.dump()});
-      }
+      for (const auto& [gid, counts] : t->op_counts()) update.group_ops(gid, t->rank(), counts);
     }
     std::sort(hb.ranks.begin(), hb.ranks.end());
     hb.events_dropped = events_dropped_;
     hb.redis_reconnects = redis_.reconnects();
-    cmds.push_back({"SET", keys::agent(job, cfg_.node), to_json(hb).dump(), "EX", "10"});
-    cmds.push_back({"SADD", keys::agents(job), std::to_string(cfg_.node)});
+    update.heartbeat(hb);
     next_heartbeat_ns_ = now_ns + static_cast<std::uint64_t>(cfg_.heartbeat_ms) * 1'000'000ull;
   }
-  if (!cmds.empty()) {
-    auto r = redis_.pipeline(cmds);
-    if (!r) return;  // state is re-sent after the reconnect
-    for (const auto& reply : *r) {
-      if (reply.is_error() && logged_.insert("state:" + reply.str).second) {
-        spdlog::error("Redis refused a state update: {}", reply.str);
-      }
-    }
+  if (!update.empty()) {
+    const Status s = store_.publish(update);
+    if (!s && s.code() == Errc::kUnavailable) return;  // state is re-sent after the reconnect
+    if (!s && logged_.insert("state:" + s.error()).second) spdlog::error("Redis refused a state update: {}", s.error());
     pending_iters_.clear();
     published_reconnects_ = redis_.reconnects();
   }
@@ -166,39 +145,24 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
 
 void Agent::poll_commands(std::uint64_t now_ns) {
   if (!redis_.connected()) return;
-  const std::string key = keys::commands(cfg_.job, cfg_.node);
   if (command_cursor_.empty()) {
     // Start after the newest command: commands are for agents that are running when they are issued.
-    auto r = redis_.command({"XREVRANGE", key, "+", "-", "COUNT", "1"});
-    if (!r) return;
-    command_cursor_ = r->type == RedisReply::Type::kArray && !r->elements.empty() &&
-                              !r->elements[0].elements.empty()
-                          ? r->elements[0].elements[0].str
-                          : "0-0";
+    auto last = store_.last_command_id(cfg_.node);
+    if (!last) return;
+    command_cursor_ = *last;
   }
-  auto r = redis_.command({"XREAD", "COUNT", "16", "STREAMS", key, command_cursor_});
-  if (!r || r->type != RedisReply::Type::kArray || r->elements.empty()) return;
-  for (const auto& entry : r->elements[0].elements.size() > 1 ? r->elements[0].elements[1].elements
-                                                              : std::vector<RedisReply>{}) {
-    if (entry.elements.size() < 2) continue;
-    command_cursor_ = entry.elements[0].str;
-    const auto& fields = entry.elements[1].elements;
-    std::string text;
-    for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
-      if (fields[i].str == "json") text = fields[i + 1].str;
-    }
-    std::string err;
-    auto cmd = parse_command(text, &err);
-    if (!cmd) {
-      if (logged_.insert("bad-command").second) spdlog::warn("ignoring a malformed command ({})", err);
+  auto entries = store_.read_commands(cfg_.node, command_cursor_, 16);
+  if (!entries) return;
+  for (const auto& entry : *entries) {
+    command_cursor_ = entry.id;
+    if (!entry.value) {
+      if (logged_.insert("bad-command").second) spdlog::warn("ignoring a malformed command ({})", entry.error);
       continue;
     }
+    const Command* cmd = &*entry.value;
     if (cmd->cmd == "resync") published_reconnects_ = ~0ull;
     if (cmd->cmd == "profile") {
-      double secs = 3.0;
-      if (cmd->args.is_object() && cmd->args.contains("duration_s") && cmd->args["duration_s"].is_number()) {
-        secs = std::clamp(cmd->args["duration_s"].get<double>(), 0.2, 120.0);
-      }
+      const double secs = cmd->duration_s;
       profile_request_ = cmd->id;
       for (auto& [path, t] : trackers_) {
         std::string err;
@@ -213,7 +177,7 @@ void Agent::poll_commands(std::uint64_t now_ns) {
     ack.type = event_type::kCommandAck;
     ack.t_s = job_time_s(now_ns);
     ack.t_unix_ms = unix_ms_of(now_ns);
-    ack.detail = {{"cmd", cmd->cmd}, {"id", cmd->id}, {"stream_id", command_cursor_}};
+    ack.detail = to_json(CommandAckDetail{cmd->cmd, cmd->id, command_cursor_});
     queue_event(ack);
   }
 }
@@ -245,11 +209,16 @@ void Agent::step(std::uint64_t now_ns) {
       e.t_s = job_time_s(now_ns);
       e.t_unix_ms = unix_ms_of(now_ns);
       e.rank = t->rank();
-      nlohmann::json groups = nlohmann::json::object();
-      for (const auto& [gid, g] : prof->groups) groups[group_id_hex(gid)] = {{"share", g.first}, {"calls_per_s", g.second}};
-      e.detail = {{"request", profile_request_}, {"window_s", prof->window_s}, {"iterations", prof->iterations},
-                  {"iter_ms", prof->iter_ms},       {"comm_share", prof->comm_share}, {"timings", prof->timings},
-                  {"status", prof->status},         {"groups", groups}};
+      ProfileReport report;
+      report.request = profile_request_;
+      report.window_s = prof->window_s;
+      report.iterations = prof->iterations;
+      report.iter_ms = prof->iter_ms;
+      report.comm_share = prof->comm_share;
+      report.timings = static_cast<std::int64_t>(prof->timings);
+      report.status = prof->status;
+      for (const auto& [gid, g] : prof->groups) report.groups[gid] = {g.first, g.second};
+      e.detail = to_json(report);
       queue_event(e);
     }
     if (obs.period_changed) {
@@ -258,7 +227,7 @@ void Agent::step(std::uint64_t now_ns) {
       e.t_s = job_time_s(now_ns);
       e.t_unix_ms = unix_ms_of(now_ns);
       e.rank = t->rank();
-      e.detail = {{"period", obs.period}};
+      e.detail = to_json(PeriodChangeDetail{static_cast<int>(obs.period)});
       queue_event(e);
     }
     for (const TrackedChange& c : obs.changes) {
@@ -273,7 +242,7 @@ void Agent::step(std::uint64_t now_ns) {
       e.before_ms = c.change.before_ms;
       e.after_ms = c.change.after_ms;
       e.ratio = c.change.ratio;
-      e.detail = {{"iteration_end_t_s", job_time_s(c.detected_end_t_ns)}, {"method", std::string(analysis::method_name(cfg_.method))}};
+      e.detail = to_json(ChangeDetail{std::string(analysis::method_name(cfg_.method)), job_time_s(c.detected_end_t_ns)});
       spdlog::info("rank {}: {} at iteration {} ({:.1f} -> {:.1f} ms), detected at iteration {}", e.rank, e.type,
                    e.index, e.before_ms, e.after_ms, e.detected_index);
       queue_event(e);
@@ -297,7 +266,7 @@ void Agent::shutdown(std::uint64_t now_ns, std::uint64_t deadline_ns) {
   e.type = event_type::kAgentStop;
   e.t_s = job_time_s(now_ns);
   e.t_unix_ms = unix_ms_of(now_ns);
-  e.detail = {{"events_dropped", events_dropped_}};
+  e.detail = to_json(AgentStopDetail{events_dropped_});
   queue_event(e);
   while (!events_.empty() && clock_ns(CLOCK_MONOTONIC) < deadline_ns) {
     redis_.ensure_connected();

@@ -16,7 +16,8 @@
 
 #include "agent/rank_tracker.h"
 #include "common/redis_client.h"
-#include "common/messages.h"
+#include "store/job_store.h"
+#include "store/messages.h"
 
 namespace greyhound::agent {
 
@@ -59,10 +60,11 @@ class Agent {
 
   AgentConfig cfg_;
   RedisClient redis_;
+  store::JobStore store_;
   std::map<std::string, std::unique_ptr<RankTracker>> trackers_;  // by ring path
   std::set<std::string> ignored_rings_;  // stale rings from earlier runs
   std::map<int, IterationUpdate> pending_iters_;
-  std::deque<std::string> events_;  // JSON texts waiting for XADD
+  std::deque<Event> events_;  // waiting for the event stream
   std::uint64_t events_dropped_ = 0;
   std::uint64_t next_discovery_ns_ = 0;
   std::uint64_t next_heartbeat_ns_ = 0;

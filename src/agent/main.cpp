@@ -26,13 +26,6 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
-int env_node() {
-  for (const char* v : {"GREYHOUND_NODE", "GROUP_RANK", "NODE_RANK", "SLURM_NODEID"}) {
-    if (const char* s = std::getenv(v); s != nullptr && *s != '\0') return std::atoi(s);
-  }
-  return 0;
-}
-
 }  // namespace
 
 std::string agent_lock_path(const std::string& shm_dir, const std::string& job) {
@@ -56,7 +49,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     cfg.job = greyhound::sanitize_job_name(a.str("job", env.job));
-    cfg.node = static_cast<int>(a.integer_in("node", env_node(), 0, 1 << 24));
+    cfg.node = static_cast<int>(a.integer_in("node", env.node, 0, 1 << 24));
     cfg.shm_dir = a.str("shm-dir", env.shm_dir);
     cfg.redis = a.has("redis") ? greyhound::parse_redis_url(a.str("redis")) : greyhound::redis_endpoint_from_env();
     cfg.poll_ms = static_cast<int>(a.integer_in("poll-ms", 50, 1, 60000));
@@ -65,9 +58,7 @@ int main(int argc, char** argv) {
     const auto method = greyhound::analysis::method_from_name(a.str("method", "bocd+v"));
     if (!method) throw greyhound::ArgError("--method: bocd+v, bocd or window");
     cfg.method = *method;
-    const char* epoch = std::getenv("GREYHOUND_JOB_EPOCH_NS");
-    cfg.epoch_ns = static_cast<std::uint64_t>(
-        a.integer("epoch-ns", epoch != nullptr && *epoch != '\0' ? std::atoll(epoch) : 0));
+    cfg.epoch_ns = static_cast<std::uint64_t>(a.integer("epoch-ns", static_cast<std::int64_t>(env.job_epoch_ns)));
   } catch (const greyhound::ArgError& e) {
     std::fprintf(stderr, "greyhound-agent: %s\n", e.what());
     return 2;

@@ -1,5 +1,6 @@
 #include "agent/rank_tracker.h"
 
+#include "greyhound/hash.h"
 #include "greyhound/ops.h"
 
 #include <algorithm>
@@ -11,13 +12,13 @@ constexpr std::size_t kHistory = 4096;
 
 std::uint64_t record_symbol(const RecordPayload& p) {
   std::uint64_t group = p.group_id;
-  if (op_is_p2p(static_cast<Op>(p.op))) group ^= 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(p.peer + 2);
+  if (op_is_p2p(static_cast<Op>(p.op))) group ^= kGoldenGamma * static_cast<std::uint64_t>(p.peer + 2);
   return analysis::op_symbol(p.op, group, p.bytes);
 }
 
 bool in_iteration_pattern(const RecordPayload& p) {
   const Op op = static_cast<Op>(p.op);
-  return op_moves_data(op) || op == Op::kGroupStart || op == Op::kGroupEnd;
+  return op_moves_data(op) || op_is_group(op);
 }
 
 RankTracker::RankTracker(std::unique_ptr<RingReader> reader, analysis::DetectionMethod method)

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "greyhound/hash.h"
+
 namespace greyhound::analysis {
 namespace {
 
@@ -14,14 +16,6 @@ constexpr std::size_t kScreenMaxMismatches = kScreenSamples / 4;
 // Refinement (see detect_period()): mismatch clusters examined, and refinement rounds.
 constexpr std::size_t kRefineClusters = 8;
 constexpr int kRefineRounds = 4;
-
-std::uint64_t mix64(std::uint64_t x) {
-  // splitmix64 finaliser: every input bit affects every output bit.
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Fixed screening positions as fractions of the window: the golden-ratio sequence, spread evenly and not
 // aligned with any small period.
@@ -81,7 +75,7 @@ bool is_rotation(const std::vector<std::uint64_t>& a, const std::vector<std::uin
 }  // namespace
 
 std::uint64_t op_symbol(std::uint64_t op, std::uint64_t group_id, std::uint64_t bytes) {
-  return mix64(mix64(mix64(op) ^ group_id) ^ bytes);
+  return splitmix64(splitmix64(splitmix64(op) ^ group_id) ^ bytes);
 }
 
 std::optional<PeriodFit> detect_period(std::span<const std::uint64_t> s, const PeriodParams& params) {

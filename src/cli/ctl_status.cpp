@@ -1,67 +1,86 @@
 // greyhoundctl status --job J [--redis URL] [--json]: ranks, nodes, groups, current iteration times,
-// the master's state and open incidents of one job, read from Redis. Malformed values are reported per
-// entry (and once on stderr), never fatal.
+// the master's state and open incidents of one job, read from Redis through the job store. Malformed values
+// are reported per entry (and once on stderr), never fatal; a Redis that goes away midway is an error.
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/ctl_commands.h"
 #include "common/args.h"
-#include "common/messages.h"
 #include "common/redis_client.h"
-#include "greyhound/config.h"
-#include "greyhound/redis_keys.h"
 #include "greyhound/ring.h"
+#include "store/job_store.h"
+#include "store/messages.h"
 
 namespace greyhound::ctl {
 namespace {
 
 using nlohmann::json;
 
-class Reader {
+// Reads one value through the store: the value, or nullopt when absent or malformed. A malformed value's
+// reason (without the key) goes to *malformed and, once per kind of problem, to stderr.
+class Notes {
  public:
-  explicit Reader(RedisClient& c) : c_(c) {}
-  std::vector<std::string> members(const std::string& key) {
-    std::vector<std::string> out;
-    auto r = c_.command({"SMEMBERS", key});
-    if (!r) throw std::runtime_error(c_.last_error());
-    for (const auto& e : r->elements) out.push_back(e.str);
-    return out;
-  }
-  // The string at key; nullopt when absent or not a string (noted).
-  std::optional<std::string> get(const std::string& key) {
-    auto r = c_.command({"GET", key});
-    if (!r) throw std::runtime_error(c_.last_error());
-    if (r->type == RedisReply::Type::kString) return r->str;
-    if (r->is_error()) note(key, r->str);
+  template <class T>
+  std::optional<T> take(Result<std::optional<T>> r, std::string* malformed = nullptr) {
+    if (r.ok()) return std::move(*r);
+    if (r.code() == Errc::kUnavailable) throw std::runtime_error(r.error());
+    // The store names the key first ("<key>: <field>: <why>"); keys hold no spaces.
+    const std::string& e = r.error();
+    const auto cut = e.find(": ");
+    const std::string where = cut == std::string::npos ? std::string() : e.substr(0, cut);
+    const std::string why = cut == std::string::npos ? e : e.substr(cut + 2);
+    note(where, why);
+    if (malformed != nullptr && r.code() == Errc::kInvalid) *malformed = why;
     return std::nullopt;
   }
-  std::map<std::string, std::string> hash(const std::string& key) {
-    std::map<std::string, std::string> out;
-    auto r = c_.command({"HGETALL", key});
-    if (!r) throw std::runtime_error(c_.last_error());
-    if (r->is_error()) note(key, r->str);
-    for (std::size_t i = 0; i + 1 < r->elements.size(); i += 2) out[r->elements[i].str] = r->elements[i + 1].str;
-    return out;
+  // A list (ranks, nodes, groups): empty, noted, when it cannot be read as one.
+  template <class T>
+  std::vector<T> list(Result<std::vector<T>> r) {
+    if (r.ok()) return std::move(*r);
+    if (r.code() == Errc::kUnavailable) throw std::runtime_error(r.error());
+    note("list", r.error());
+    return {};
   }
-  void note(const std::string& key, const std::string& why) {
+  void note(const std::string& where, const std::string& why) {
     if (warned_.insert(why.substr(0, why.find(':'))).second) {
-      std::fprintf(stderr, "greyhoundctl status: %s: %s (shown as malformed)\n", key.c_str(), why.c_str());
+      std::fprintf(stderr, "greyhoundctl status: %s: %s (shown as malformed)\n", where.c_str(), why.c_str());
     }
   }
 
  private:
-  RedisClient& c_;
   std::set<std::string> warned_;
 };
 
-int to_int(const std::string& s, int def) {
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  return s.empty() || *end != '\0' ? def : static_cast<int>(v);
+json group_row(const store::Entry<GroupRecord>& e, Notes& notes) {
+  json row = {{"group", e.id}};
+  if (!e.error.empty()) notes.note("group " + e.id, e.error);
+  if (!e.value) {
+    row["size"] = -1;
+    row["members"] = json::array();
+    row["ops"] = json::array();
+    row["malformed"] = e.error;
+    return row;
+  }
+  const GroupRecord& g = *e.value;
+  row["size"] = g.size > 0 ? g.size : -1;
+  json members = json::array();
+  for (int i = 0; i < g.size; ++i) {
+    const auto it = g.members.find(i);
+    members.push_back(it == g.members.end() ? json(nullptr) : json(it->second));
+  }
+  row["members"] = members;
+  if (!g.created_by.empty()) row["created_by"] = g.created_by;
+  std::set<std::string> ops;
+  for (const auto& [rank, counts] : g.ops) {
+    for (const auto& [op, n] : counts) ops.insert(op);
+  }
+  row["ops"] = ops;
+  return row;
 }
 
 }  // namespace
@@ -76,144 +95,78 @@ int cmd_status(const Argv& argv) {
     std::fprintf(stderr, "greyhoundctl status: %s\n", client.last_error().c_str());
     return 1;
   }
-  Reader rd(client);
+  store::JobStore st(client, job);
+  Notes notes;
   const std::int64_t now_ms = unix_ms_now();
   json out = {{"job", job}};
 
   // Master and incidents.
-  MasterState master;
-  bool master_ok = false;
-  if (auto t = rd.get(keys::master(job))) {
-    std::string err;
-    if (auto m = parse_master_state(*t, &err)) {
-      master = *m;
-      master_ok = true;
-    } else {
-      rd.note(keys::master(job), err);
-    }
-  }
-  out["state"] = master_ok ? master.state : "unknown (no master state)";
-  out["master"] = master_ok ? to_json(master) : json(nullptr);
+  const std::optional<MasterState> master = notes.take(st.master_state());
+  out["state"] = master ? master->state : "unknown (no master state)";
+  out["master"] = master ? to_json(*master) : json(nullptr);
   out["incidents"] = json::array();
-  {
-    auto r = client.command({"ZREVRANGE", keys::incidents(job), "0", "9"});
-    if (r && r->type == RedisReply::Type::kArray) {
-      for (const auto& id : r->elements) {
-        const auto text = rd.get(keys::incident(job, std::atoll(id.str.c_str())));
-        if (!text) continue;
-        std::string err;
-        if (auto i = parse_incident(*text, &err)) {
-          out["incidents"].push_back(to_json(*i));
-        } else {
-          rd.note(keys::incident(job, std::atoll(id.str.c_str())), err);
-          out["incidents"].push_back({{"id", id.str}, {"malformed", err}});
-        }
+  if (auto ids = st.recent_incidents(10); ids.ok()) {
+    for (std::int64_t id : *ids) {
+      std::string err;
+      if (auto i = notes.take(st.incident(id), &err)) {
+        out["incidents"].push_back(to_json(*i));
+      } else if (!err.empty()) {
+        out["incidents"].push_back({{"id", std::to_string(id)}, {"malformed", err}});
       }
     }
+  } else if (ids.code() == Errc::kUnavailable) {
+    throw std::runtime_error(ids.error());
   }
 
   // Ranks with their registration and current iteration time.
-  std::vector<int> ranks;
-  for (const auto& s : rd.members(keys::ranks(job))) {
-    const int r = to_int(s, -1);
-    if (r >= 0) ranks.push_back(r);
-  }
-  std::sort(ranks.begin(), ranks.end());
   out["ranks"] = json::array();
-  for (int r : ranks) {
+  for (int r : notes.list(st.ranks())) {
     json row = {{"rank", r}};
     std::string err;
-    if (auto t = rd.get(keys::rank(job, r))) {
-      if (auto reg = parse_rank_registration(*t, &err)) {
-        row.update(to_json(*reg));
-      } else {
-        rd.note(keys::rank(job, r), err);
-        row["malformed"] = err;
-      }
+    if (auto reg = notes.take(st.rank(r), &err)) {
+      row.update(to_json(*reg));
+    } else if (!err.empty()) {
+      row["malformed"] = err;
     }
-    if (auto t = rd.get(keys::iter(job, r))) {
-      if (auto u = parse_iteration_update(*t, &err)) {
-        row["iteration"] = u->index;
-        row["iter_ms"] = u->iter_ms;
-        row["period"] = u->period;
-        row["age_s"] = static_cast<double>(now_ms - u->t_unix_ms) * 1e-3;
-      } else {
-        rd.note(keys::iter(job, r), err);
-        row["iteration_malformed"] = err;
-      }
+    err.clear();
+    if (auto u = notes.take(st.iteration(r), &err)) {
+      row["iteration"] = u->index;
+      row["iter_ms"] = u->iter_ms;
+      row["period"] = u->period;
+      row["age_s"] = static_cast<double>(now_ms - u->t_unix_ms) * 1e-3;
+    } else if (!err.empty()) {
+      row["iteration_malformed"] = err;
     }
     out["ranks"].push_back(row);
   }
 
   // Nodes: agents' heartbeats (they expire: an absent one means the agent is gone).
   out["nodes"] = json::array();
-  std::vector<int> nodes;
-  for (const auto& s : rd.members(keys::agents(job))) {
-    const int n = to_int(s, -1);
-    if (n >= 0) nodes.push_back(n);
-  }
-  std::sort(nodes.begin(), nodes.end());
-  for (int n : nodes) {
+  for (int n : notes.list(st.agents())) {
     json row = {{"node", n}, {"alive", false}};
-    if (auto t = rd.get(keys::agent(job, n))) {
-      std::string err;
-      if (auto hb = parse_agent_heartbeat(*t, &err)) {
-        row.update(to_json(*hb));
-        row["alive"] = true;
-        row["heartbeat_age_s"] = static_cast<double>(now_ms - hb->t_unix_ms) * 1e-3;
-      } else {
-        rd.note(keys::agent(job, n), err);
-        row["malformed"] = err;
-      }
+    std::string err;
+    if (auto hb = notes.take(st.heartbeat(n), &err)) {
+      row.update(to_json(*hb));
+      row["alive"] = true;
+      row["heartbeat_age_s"] = static_cast<double>(now_ms - hb->t_unix_ms) * 1e-3;
+    } else if (!err.empty()) {
+      row["malformed"] = err;
     }
     out["nodes"].push_back(row);
   }
 
   // Groups: members in group-rank order, what they move.
   out["groups"] = json::array();
-  auto gids = rd.members(keys::groups(job));
-  std::sort(gids.begin(), gids.end());
-  for (const auto& gid : gids) {
-    const auto h = rd.hash(keys::group(job, gid));
-    json row = {{"group", gid}, {"size", to_int(h.count("size") ? h.at("size") : "", -1)}};
-    json members = json::array();
-    const int size = row["size"].get<int>();
-    for (int i = 0; i < std::max(size, 0) && i < 1 << 20; ++i) {
-      const auto it = h.find("member:" + std::to_string(i));
-      members.push_back(it == h.end() ? json(nullptr) : json(to_int(it->second, -1)));
-    }
-    row["members"] = members;
-    if (h.count("created_by")) {
-      try {
-        row["created_by"] = json::parse(h.at("created_by"));
-      } catch (const json::exception&) {
-        rd.note(keys::group(job, gid), "created_by: not JSON");
-      }
-    }
-    std::set<std::string> ops;
-    for (const auto& [k, v] : h) {
-      if (k.rfind("ops:", 0) != 0) continue;
-      try {
-        const json per_op = json::parse(v);  // named: items() of a temporary would dangle
-        if (per_op.is_object()) {
-          for (const auto& [op, n] : per_op.items()) ops.insert(op);
-        }
-      } catch (const json::exception&) {
-        rd.note(keys::group(job, gid), k + ": not JSON");
-      }
-    }
-    row["ops"] = ops;
-    out["groups"].push_back(row);
-  }
+  for (const auto& g : notes.list(st.groups())) out["groups"].push_back(group_row(g, notes));
 
   if (args.flag("json")) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   std::printf("job %s: %s", job.c_str(), out["state"].get<std::string>().c_str());
-  if (master_ok) {
-    std::printf(" (%lld incidents, %lld events processed, %lld rejected)", static_cast<long long>(master.incidents_total),
-                static_cast<long long>(master.events_processed), static_cast<long long>(master.events_rejected));
+  if (master) {
+    std::printf(" (%lld incidents, %lld events processed, %lld rejected)", static_cast<long long>(master->incidents_total),
+                static_cast<long long>(master->events_processed), static_cast<long long>(master->events_rejected));
   }
   std::printf("\n\nRANK  NODE  HOST              PID     ITER     ITER_MS  PERIOD   AGE_S\n");
   for (const auto& r : out["ranks"]) {

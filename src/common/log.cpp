@@ -3,17 +3,12 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <cstdlib>
 
 namespace greyhound {
 
 void init_logging(const std::string& program, LogLevel default_level) {
-  LogLevel level = default_level;
-  if (const char* v = std::getenv("GREYHOUND_LOG_LEVEL"); v != nullptr && *v != '\0') {
-    bool ok = false;
-    const LogLevel parsed = parse_log_level(v, &ok);
-    if (ok) level = parsed;
-  }
+  const EnvConfig env = read_env_config();
+  const LogLevel level = env.log_level_set ? env.log_level : default_level;
   auto logger = spdlog::get(program);
   if (!logger) logger = spdlog::stderr_color_mt(program);
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %n %^%l%$: %v");

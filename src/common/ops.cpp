@@ -5,14 +5,6 @@
 namespace greyhound {
 namespace {
 
-constexpr std::array<std::string_view, kOpCount> kOpNames = {
-    "None",          "AllReduce",         "AllGather",    "ReduceScatter", "Broadcast",
-    "Bcast",         "Reduce",            "AlltoAll",     "Gather",        "Scatter",
-    "Send",          "Recv",              "GroupStart",   "GroupEnd",      "GetUniqueId",
-    "CommInitRank",  "CommInitRankConfig", "CommInitAll", "CommSplit",     "CommDestroy",
-    "CommAbort",     "CommFinalize",      "CommInitRankScalable", "CommShrink",    "Timing",
-};
-
 // Indexed by ncclDataType_t of nccl.h 2.28.
 constexpr std::array<std::string_view, 12> kDtypeNames = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
@@ -22,8 +14,8 @@ constexpr std::array<std::string_view, 12> kDtypeNames = {
 }  // namespace
 
 std::string_view op_name(Op op) noexcept {
-  const auto i = static_cast<std::size_t>(op);
-  return i < kOpNames.size() ? kOpNames[i] : std::string_view("Unknown");
+  const OpInfo* info = op_info(op);
+  return info ? info->name : std::string_view("Unknown");
 }
 
 std::string_view dtype_name(std::uint8_t dtype) noexcept {

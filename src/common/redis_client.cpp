@@ -1,5 +1,7 @@
 #include "common/redis_client.h"
 
+#include "greyhound/config.h"
+
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -111,12 +113,12 @@ RedisEndpoint parse_redis_url(const std::string& text) {
 }
 
 RedisEndpoint redis_endpoint_from_env() {
-  const char* url = std::getenv("GREYHOUND_REDIS");
-  RedisEndpoint e = parse_redis_url(url != nullptr ? url : "");
-  const char* file = std::getenv("GREYHOUND_REDIS_PASSWORD_FILE");
-  if (e.password.empty() && file != nullptr && *file != '\0') {
+  const EnvConfig env = read_env_config();
+  RedisEndpoint e = parse_redis_url(env.redis);
+  const std::string& file = env.redis_password_file;
+  if (e.password.empty() && !file.empty()) {
     std::ifstream in(file);
-    if (!in) throw std::invalid_argument(std::string("GREYHOUND_REDIS_PASSWORD_FILE: cannot read ") + file);
+    if (!in) throw std::invalid_argument("GREYHOUND_REDIS_PASSWORD_FILE: cannot read " + file);
     std::getline(in, e.password);
     while (!e.password.empty() && (e.password.back() == '\r' || e.password.back() == ' ')) e.password.pop_back();
   }

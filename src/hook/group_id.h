@@ -11,16 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace greyhound::hook {
+#include "greyhound/hash.h"
 
-constexpr std::uint64_t mix64(std::uint64_t x) noexcept {  // splitmix64 finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
+namespace greyhound::hook {
 
 inline std::uint64_t hash_bytes(const void* data, std::size_t n, std::uint64_t seed = 0) noexcept {
   const auto* p = static_cast<const unsigned char*>(data);

@@ -1,5 +1,7 @@
 #include "greyhound/mitigate/placement.h"
 
+#include "greyhound/parallel_shape.h"
+
 namespace greyhound::mitigate {
 
 Placement megatron_placement(int dp, int pp) {
@@ -38,11 +40,13 @@ std::vector<RankRole> rank_roles(const Placement& placement, int tp, int dp, int
   std::vector<RankRole> out;
   if (tp <= 0 || gpus_per_node <= 0 || gpus_per_node % tp != 0) return out;
   out.reserve(placement.size() * static_cast<std::size_t>(tp));
+  // Megatron's rank does not depend on the number of stages: pp = 1 stands in for it.
+  const ParallelShape shape{tp, dp, 1};
   // Slots are numbered node by node, so slot s covers launch ranks s * tp .. s * tp + tp - 1.
   for (std::size_t s = 0; s < placement.size(); ++s) {
     for (int t = 0; t < tp; ++t) {
       const Role r = placement[s];
-      out.push_back(RankRole{static_cast<int>(s) * tp + t, t, r.dp, r.pp, t + tp * (r.dp + dp * r.pp)});
+      out.push_back(RankRole{static_cast<int>(s) * tp + t, t, r.dp, r.pp, shape.rank({t, r.dp, r.pp})});
     }
   }
   return out;

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "greyhound/hash.h"
 #include "greyhound/ops.h"
 #include "sim/reduce.h"
 #include "sim/shm_sync.h"
@@ -35,6 +36,8 @@
 #include "sim/sim_process.h"
 
 namespace gs = greyhound::sim;
+using greyhound::kGoldenGamma;
+using greyhound::mix64;
 using greyhound::Op;
 
 namespace {
@@ -103,15 +106,6 @@ void set_error(const char* fmt, ...) {
   std::vsnprintf(t_last_error, sizeof t_last_error, fmt, ap);
   va_end(ap);
   gs::sim_log("%s", t_last_error);
-}
-
-std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
 }
 
 }  // namespace
@@ -654,7 +648,7 @@ ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, std
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (members[i].second == comm->rank) new_rank = static_cast<int>(i);
   }
-  const std::uint64_t child_key = mix64(comm->key ^ mix64(index + 0x9e3779b97f4a7c15ull * (salt + 1)) ^
+  const std::uint64_t child_key = mix64(comm->key ^ mix64(index + kGoldenGamma * (salt + 1)) ^
                                         mix64(static_cast<std::uint64_t>(static_cast<std::int64_t>(color)) + 77));
   return attach(newcomm, child_key, static_cast<int>(members.size()), new_rank);
 }

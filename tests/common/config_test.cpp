@@ -60,5 +60,23 @@ TEST(EnvConfig, BadValuesWarnAndKeepDefaults) {
   EXPECT_NE(c.warnings[0].find("GREYHOUND_DISABLE"), std::string::npos);
 }
 
+TEST(EnvConfig, NodeEpochAndPasswordFile) {
+  g_env = {{"SLURM_NODEID", "3"}, {"GREYHOUND_JOB_EPOCH_NS", "123456789"}, {"GREYHOUND_REDIS_PASSWORD_FILE", "/p"}};
+  EnvConfig c = read_env_config(&fake_getenv);
+  EXPECT_EQ(c.node, 3);
+  EXPECT_EQ(c.job_epoch_ns, 123456789u);
+  EXPECT_EQ(c.redis_password_file, "/p");
+  EXPECT_FALSE(c.log_level_set);
+  EXPECT_TRUE(c.warnings.empty());
+  g_env = {{"GREYHOUND_NODE", "1"}, {"NODE_RANK", "2"}};  // the first one set wins
+  EXPECT_EQ(read_env_config(&fake_getenv).node, 1);
+  g_env = {{"GREYHOUND_NODE", "x"}, {"GREYHOUND_JOB_EPOCH_NS", "-5"}, {"GREYHOUND_LOG_LEVEL", "loud"}};
+  c = read_env_config(&fake_getenv);
+  EXPECT_EQ(c.node, 0);
+  EXPECT_EQ(c.job_epoch_ns, 0u);
+  EXPECT_FALSE(c.log_level_set);
+  EXPECT_EQ(c.warnings.size(), 3u);
+}
+
 }  // namespace
 }  // namespace greyhound

@@ -7,9 +7,8 @@
 #include <string>
 #include <thread>
 
-#include "common/messages.h"
 #include "common/redis_client.h"
-#include "common/redis_server.h"
+#include "sim/redis_server.h"
 
 namespace greyhound {
 namespace {
@@ -27,7 +26,7 @@ class RedisTest : public ::testing::Test {
   }
   void start(const std::string& password = "") {
     std::string err;
-    server_ = RedisServer::start({dir_, 0, password}, &err);
+    server_ = sim::RedisServer::start({dir_, 0, password}, &err);
     ASSERT_TRUE(server_) << err;
   }
   RedisClient::Options opts(const std::string& url) {
@@ -40,7 +39,7 @@ class RedisTest : public ::testing::Test {
     return o;
   }
   std::string dir_;
-  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<sim::RedisServer> server_;
 };
 
 TEST(RedisUrl, ParsesEveryForm) {
@@ -86,7 +85,7 @@ TEST_F(RedisTest, CommandsPipelinesAndErrors) {
 }
 
 TEST_F(RedisTest, AbsentServerFailsFastThenReconnectsWithBackoff) {
-  const int port = pick_free_port();
+  const int port = sim::pick_free_port();
   RedisClient c(opts("redis://127.0.0.1:" + std::to_string(port) + "/0"));
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(c.command({"PING"}));
@@ -94,7 +93,7 @@ TEST_F(RedisTest, AbsentServerFailsFastThenReconnectsWithBackoff) {
   EXPECT_FALSE(c.ensure_connected());  // within the backoff: no new attempt
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   std::string err;
-  server_ = RedisServer::start({dir_, port, ""}, &err);
+  server_ = sim::RedisServer::start({dir_, port, ""}, &err);
   ASSERT_TRUE(server_) << err;
   bool ok = false;
   for (int i = 0; i < 100 && !ok; ++i) {
@@ -147,42 +146,6 @@ TEST_F(RedisTest, AuthWithPasswordFromUrlOrFile) {
   r = from_file.command({"GET", "a"});  // database 1: not the key set in database 0
   ASSERT_TRUE(r) << from_file.last_error();
   EXPECT_TRUE(r->is_nil());
-}
-
-TEST(Messages, RoundTripAndRejectBadValues) {
-  Event e;
-  e.type = event_type::kSlowdown;
-  e.t_s = 12.5;
-  e.rank = 3;
-  e.node = 0;
-  e.index = 40;
-  e.detected_index = 43;
-  e.before_ms = 270;
-  e.after_ms = 330;
-  e.ratio = 330.0 / 270;
-  std::string err;
-  auto back = parse_event(to_json(e).dump(), &err);
-  ASSERT_TRUE(back) << err;
-  EXPECT_EQ(back->rank, 3);
-  EXPECT_EQ(back->detected_index, 43);
-  EXPECT_FALSE(parse_event("{\"type\":\"slowdown\",\"t_s\":1", &err));
-  EXPECT_NE(err.find("not valid JSON"), std::string::npos);
-  EXPECT_FALSE(parse_event(R"({"type":"slowdown","t_s":"x","rank":1,"before_ms":1,"after_ms":2})", &err));
-  EXPECT_EQ(err, "t_s: must be a finite number");
-  EXPECT_FALSE(parse_event(R"({"type":"bogus","t_s":1})", &err));
-  EXPECT_EQ(err, "type: unknown event type 'bogus'");
-  EXPECT_FALSE(parse_event(R"({"type":"slowdown","t_s":1,"before_ms":1,"after_ms":2})", &err));
-  EXPECT_EQ(err, "rank: missing");
-  EXPECT_FALSE(parse_event("[1,2]", &err));
-  EXPECT_FALSE(parse_event(std::string(kMaxMessageBytes + 1, ' '), &err));
-  EXPECT_NE(err.find("too large"), std::string::npos);
-  EXPECT_FALSE(parse_master_state(R"({"cursor":"1-x","state":"healthy"})", &err));
-  EXPECT_EQ(err, "cursor: not a stream id");
-  auto st = parse_master_state(to_json(MasterState{}).dump(), &err);
-  ASSERT_TRUE(st) << err;
-  EXPECT_EQ(st->cursor, "0-0");
-  EXPECT_FALSE(parse_rank_registration(R"({"rank":-4,"node":0,"host":"h","pid":1})", &err));
-  EXPECT_EQ(err, "rank: -4 out of range");
 }
 
 }  // namespace

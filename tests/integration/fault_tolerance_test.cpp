@@ -20,10 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/messages.h"
+#include "store/messages.h"
 #include "common/redis_client.h"
-#include "common/redis_server.h"
-#include "greyhound/redis_keys.h"
+#include "sim/redis_server.h"
+#include "store/keys.h"
 #include "sim_run.h"
 
 namespace greyhound {
@@ -32,6 +32,7 @@ namespace {
 using nlohmann::json;
 
 using itest::slurp;
+namespace keys = store::keys;
 
 class FaultTolerance : public ::testing::Test {
  protected:
@@ -141,7 +142,7 @@ TEST_F(FaultTolerance, RestartsOfRedisMasterAndAgentNeitherHarmTheJobNorLoseEven
 // Master alone against a Redis with planted garbage: it logs each kind once, skips, and still works.
 TEST_F(FaultTolerance, MalformedValuesAreLoggedOnceAndIgnored) {
   std::string err;
-  auto redis = RedisServer::start({root_ + "", 0, ""}, &err);
+  auto redis = sim::RedisServer::start({root_ + "", 0, ""}, &err);
   ASSERT_TRUE(redis) << err;
   RedisClient::Options o;
   o.endpoint = parse_redis_url(redis->url());
@@ -150,8 +151,11 @@ TEST_F(FaultTolerance, MalformedValuesAreLoggedOnceAndIgnored) {
   // Wrong type at the master's state key, an incident that is not JSON, junk events of several kinds.
   ASSERT_TRUE(c.command({"RPUSH", keys::master(job), "x"}));
   const std::string huge(2 << 20, 'x');
+  // 100k levels of nesting in 200 kB, under the 1 MiB cap: a recursive copy of such a tree overflows the stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   for (const std::string& bad :
        {std::string("{\"type\":\"slowdown\",\"t_s\":1"), std::string("[]"), huge,
+        std::string(R"({"type":"slowdown","t_s":1,"rank":1,"before_ms":1,"after_ms":2,"detail":)") + deep + "}",
         std::string(R"({"type":"slowdown","t_s":"soon","rank":1,"before_ms":1,"after_ms":2})"),
         std::string(R"({"type":"slowdown","t_s":"soon","rank":2,"before_ms":1,"after_ms":2})"),
         std::string(R"({"type":"nonsense","t_s":1})")}) {
@@ -162,6 +166,8 @@ TEST_F(FaultTolerance, MalformedValuesAreLoggedOnceAndIgnored) {
     ASSERT_TRUE(c.command({"SET", keys::rank(job, 0), rank_value}));
   }
   ASSERT_TRUE(c.command({"SADD", keys::ranks(job), "0", "not-a-number"}));
+  ASSERT_TRUE(c.command({"SET", keys::plan(job), deep}));  // read when the master loads (the epoch to follow)
+  ASSERT_TRUE(c.command({"SET", keys::layout(job), deep}));
 
   const std::string log = root_ + "/master.log";
   const pid_t master = fork();
@@ -194,7 +200,7 @@ TEST_F(FaultTolerance, MalformedValuesAreLoggedOnceAndIgnored) {
   ASSERT_TRUE(st);
   EXPECT_EQ(st->incidents_total, 1);
   EXPECT_EQ(st->state, "slow");
-  EXPECT_EQ(st->events_rejected, 7);
+  EXPECT_EQ(st->events_rejected, 8);
   EXPECT_EQ(kill(master, 0), 0) << "the master died";
   kill(master, SIGTERM);
   int status = 0;
@@ -210,6 +216,7 @@ TEST_F(FaultTolerance, MalformedValuesAreLoggedOnceAndIgnored) {
   EXPECT_EQ(count("t_s: must be a finite number"), 1) << text;
   EXPECT_EQ(count("master state of job garbage unreadable"), 1) << text;
   EXPECT_EQ(count("too large"), 1) << text;
+  EXPECT_EQ(count("nested deeper than 16 levels"), 2) << text;  // the event, and the plan key
 
   // greyhoundctl status shows what it can and marks the rest.
   const std::string out = root_ + "/status.json";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/record_json.h"
+#include "greyhound/parallel_shape.h"
 
 namespace greyhound::master {
 namespace {
@@ -29,9 +30,10 @@ JobLayout layout(std::vector<int> microbatches) {
   return l;
 }
 
-int dp_of(int r) { return (r / 2) % 2; }
-int tp_of(int r) { return r % 2; }
-int pp_of(int r) { return r / 4; }
+constexpr ParallelShape kShape{2, 2, 2};  // the layout's
+int dp_of(int r) { return kShape.coords(r).dp; }
+int tp_of(int r) { return kShape.coords(r).tp; }
+int pp_of(int r) { return kShape.coords(r).pp; }
 
 // Shares of the window inside each group; comm_share is their sum. Call rates are equal within a kind.
 ProfileView profile(int rank, double tp, double dp, double pp, double iter_ms = 500) {
@@ -83,7 +85,7 @@ TEST(Localiser, NamesTheSlowGpuNotTheRanksThatWaitForIt) {
   EXPECT_NEAR(loc.replica_ms_per_microbatch[1], 490.0 / 9, 1e-9);
   EXPECT_EQ(loc.culprit_replica, 1);
   EXPECT_NEAR(loc.replica_skew, 490.0 / 445.0, 1e-9);
-  const auto j = loc.to_json();
+  const auto j = to_json(loc.report());
   EXPECT_EQ(j["culprit"], 3);
   EXPECT_EQ(j["group"], group_id_hex(kDp[1]));
   EXPECT_EQ(j["replica_ms_per_microbatch"].size(), 2u);
@@ -133,7 +135,7 @@ TEST(Localiser, ACongestedLinkIsACommunicationSuspectWithoutACulprit) {
   EXPECT_EQ(crossing.suspect_links[0].node_a, 1);
   EXPECT_EQ(crossing.suspect_links[0].node_b, 2);
   EXPECT_NEAR(crossing.suspect_links[0].ratio, 3.0, 1e-9);
-  EXPECT_EQ(crossing.to_json()["suspect_links"][0]["nodes"], nlohmann::json::array({1, 2}));
+  EXPECT_EQ(to_json(crossing.report())["suspect_links"][0]["nodes"], nlohmann::json::array({1, 2}));
 }
 
 TEST(Localiser, AGroupSlightlyOverItsPeersButCostingNothingIsNoSuspect) {
@@ -245,7 +247,7 @@ TEST(Localiser, AgainstAHealthyBaselineALinkEveryComparableGroupCrossesIsFound) 
     slow.push_back(profile(r, 0.10, pp_of(r) == 0 ? 0.30 : 0.02, 0.05, 600));
     if (pp_of(r) == 1) slow.back().group_rate[kDp[tp_of(r) + 2]] = 5;
   }
-  for (auto& p : slow) p.node = (p.rank / 2) % 2 + 2 * pp_of(p.rank);  // nodes of 2 GPUs: {0,1} {2,3} {4,5} {6,7}
+  for (auto& p : slow) p.node = dp_of(p.rank) + 2 * pp_of(p.rank);  // nodes of 2 GPUs: {0,1} {2,3} {4,5} {6,7}
   const Localisation without = localise(slow, groups(), layout({8, 8}));
   EXPECT_EQ(without.cause, "unknown");
   const Localisation with = localise(slow, groups(), layout({8, 8}), &*base);

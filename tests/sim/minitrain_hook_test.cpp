@@ -14,13 +14,15 @@
 #include <vector>
 
 #include "greyhound/ops.h"
+#include "greyhound/parallel_shape.h"
 #include "greyhound/ring.h"
 #include "sim/simcluster/run_report.h"
 
 namespace greyhound {
 namespace {
 
-constexpr int kT = 2, kD = 2, kP = 2, kWorld = kT * kD * kP;
+constexpr ParallelShape kShape{2, 2, 2};
+constexpr int kT = kShape.tp, kD = kShape.dp, kP = kShape.pp, kWorld = kShape.world();
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -83,9 +85,9 @@ class MinitrainUnderHook : public ::testing::Test {
 };
 std::string MinitrainUnderHook::root_;
 
-// Which group a rank belongs to, per communicator name (Megatron order: rank = tp + T*(dp + D*pp)).
+// Which group a rank belongs to, per communicator name (Megatron order).
 std::string group_key(const std::string& comm, int rank) {
-  const int tp = rank % kT, dp = (rank / kT) % kD, pp = rank / (kT * kD);
+  const auto [tp, dp, pp] = kShape.coords(rank);
   if (comm == "world") return "world";
   if (comm == "tp") return "tp:" + std::to_string(dp) + "," + std::to_string(pp);
   if (comm == "dp") return "dp:" + std::to_string(tp) + "," + std::to_string(pp);

@@ -17,11 +17,12 @@
 #include <vector>
 
 #include "greyhound/analysis/slowdown_detector.h"
+#include "greyhound/thresholds.h"
 
 namespace greyhound::analysis {
 
 struct ValidationParams {
-  double min_rel_change = 0.10;  // the paper's 10 %
+  double min_rel_change = kSignificantChange;
   double trim_low = 0.0;         // fraction of the smallest values dropped before averaging
   double trim_high = 0.75;       // fraction of the largest values dropped before averaging
 };

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "greyhound/thresholds.h"
+
 namespace greyhound::analysis {
 
 struct GroupTiming {
@@ -25,6 +27,6 @@ struct ClusterFinding {
 };
 
 // One finding per signature shared by at least two groups (a lone group has nothing to compare with).
-std::vector<ClusterFinding> comparable_clusters(const std::vector<GroupTiming>& groups, double threshold = 0.10);
+std::vector<ClusterFinding> comparable_clusters(const std::vector<GroupTiming>& groups, double threshold = kPeerExcess);
 
 }  // namespace greyhound::analysis

@@ -14,6 +14,7 @@
 
 #include "greyhound/analysis/iteration_history.h"
 #include "greyhound/analysis/slowdown_detector.h"
+#include "greyhound/thresholds.h"
 
 namespace greyhound::analysis {
 
@@ -22,7 +23,7 @@ namespace greyhound::analysis {
 struct SlidingWindowParams {
   std::uint32_t short_window = 11;
   std::uint32_t long_window = 50;
-  double min_rel_change = 0.10;  // symmetric: max/min - 1 of the two medians
+  double min_rel_change = kSignificantChange;  // symmetric: max/min - 1 of the two medians
 };
 
 class SlidingWindowDetector final : public SlowdownDetector {

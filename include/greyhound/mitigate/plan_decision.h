@@ -1,5 +1,5 @@
 // The mitigation strategies of the paper, ordered by action overhead, and their names in published plans.
-// The plan record itself is the master's (`Plan` in src/common/messages.h, docs/redis-keys.md); the master's
+// The plan record itself is the master's (`Plan` in src/store/messages.h, docs/redis-keys.md); the master's
 // planner driver (daemon/planner.h) fills it from the decisions of SkiRental and the solvers here.
 #pragma once
 

@@ -35,6 +35,7 @@
 
 #include "greyhound/mitigate/plan_decision.h"
 #include "greyhound/mitigate/result.h"
+#include "greyhound/thresholds.h"
 
 namespace greyhound::mitigate {
 
@@ -45,7 +46,7 @@ enum class FailSlowCause : std::uint8_t {
 };
 
 struct SkiRentalConfig {
-  double fixed_ratio = 1.10;     // "fixed": iteration time <= fixed_ratio x healthy
+  double fixed_ratio = kSignificantRatio;  // "fixed": iteration time <= fixed_ratio x healthy
   double s2_solve_s = 0.001;     // S2 overhead = one iteration + this
   double s3_pause_s = 60.0;      // S3 overhead
   double s4_restart_s = 1800.0;  // S4 overhead: checkpoint + restart

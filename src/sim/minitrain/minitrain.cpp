@@ -12,10 +12,10 @@
 // One line per iteration on stdout:
 //   iter <i> t_s <job seconds at the end> iter_ms <ms> loss <loss> checksum <hash of this rank's weights>
 //
-// With --plan it also applies greyhound's mitigation plans, as the framework plugin would: rank 0 publishes
-// the job's layout (key "layout"), reads the latest plan before every iteration and broadcasts its epoch and
-// micro-batch vector to all ranks over NCCL (so every rank switches at the same iteration); every rank
-// acknowledges (hash "plan:acks"). It can apply S2 (micro-batches per DP replica; the global batch and the
+// With --plan it also applies greyhound's mitigation plans, as the framework plugin would, through the job
+// client (greyhound/job.h, which checks each plan against the layout): rank 0 publishes the job's layout,
+// reads the latest plan before every iteration and broadcasts its epoch and micro-batch vector to all ranks
+// over NCCL (so every rank switches at the same iteration); every rank acknowledges. It can apply S2 (micro-batches per DP replica; the global batch and the
 // result do not change: each micro-batch keeps its global index and gradients are averaged over the global
 // batch) and its revert; S3 and S4 are acknowledged as unsupported.
 #include <cublas_v2.h>
@@ -33,16 +33,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/args.h"
-#include "common/messages.h"
-#include "common/redis_client.h"
 #include "greyhound/config.h"
-#include "greyhound/redis_keys.h"
-#include "greyhound/ring.h"
+#include "greyhound/job.h"
 #include "sim/pipeline_schedule.h"
 
 namespace {
@@ -211,6 +209,82 @@ struct Layout {
   int tp, dp, pp, T, D, P;
 };
 
+// Greyhound's plans (--plan) through the job client (greyhound/job.h), which checks every plan against the
+// layout: rank 0 publishes the layout (at start and after each applied plan) and reads the latest plan;
+// every rank acknowledges. The decision reaches all ranks as [epoch, m_0 .. m_D-1] in one NCCL broadcast,
+// with a marker in place of m_0 for a plan this job does not take; this class only encodes it.
+class PlanChannel {
+ public:
+  static constexpr int kUnsupported = -1;  // a strategy this job does not apply (it advertises S2 only)
+  static constexpr int kRejected = -2;     // a micro-batch vector that does not fit this job
+
+  // nullptr and *error when the Redis URL (or password file) is not usable.
+  static std::unique_ptr<PlanChannel> open(const std::string& job, const std::string& redis_url, std::string* error) {
+    char err[512] = "";
+    greyhound_job_client* c = nullptr;
+    if (greyhound_job_open_v1(job.c_str(), redis_url.c_str(), &c, err, sizeof err) != GREYHOUND_JOB_OK) {
+      *error = err;
+      return nullptr;
+    }
+    return std::unique_ptr<PlanChannel>(new PlanChannel(c));
+  }
+  ~PlanChannel() { greyhound_job_close_v1(client_); }
+  PlanChannel(const PlanChannel&) = delete;
+  PlanChannel& operator=(const PlanChannel&) = delete;
+
+  // The allocation in force changed: the layout is published again before the next read.
+  void layout_changed() { layout_due_ = true; }
+
+  // Rank 0, before the broadcast: fills buf ([epoch, m_0 .. m_D-1]) with a new plan's decision, or leaves
+  // it zero when there is none (or Redis is away: training goes on).
+  void read(int T, int D, int P, const std::vector<int>& alloc, const std::vector<int>& initial_alloc,
+            std::vector<int>& buf) {
+    if (layout_due_) {
+      greyhound_job_layout l{};
+      l.tp = T;
+      l.dp = D;
+      l.pp = P;
+      l.world = T * D * P;
+      l.microbatches = alloc.data();
+      l.microbatches_len = alloc.size();
+      l.initial_microbatches = initial_alloc.data();
+      l.initial_microbatches_len = initial_alloc.size();
+      l.capabilities = GREYHOUND_JOB_CAP_S2;
+      layout_due_ = greyhound_job_publish_layout_v1(client_, &l) != GREYHOUND_JOB_OK;
+    }
+    greyhound_job_plan plan{};
+    const int rc = greyhound_job_poll_plan_v1(client_, &plan);
+    if (plan.epoch <= 0 || plan.epoch >= (1 << 30)) {  // nothing new, malformed, or beyond the broadcast's int
+      if (rc == GREYHOUND_JOB_PLAN_REJECTED) {
+        std::fprintf(stderr, "greyhound-minitrain: ignoring the plan key: %s\n", plan.verdict);
+      }
+      return;
+    }
+    if (rc == GREYHOUND_JOB_OK) {
+      buf[0] = static_cast<int>(plan.epoch);
+      for (int d = 0; d < D; ++d) {
+        const auto i = static_cast<std::size_t>(d);
+        buf[i + 1] = plan.microbatches_len > 0 ? plan.microbatches[i] : alloc[i];  // none: unchanged
+      }
+    } else if (rc == GREYHOUND_JOB_PLAN_UNSUPPORTED || rc == GREYHOUND_JOB_PLAN_REJECTED) {
+      buf[0] = static_cast<int>(plan.epoch);
+      buf[1] = rc == GREYHOUND_JOB_PLAN_UNSUPPORTED ? kUnsupported : kRejected;
+      std::fprintf(stderr, "greyhound-minitrain: plan %lld not applied: %s\n", static_cast<long long>(plan.epoch),
+                   plan.verdict);
+    }
+  }
+
+  // Every rank, once per new epoch. A lost ack is not retried (the master times the plan out).
+  void ack(int rank, std::int64_t epoch, std::uint64_t iter, int status, const char* detail) {
+    greyhound_job_ack_v1(client_, rank, epoch, static_cast<std::int64_t>(iter), status, detail);
+  }
+
+ private:
+  explicit PlanChannel(greyhound_job_client* c) : client_(c) {}
+  greyhound_job_client* client_;
+  bool layout_due_ = true;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -240,7 +314,7 @@ int main(int argc, char** argv) {
   std::string rdzv, group_init, dp_sync, call_log, job;
   std::uint64_t seed = 0;
   bool plan_mode = false;
-  greyhound::RedisEndpoint redis_endpoint;
+  std::string redis_url;  // empty: GREYHOUND_REDIS
   try {
     T = static_cast<int>(args.integer_in("tp", 1, 1, 1024));
     D = static_cast<int>(args.integer_in("dp", 1, 1, 1 << 20));
@@ -259,8 +333,8 @@ int main(int argc, char** argv) {
     call_log = args.str("call-log", "");
     plan_mode = args.flag("plan");
     if (plan_mode) {
-      redis_endpoint = args.has("redis") ? greyhound::parse_redis_url(args.str("redis")) : greyhound::redis_endpoint_from_env();
-      job = greyhound::sanitize_job_name(args.str("job", greyhound::read_env_config().job));
+      redis_url = args.str("redis", "");
+      job = args.str("job", greyhound::read_env_config().job);
     }
     if ((iterations > 0) == (duration_s > 0)) throw greyhound::ArgError("give exactly one of --iterations, --duration-s");
     if (group_init != "split" && group_init != "uniqueid") throw greyhound::ArgError("--group-init: split or uniqueid");
@@ -274,6 +348,15 @@ int main(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "greyhound-minitrain: %s\n", e.what());
     return 2;
+  }
+  std::unique_ptr<PlanChannel> plans;
+  if (plan_mode) {
+    std::string err;
+    plans = PlanChannel::open(job, redis_url, &err);
+    if (!plans) {
+      std::fprintf(stderr, "greyhound-minitrain: %s\n", err.c_str());
+      return 2;
+    }
   }
 
   g_rank = env_int("RANK");
@@ -390,57 +473,30 @@ int main(int argc, char** argv) {
   std::vector<PipeStep> steps = greyhound::sim::one_f_one_b(lay.pp, P, M);
 
   // Plans (--plan): the job's side of greyhound's mitigation.
-  std::unique_ptr<greyhound::RedisClient> redis;
   std::int64_t applied_epoch = 0;
   std::vector<int> plan_buf(static_cast<std::size_t>(D) + 1, 0);  // [epoch, m_0 .. m_D-1], from rank 0
-  if (plan_mode) {
-    greyhound::RedisClient::Options ro;
-    ro.endpoint = redis_endpoint;
-    ro.connect_timeout = std::chrono::milliseconds(200);
-    ro.command_timeout = std::chrono::milliseconds(300);
-    redis = std::make_unique<greyhound::RedisClient>(ro);
-  }
-  bool layout_published = false;
-  auto publish_layout = [&] {
-    if (g_rank != 0 || layout_published) return;
-    greyhound::JobLayout l;
-    l.tp = T;
-    l.dp = D;
-    l.pp = P;
-    l.world = world;
-    l.microbatches = alloc;
-    l.initial_microbatches = initial_alloc;
-    l.capabilities = {"S2"};
-    l.t_unix_ms = greyhound::unix_ms_now();
-    auto r = redis->command({"SET", greyhound::keys::layout(job), greyhound::to_json(l).dump()});
-    layout_published = r && !r->is_error();
+  // Switches this rank to the allocation in plan_buf: its micro-batches, their global indices, the schedule.
+  auto apply_allocation = [&] {
+    for (int d = 0; d < D; ++d) alloc[static_cast<std::size_t>(d)] = plan_buf[static_cast<std::size_t>(d) + 1];
+    my_mb = alloc[static_cast<std::size_t>(lay.dp)];
+    first_mb = 0;
+    global_mb = 0;
+    for (int d = 0; d < D; ++d) {
+      if (d < lay.dp) first_mb += alloc[static_cast<std::size_t>(d)];
+      global_mb += alloc[static_cast<std::size_t>(d)];
+    }
+    if (static_cast<std::size_t>(my_mb) > act_capacity) {
+      CUDA_CHECK(cudaFree(act));
+      act_capacity = static_cast<std::size_t>(my_mb);
+      CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&act), act_capacity * (L + 1) * hb * sizeof(float)));
+    }
+    steps = greyhound::sim::one_f_one_b(lay.pp, P, my_mb);
   };
   // Rank 0 reads the latest plan; everyone gets its epoch and allocation through one NCCL broadcast, so all
   // ranks switch at the same iteration (Redis is never on the others' critical path).
   auto check_plan = [&](std::uint64_t iter) {
     std::fill(plan_buf.begin(), plan_buf.end(), 0);
-    std::string status = "applied", detail;
-    if (g_rank == 0) {
-      publish_layout();
-      auto r = redis->command({"GET", greyhound::keys::plan(job)});
-      if (r && r->type == greyhound::RedisReply::Type::kString) {
-        std::string err;
-        auto plan = greyhound::parse_plan(r->str, &err);
-        if (plan && plan->epoch > applied_epoch && plan->epoch < (1 << 30)) {
-          plan_buf[0] = static_cast<int>(plan->epoch);
-          const bool s2_like = plan->strategy == "S2" || plan->action == "revert" || plan->strategy == "S1";
-          int total = 0;
-          for (int m : plan->microbatches) total += m;
-          if (!s2_like) {
-            plan_buf[1] = -1;  // unsupported here
-          } else if (plan->microbatches.size() != static_cast<std::size_t>(D) || total < D) {
-            plan_buf[1] = -2;  // malformed for this job
-          } else {
-            for (int d = 0; d < D; ++d) plan_buf[static_cast<std::size_t>(d) + 1] = plan->microbatches[static_cast<std::size_t>(d)];
-          }
-        }
-      }
-    }
+    if (g_rank == 0) plans->read(T, D, P, alloc, initial_alloc, plan_buf);
     CUDA_CHECK(cudaMemcpyAsync(plan_dev, plan_buf.data(), plan_buf.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
     nccl.broadcast_ints("world", world_comm, plan_dev, plan_buf.size(), 0, stream);
     CUDA_CHECK(cudaMemcpyAsync(plan_buf.data(), plan_dev, plan_buf.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
@@ -448,39 +504,17 @@ int main(int argc, char** argv) {
     const std::int64_t epoch = plan_buf[0];
     if (epoch <= applied_epoch) return;
     applied_epoch = epoch;
-    if (plan_buf[1] == -1) {
-      status = "unsupported";
-      detail = "this job applies S2 and reverts only";
-    } else if (plan_buf[1] == -2) {
-      status = "rejected";
-      detail = "micro-batch vector does not fit this job";
+    if (plan_buf[1] == PlanChannel::kUnsupported) {
+      plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_UNSUPPORTED, "this job applies S2 and reverts only");
+    } else if (plan_buf[1] == PlanChannel::kRejected) {
+      plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_REJECTED, "micro-batch vector does not fit this job");
     } else {
-      for (int d = 0; d < D; ++d) alloc[static_cast<std::size_t>(d)] = plan_buf[static_cast<std::size_t>(d) + 1];
-      my_mb = alloc[static_cast<std::size_t>(lay.dp)];
-      first_mb = 0;
-      global_mb = 0;
-      for (int d = 0; d < D; ++d) {
-        if (d < lay.dp) first_mb += alloc[static_cast<std::size_t>(d)];
-        global_mb += alloc[static_cast<std::size_t>(d)];
-      }
-      if (static_cast<std::size_t>(my_mb) > act_capacity) {
-        CUDA_CHECK(cudaFree(act));
-        act_capacity = static_cast<std::size_t>(my_mb);
-        CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&act), act_capacity * (L + 1) * hb * sizeof(float)));
-      }
-      steps = greyhound::sim::one_f_one_b(lay.pp, P, my_mb);
-      layout_published = false;  // the layout names the allocation in force
+      apply_allocation();
+      plans->layout_changed();  // the layout names the allocation in force
       std::printf("plan %lld applied at iter %llu: %d micro-batches on this replica, %d in the global batch\n",
                   static_cast<long long>(epoch), static_cast<unsigned long long>(iter), my_mb, global_mb);
+      plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_APPLIED, "");
     }
-    greyhound::PlanAck ack;
-    ack.rank = g_rank;
-    ack.epoch = epoch;
-    ack.iteration = static_cast<std::int64_t>(iter);
-    ack.status = status;
-    ack.detail = detail;
-    ack.t_unix_ms = greyhound::unix_ms_now();
-    redis->command({"HSET", greyhound::keys::plan_acks(job), std::to_string(g_rank), greyhound::to_json(ack).dump()});
   };
   const int prev = lay.pp - 1, next = lay.pp + 1;
   std::uint64_t epoch_ns = mono_ns();

@@ -14,11 +14,11 @@
 #include <stdexcept>
 #include <thread>
 
-#include "common/messages.h"
 #include "common/redis_client.h"
-#include "greyhound/redis_keys.h"
 #include "greyhound/ring.h"
 #include "sim/simcluster/rank_launcher.h"
+#include "store/job_store.h"
+#include "store/messages.h"
 
 namespace greyhound::sim {
 namespace {
@@ -116,7 +116,7 @@ bool ClusterServices::start(std::string* error) {
       chaos_log_.push_back("t=   0.00s Redis absent at start");
     }
   }
-  return start_master(error);
+  return !opt_.start_master || start_master(error);
 }
 
 bool ClusterServices::start_master(std::string* error) {
@@ -187,6 +187,9 @@ void ClusterServices::on_tick(double t_s) {
       } else {
         ok = redis_->restart(&err);
       }
+    } else if (c.target == "master" && !opt_.start_master) {
+      ok = false;
+      err = "the master is not started here";
     } else if (c.target == "master") {
       if (c.action == "kill") {
         if (alive(master_pid_)) kill(master_pid_, SIGKILL);
@@ -223,20 +226,17 @@ void ClusterServices::finish() {
     if (alive(p)) terminate(p, 3.0);
   }
   for (pid_t e : extra_agents_) terminate(e, 3.0);
-  // The master catches up with the stream (its cursor reaches the last entry), then stops.
-  if (alive(master_pid_)) {
+  // The master (ours, or the one already serving the job) catches up with the stream (its cursor reaches
+  // the last entry); ours then stops.
+  if (alive(master_pid_) || !opt_.start_master) {
     RedisClient c = client(redis_url_);
+    store::JobStore st(c, opt_.job);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < deadline) {
-      auto last = c.command({"XREVRANGE", keys::events(opt_.job), "+", "-", "COUNT", "1"});
-      auto st = c.command({"GET", keys::master(opt_.job)});
-      if (!last || !st) break;
-      std::string err;
-      const auto state = st->type == RedisReply::Type::kString ? parse_master_state(st->str, &err) : std::nullopt;
-      const std::string last_id = last->type == RedisReply::Type::kArray && !last->elements.empty()
-                                      ? last->elements[0].elements[0].str
-                                      : "0-0";
-      if (state && state->cursor == last_id) break;
+      auto last = st.last_event_id();
+      auto state = st.master_state();
+      if ((!last && last.code() == Errc::kUnavailable) || (!state && state.code() == Errc::kUnavailable)) break;
+      if (last && state && *state && (*state)->cursor == *last) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -244,22 +244,23 @@ void ClusterServices::finish() {
 }
 
 nlohmann::json ClusterServices::events() {
+  // Read in pages (the stream holds up to keys::kEventsMaxLen entries); malformed entries are left out.
+  constexpr int kPage = 1000;
   nlohmann::json out = nlohmann::json::array();
   RedisClient c = client(redis_url_);
-  auto r = c.command({"XRANGE", keys::events(opt_.job), "-", "+"});
-  if (!r || r->type != RedisReply::Type::kArray) return out;
-  for (const auto& entry : r->elements) {
-    if (entry.elements.size() < 2) continue;
-    const auto& fields = entry.elements[1].elements;
-    for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
-      if (fields[i].str != "json") continue;
-      std::string err;
-      if (auto e = parse_event(fields[i + 1].str, &err)) {
-        nlohmann::json j = to_json(*e);
-        j["id"] = entry.elements[0].str;
-        out.push_back(j);
-      }
+  store::JobStore st(c, opt_.job);
+  std::string after = "0-0";
+  for (;;) {
+    auto page = st.read_events(after, kPage);
+    if (!page || page->empty()) break;
+    for (const auto& entry : *page) {
+      if (!entry.value) continue;
+      nlohmann::json j = to_json(*entry.value);
+      j["id"] = entry.id;
+      out.push_back(j);
     }
+    after = page->back().id;
+    if (static_cast<int>(page->size()) < kPage) break;
   }
   return out;
 }

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/redis_server.h"
+#include "sim/redis_server.h"
 
 namespace greyhound::sim {
 
@@ -43,12 +43,14 @@ class ClusterServices {
     std::uint64_t epoch_ns = 0;
     std::vector<ChaosAction> chaos;
     bool mitigate = false;  // the master plans and publishes mitigation plans
+    bool start_master = true;  // false: a master already serves the job on this Redis (chaos cannot touch it)
   };
 
   explicit ClusterServices(Options options);
   ~ClusterServices();
 
-  // Starts Redis (unless absent at first by the chaos schedule) and the master. False with *error.
+  // Starts Redis (unless absent at first by the chaos schedule) and the master (unless start_master is
+  // false). False with *error.
   bool start(std::string* error);
   const std::string& redis_url() const { return redis_url_; }
 

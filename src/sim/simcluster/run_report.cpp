@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "store/messages.h"
+
 namespace greyhound::sim {
 
 std::optional<IterationLine> parse_iteration_line(const std::string& line) {
@@ -95,101 +97,120 @@ std::string format_timeline(const nlohmann::json& report) {
   };
   std::vector<Burst> bursts;
   std::vector<Entry> master_lines;  // after the detections they follow from, at equal times
-  for (const auto& e : report.value("events", nlohmann::json::array())) {
-    const std::string type = e.value("type", std::string("?"));
-    const std::string source = e.value("source", std::string());
-    if ((type == "slowdown" || type == "recovery" || type == "period_change") && source.rfind("agent:", 0) == 0) {
-      const double detected = e.value("detected_t_s", e.value("t_s", 0.0));
+  for (const auto& j : report.value("events", nlohmann::json::array())) {
+    std::string err;
+    const std::optional<Event> parsed = event_from_json(j, &err);
+    if (!parsed) continue;  // the report holds what the job store read back: only a hand-edited one has these
+    const Event& e = *parsed;
+    const std::string& type = e.type;
+    if ((type == event_type::kSlowdown || type == event_type::kRecovery || type == event_type::kPeriodChange) &&
+        e.source.rfind("agent:", 0) == 0) {
+      const double detected = e.detected_t_s >= 0 ? e.detected_t_s : e.t_s;
       Burst* b = nullptr;
       for (auto& x : bursts) {
         if (x.type == type && detected - x.first_detected < 3.0) b = &x;
       }
       if (b == nullptr) {
-        bursts.push_back({type, detected, e.value("t_s", 0.0), e.value("ratio", 0.0), {}, {}});
+        bursts.push_back({type, detected, e.t_s, e.ratio, {}, {}});
         b = &bursts.back();
       }
-      b->onset = std::min(b->onset, e.value("t_s", 0.0));
-      b->ranks.push_back(e.value("rank", -1));
-      if (type == "period_change" && e.contains("detail") && e["detail"].contains("period")) {
-        b->periods.push_back(e["detail"].value("period", 0));
+      b->onset = std::min(b->onset, e.t_s);
+      b->ranks.push_back(e.rank);
+      if (type == event_type::kPeriodChange) {
+        if (auto d = parse_period_change_detail(e.detail, &err)) b->periods.push_back(d->period);
       }
       continue;
     }
     // Per-rank profiles and acknowledgements are the evidence behind the master's lines, not lines of their own.
-    if (type == "agent_start" || type == "agent_stop" || type == "command_ack" || type == "profile") continue;
-    const nlohmann::json detail = e.value("detail", nlohmann::json::object());
-    if (type == "localised") {
-      if (detail.value("cause", std::string()) == "communication") {
+    if (type == event_type::kAgentStart || type == event_type::kAgentStop || type == event_type::kCommandAck ||
+        type == event_type::kProfile) {
+      continue;
+    }
+    if (type == event_type::kLocalised) {
+      const auto l = parse_localisation_report(e.detail, &err);
+      if (!l) {
+        master_lines.push_back({e.t_s, "LOCATE (malformed detail: " + err + ")"});
+        continue;
+      }
+      const bool communication = l->cause == "communication";
+      if (communication) {
         std::snprintf(buf, sizeof buf, "LOCATE cause communication");
-      } else if (detail.value("culprit", -1) >= 0) {
-        std::snprintf(buf, sizeof buf, "LOCATE rank %d (node %d): %s, cause %s", detail.value("culprit", -1),
-                      detail.value("culprit_node", -1), detail.value("kind", std::string("?")).c_str(),
-                      detail.value("cause", std::string("?")).c_str());
+      } else if (l->culprit >= 0) {
+        std::snprintf(buf, sizeof buf, "LOCATE rank %d (node %d): %s, cause %s", l->culprit, l->culprit_node,
+                      l->kind.c_str(), l->cause.c_str());
       } else {
-        std::snprintf(buf, sizeof buf, "LOCATE no straggler, cause %s", detail.value("cause", std::string("?")).c_str());
+        std::snprintf(buf, sizeof buf, "LOCATE no straggler, cause %s", l->cause.c_str());
       }
       std::string text = buf;
-      if (detail.contains("replica_skew")) {
-        std::snprintf(buf, sizeof buf, "; slowest DP replica %.2fx the median per micro-batch",
-                      detail.value("replica_skew", 1.0));
+      if (!l->replica_ms_per_microbatch.empty()) {  // the replica skew is written with the per-replica times
+        std::snprintf(buf, sizeof buf, "; slowest DP replica %.2fx the median per micro-batch", l->replica_skew);
         text += buf;
       }
-      if (detail.contains("slow_groups") && detail["slow_groups"].is_array() && !detail["slow_groups"].empty()) {
-        text += "; " + std::to_string(detail["slow_groups"].size()) + " suspect group(s)";
+      if (!l->slow_groups.empty()) text += "; " + std::to_string(l->slow_groups.size()) + " suspect group(s)";
+      for (const auto& link : l->suspect_links) {
+        std::snprintf(buf, sizeof buf, "; link %d-%d suspect (x%.1f)", link.node_a, link.node_b, link.ratio);
+        text += buf;
       }
-      if (detail.contains("suspect_links") && detail["suspect_links"].is_array()) {
-        for (const auto& l : detail["suspect_links"]) {
-          if (!l.contains("nodes") || !l["nodes"].is_array() || l["nodes"].size() != 2) continue;
-          std::snprintf(buf, sizeof buf, "; link %d-%d suspect (x%.1f)", l["nodes"][0].get<int>(),
-                        l["nodes"][1].get<int>(), l.value("ratio", 0.0));
-          text += buf;
-        }
-      }
-      if (detail.value("cause", std::string()) == "communication" && detail.value("culprit", -1) >= 0) {
-        text += "; last to arrive: rank " + std::to_string(detail.value("culprit", -1));
-      }
-      std::snprintf(buf, sizeof buf, " [%d/%d ranks profiled]", detail.value("ranks_profiled", 0),
-                    detail.value("ranks_expected", 0));
-      master_lines.push_back({e.value("t_s", 0.0), text + buf});
+      if (communication && l->culprit >= 0) text += "; last to arrive: rank " + std::to_string(l->culprit);
+      std::snprintf(buf, sizeof buf, " [%d/%d ranks profiled]", l->ranks_profiled, l->ranks_expected);
+      master_lines.push_back({e.t_s, text + buf});
       continue;
     }
-    if (type == "baseline") {
+    if (type == event_type::kBaseline) {
+      const BaselineReport b = parse_baseline_report(e.detail, &err).value_or(BaselineReport{});
       std::snprintf(buf, sizeof buf, "BASELINE healthy reference profile: %d groups of %d ranks, iteration %.1f ms",
-                    detail.value("groups", 0), detail.value("ranks_profiled", 0), detail.value("iter_ms", 0.0));
-      master_lines.push_back({e.value("t_s", 0.0), buf});
+                    b.groups, b.ranks_profiled, b.iter_ms);
+      master_lines.push_back({e.t_s, buf});
       continue;
     }
-    if (type == "plan") {
-      std::string text = "PLAN   epoch " + std::to_string(detail.value("epoch", 0)) + " " +
-                         detail.value("strategy", std::string("?")) + " " + detail.value("action", std::string("?"));
-      if (detail.contains("microbatches") && detail["microbatches"].is_array() && !detail["microbatches"].empty()) {
-        text += ", micro-batches per DP replica " + detail["microbatches"].dump();
+    if (type == event_type::kPlan) {
+      const auto p = plan_from_json(e.detail, &err);
+      if (!p) {
+        master_lines.push_back({e.t_s, "PLAN   (malformed detail: " + err + ")"});
+        continue;
       }
-      master_lines.push_back({e.value("t_s", 0.0), text});
+      std::string text = "PLAN   epoch " + std::to_string(p->epoch) + " " + p->strategy + " " + p->action;
+      if (!p->microbatches.empty()) {
+        text += ", micro-batches per DP replica " + nlohmann::json(p->microbatches).dump();
+      }
+      master_lines.push_back({e.t_s, text});
       continue;
     }
-    if (type == "plan_applied" || type == "plan_rejected" || type == "plan_timeout") {
-      std::snprintf(buf, sizeof buf, "%s epoch %d: applied by %d of %d ranks", type == "plan_applied" ? "APPLIED"
-                    : type == "plan_rejected" ? "REJECTED" : "TIMEOUT", detail.value("epoch", 0),
-                    detail.value("applied", 0), detail.value("ranks", 0));
+    if (type == event_type::kPlanApplied || type == event_type::kPlanRejected || type == event_type::kPlanTimeout) {
+      const auto o = parse_plan_outcome(e.detail, &err);
+      if (!o) {
+        master_lines.push_back({e.t_s, "PLAN   " + type + " (malformed detail: " + err + ")"});
+        continue;
+      }
+      std::snprintf(buf, sizeof buf, "%s epoch %lld: applied by %d of %d ranks",
+                    type == event_type::kPlanApplied    ? "APPLIED"
+                    : type == event_type::kPlanRejected ? "REJECTED"
+                                                        : "TIMEOUT",
+                    static_cast<long long>(o->epoch), o->applied, o->ranks);
       std::string text = buf;
-      if (detail.value("from_iteration", -1) >= 0) text += ", from iteration " + std::to_string(detail.value("from_iteration", -1));
-      master_lines.push_back({e.value("t_s", 0.0), text});
+      if (o->from_iteration >= 0) text += ", from iteration " + std::to_string(o->from_iteration);
+      master_lines.push_back({e.t_s, text});
       continue;
     }
     std::string text = "EVENT  " + type;
-    if (e.contains("incident")) text += " #" + std::to_string(e.value("incident", 0));
-    if (e.contains("ratio")) {
-      std::snprintf(buf, sizeof buf, " x%.2f", e.value("ratio", 0.0));
+    if (e.incident >= 0) text += " #" + std::to_string(e.incident);
+    if (e.ratio > 0) {
+      std::snprintf(buf, sizeof buf, " x%.2f", e.ratio);
       text += buf;
     }
-    if (e.contains("detail") && e["detail"].contains("ranks")) text += " ranks " + e["detail"]["ranks"].dump();
-    if (e.contains("detail") && e["detail"].contains("duration_s")) {
-      std::snprintf(buf, sizeof buf, " lasted %.1f s", e["detail"]["duration_s"].get<double>());
-      text += buf;
+    const bool incident_event = type == event_type::kIncidentOpen || type == event_type::kIncidentUpdate ||
+                                type == event_type::kIncidentClose;
+    if (incident_event) {
+      if (auto d = parse_incident_detail(e.detail, &err)) {
+        text += " ranks " + nlohmann::json(d->ranks).dump();
+        if (d->duration_s >= 0) {
+          std::snprintf(buf, sizeof buf, " lasted %.1f s", d->duration_s);
+          text += buf;
+        }
+        if (!d->reason.empty()) text += ": " + d->reason;
+      }
     }
-    if (detail.contains("reason") && detail["reason"].is_string()) text += ": " + detail["reason"].get<std::string>();
-    master_lines.push_back({e.value("t_s", 0.0), text});
+    master_lines.push_back({e.t_s, text});
   }
   for (auto& b : bursts) {
     std::sort(b.ranks.begin(), b.ranks.end());

@@ -1,5 +1,10 @@
-#include "common/messages.h"
+#include "store/messages.h"
 
+#include "common/record_json.h"
+#include "greyhound/vocabulary.h"
+#include "store/bounded_json.h"
+
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cmath>
@@ -10,6 +15,8 @@ namespace greyhound {
 namespace {
 
 using nlohmann::json;
+using store::JsonLimits;
+using store::parse_bounded;
 
 struct Invalid : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -69,29 +76,50 @@ class Fields {
   const json& j_;
 };
 
+// Builds T from JSON already bounded; a field error becomes the error text.
 template <typename T, typename F>
-std::optional<T> parse_with(const std::string& text, std::string* error, F&& build) {
-  auto fail = [&](const std::string& why) -> std::optional<T> {
-    if (error) *error = why;
-    return std::nullopt;
-  };
-  if (text.size() > kMaxMessageBytes) return fail("value of " + std::to_string(text.size()) + " bytes is too large");
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return fail(std::string("not valid JSON: ") + e.what());
-  }
+std::optional<T> build_from(const json& j, std::string* error, F&& build) {
   try {
     return build(Fields(j), j);
   } catch (const Invalid& e) {
-    return fail(e.what());
+    if (error) *error = e.what();
   } catch (const json::exception& e) {
-    return fail(e.what());
+    if (error) *error = e.what();
   }
+  return std::nullopt;
 }
 
-constexpr std::int64_t kMaxRank = 1 << 24;
+template <typename T, typename F>
+std::optional<T> parse_with(const std::string& text, std::string* error, F&& build) {
+  JsonLimits limits;
+  limits.max_bytes = kMaxMessageBytes;
+  auto j = parse_bounded(text, limits);
+  if (!j) {
+    if (error) *error = j.error();
+    return std::nullopt;
+  }
+  return build_from<T>(*j, error, std::forward<F>(build));
+}
+
+std::vector<double> doubles_or_empty(const json& j, const char* k) {
+  std::vector<double> out;
+  if (!j.contains(k) || j.at(k).is_null()) return out;
+  const json& v = j.at(k);
+  if (!v.is_array()) throw Invalid(std::string(k) + ": must be an array of numbers");
+  for (const auto& x : v) {
+    if (!x.is_number() || !std::isfinite(x.get<double>())) throw Invalid(std::string(k) + ": must be an array of numbers");
+    out.push_back(x.get<double>());
+  }
+  return out;
+}
+
+std::uint64_t group_id_of(const std::string& hex, const char* field) {
+  std::uint64_t id = 0;
+  if (!parse_group_id_hex(hex, &id)) throw Invalid(std::string(field) + ": not a group id");
+  return id;
+}
+
+}  // namespace
 
 bool valid_stream_id(const std::string& id) {
   const auto dash = id.find('-');
@@ -101,8 +129,6 @@ bool valid_stream_id(const std::string& id) {
   }
   return true;
 }
-
-}  // namespace
 
 std::int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -126,8 +152,8 @@ json to_json(const Event& e) {
   return j;
 }
 
-std::optional<Event> parse_event(const std::string& text, std::string* error) {
-  return parse_with<Event>(text, error, [](const Fields& f, const json& j) {
+namespace {
+Event build_event(const Fields& f, const json& j) {
     static const std::set<std::string> kTypes = {
         event_type::kSlowdown,   event_type::kRecovery,     event_type::kPeriodChange,    event_type::kAgentStart,
         event_type::kAgentStop,  event_type::kCommandAck,   event_type::kIncidentOpen,    event_type::kIncidentUpdate,
@@ -159,8 +185,14 @@ std::optional<Event> parse_event(const std::string& text, std::string* error) {
       if (e.before_ms <= 0 || e.after_ms <= 0) throw Invalid("before_ms/after_ms: must be positive");
     }
     return e;
-  });
 }
+}  // namespace
+
+std::optional<Event> parse_event(const std::string& text, std::string* error) {
+  return parse_with<Event>(text, error, build_event);
+}
+
+std::optional<Event> event_from_json(const json& j, std::string* error) { return build_from<Event>(j, error, build_event); }
 
 json to_json(const RankRegistration& r) {
   return {{"rank", r.rank}, {"local_rank", r.local_rank}, {"node", r.node}, {"host", r.host},
@@ -230,8 +262,8 @@ std::optional<IterationUpdate> parse_iteration_update(const std::string& text, s
 }
 
 json to_json(const Command& c) {
-  json j = {{"cmd", c.cmd}, {"id", c.id}};
-  if (c.args.is_object()) j["args"] = c.args;
+  json j = {{"cmd", c.cmd}, {"id", c.id}, {"args", json::object()}};
+  if (c.cmd == "profile") j["args"]["duration_s"] = c.duration_s;
   return j;
 }
 
@@ -244,8 +276,8 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
     }
     c.id = f.str("id", 128);
     if (f.has("args")) {
-      if (!j.at("args").is_object()) throw Invalid("args: must be an object");
-      c.args = j.at("args");
+      const Fields args(j.at("args"));
+      c.duration_s = std::clamp(args.num_or("duration_s", kDefaultProfileWindowS), kMinProfileWindowS, kMaxProfileWindowS);
     }
     return c;
   });
@@ -315,16 +347,16 @@ json to_json(const Plan& p) {
           {"t_unix_ms", p.t_unix_ms}};
 }
 
-std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
-  return parse_with<Plan>(text, error, [](const Fields& f, const json& j) {
+namespace {
+Plan build_plan(const Fields& f, const json& j) {
     Plan p;
     p.epoch = f.integer("epoch", 1, INT64_MAX);
     p.strategy = f.str("strategy", 8);
-    if (p.strategy != "S1" && p.strategy != "S2" && p.strategy != "S3" && p.strategy != "S4") {
+    if (!parse_strategy(p.strategy)) {
       throw Invalid("strategy: must be S1, S2, S3 or S4");
     }
     p.action = f.str_or("action", "apply");
-    if (p.action != "apply" && p.action != "revert") throw Invalid("action: must be apply or revert");
+    if (!parse_plan_action(p.action)) throw Invalid("action: must be apply or revert");
     p.incident = f.integer_or("incident", -1, -1, INT64_MAX);
     p.reason = f.str_or("reason", "");
     p.microbatches = f.ints_or_empty("microbatches");
@@ -346,8 +378,14 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
     p.predicted_iteration_s = f.num_or("predicted_iteration_s", 0);
     p.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
     return p;
-  });
 }
+}  // namespace
+
+std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
+  return parse_with<Plan>(text, error, build_plan);
+}
+
+std::optional<Plan> plan_from_json(const json& j, std::string* error) { return build_from<Plan>(j, error, build_plan); }
 
 json to_json(const PlanAck& a) {
   return {{"rank", a.rank},     {"epoch", a.epoch},   {"iteration", a.iteration},
@@ -361,7 +399,7 @@ std::optional<PlanAck> parse_plan_ack(const std::string& text, std::string* erro
     a.epoch = f.integer("epoch", 1, INT64_MAX);
     a.iteration = f.integer_or("iteration", -1, -1, INT64_MAX);
     a.status = f.str("status", 16);
-    if (a.status != "applied" && a.status != "unsupported" && a.status != "rejected") {
+    if (!parse_ack_status(a.status)) {
       throw Invalid("status: must be applied, unsupported or rejected");
     }
     a.detail = f.str_or("detail", "");
@@ -389,7 +427,7 @@ std::optional<Incident> parse_incident(const std::string& text, std::string* err
     Incident i;
     i.id = f.integer("id", 1, INT64_MAX);
     i.status = f.str("status", 16);
-    if (i.status != "open" && i.status != "closed") throw Invalid("status: must be open or closed");
+    if (!parse_incident_status(i.status)) throw Invalid("status: must be open or closed");
     i.onset_t_s = f.num("onset_t_s");
     i.detected_t_s = f.num("detected_t_s");
     i.closed_t_s = f.num_or("closed_t_s", -1);
@@ -416,12 +454,11 @@ json to_json(const MasterState& s) {
 
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error) {
   return parse_with<MasterState>(text, error, [](const Fields& f, const json&) {
-    static const std::set<std::string> kStates = {"healthy", "slow", "profiling", "validating", "mitigating"};
     MasterState s;
     s.cursor = f.str("cursor", 64);
     if (!valid_stream_id(s.cursor)) throw Invalid("cursor: not a stream id");
     s.state = f.str("state", 32);
-    if (kStates.count(s.state) == 0) throw Invalid("state: unknown state '" + s.state + "'");
+    if (!parse_phase(s.state)) throw Invalid("state: unknown state '" + s.state + "'");
     s.open_incident = f.integer_or("open_incident", -1, -1, INT64_MAX);
     s.incidents_total = f.integer_or("incidents_total", 0, 0, INT64_MAX);
     s.last_closed_t_s = f.num_or("last_closed_t_s", -1);
@@ -429,6 +466,236 @@ std::optional<MasterState> parse_master_state(const std::string& text, std::stri
     s.events_rejected = f.integer_or("events_rejected", 0, 0, INT64_MAX);
     s.updated_unix_ms = f.integer_or("updated_unix_ms", 0, 0, INT64_MAX);
     return s;
+  });
+}
+
+// ---- Event details.
+
+json to_json(const ChangeDetail& d) { return {{"method", d.method}, {"iteration_end_t_s", d.iteration_end_t_s}}; }
+
+std::optional<ChangeDetail> parse_change_detail(const json& detail, std::string* error) {
+  return build_from<ChangeDetail>(detail, error, [](const Fields& f, const json&) {
+    ChangeDetail d;
+    d.method = f.str_or("method", "");
+    d.iteration_end_t_s = f.num_or("iteration_end_t_s", -1);
+    return d;
+  });
+}
+
+json to_json(const PeriodChangeDetail& d) { return {{"period", d.period}}; }
+
+std::optional<PeriodChangeDetail> parse_period_change_detail(const json& detail, std::string* error) {
+  return build_from<PeriodChangeDetail>(detail, error, [](const Fields& f, const json&) {
+    PeriodChangeDetail d;
+    d.period = static_cast<int>(f.integer("period", 0, 1 << 24));
+    return d;
+  });
+}
+
+json to_json(const CommandAckDetail& d) { return {{"cmd", d.cmd}, {"id", d.id}, {"stream_id", d.stream_id}}; }
+
+std::optional<CommandAckDetail> parse_command_ack_detail(const json& detail, std::string* error) {
+  return build_from<CommandAckDetail>(detail, error, [](const Fields& f, const json&) {
+    CommandAckDetail d;
+    d.cmd = f.str("cmd", 64);
+    d.id = f.str("id", 128);
+    d.stream_id = f.str_or("stream_id", "");
+    return d;
+  });
+}
+
+json to_json(const AgentStopDetail& d) { return {{"events_dropped", d.events_dropped}}; }
+
+std::optional<AgentStopDetail> parse_agent_stop_detail(const json& detail, std::string* error) {
+  return build_from<AgentStopDetail>(detail, error, [](const Fields& f, const json&) {
+    AgentStopDetail d;
+    d.events_dropped = static_cast<std::uint64_t>(f.integer_or("events_dropped", 0, 0, INT64_MAX));
+    return d;
+  });
+}
+
+json to_json(const ProfileReport& p) {
+  json groups = json::object();
+  for (const auto& [gid, g] : p.groups) groups[group_id_hex(gid)] = {{"share", g.share}, {"calls_per_s", g.calls_per_s}};
+  return {{"request", p.request},       {"window_s", p.window_s}, {"iterations", p.iterations},
+          {"iter_ms", p.iter_ms},       {"comm_share", p.comm_share}, {"timings", p.timings},
+          {"status", p.status},         {"groups", groups}};
+}
+
+std::optional<ProfileReport> parse_profile_report(const json& detail, std::string* error) {
+  return build_from<ProfileReport>(detail, error, [](const Fields& f, const json& j) {
+    ProfileReport p;
+    p.request = f.str_or("request", "");
+    p.window_s = f.num_or("window_s", 0);
+    p.iterations = static_cast<int>(f.integer_or("iterations", 0, 0, INT32_MAX));
+    p.iter_ms = f.num_or("iter_ms", 0);
+    p.comm_share = f.num_or("comm_share", 0);
+    p.timings = f.integer_or("timings", 0, 0, INT64_MAX);
+    p.status = f.str_or("status", "active");
+    if (p.status != "active" && p.status != "unavailable") throw Invalid("status: must be active or unavailable");
+    if (p.window_s < 0 || p.iter_ms < 0 || p.comm_share < 0) throw Invalid("window_s/iter_ms/comm_share: negative");
+    if (f.has("groups")) {
+      const json& g = j.at("groups");
+      if (!g.is_object()) throw Invalid("groups: must be an object");
+      for (const auto& [hex, v] : g.items()) {
+        const Fields gf(v);
+        ProfileGroup pg;
+        pg.share = gf.num("share");
+        pg.calls_per_s = gf.num_or("calls_per_s", 0);
+        if (pg.share < 0 || pg.calls_per_s < 0) throw Invalid("groups: negative share or rate");
+        p.groups[group_id_of(hex, "groups")] = pg;
+      }
+    }
+    return p;
+  });
+}
+
+json to_json(const IncidentDetail& d) {
+  json j = {{"ranks", d.ranks}, {"nodes", d.nodes}, {"onset_t_s", d.onset_t_s}, {"detected_t_s", d.detected_t_s},
+            {"state", d.state}};
+  if (d.duration_s >= 0) j["duration_s"] = d.duration_s;
+  if (!d.reason.empty()) j["reason"] = d.reason;
+  return j;
+}
+
+std::optional<IncidentDetail> parse_incident_detail(const json& detail, std::string* error) {
+  return build_from<IncidentDetail>(detail, error, [](const Fields& f, const json&) {
+    IncidentDetail d;
+    d.ranks = f.ints_or_empty("ranks");
+    d.nodes = f.ints_or_empty("nodes");
+    d.onset_t_s = f.num("onset_t_s");
+    d.detected_t_s = f.num_or("detected_t_s", d.onset_t_s);
+    d.state = f.str_or("state", "");
+    d.duration_s = f.num_or("duration_s", -1);
+    d.reason = f.str_or("reason", "");
+    return d;
+  });
+}
+
+json to_json(const LocalisationReport& l) {
+  json slow = json::array();
+  for (const auto& [g, r] : l.slow_groups) slow.push_back({{"group", group_id_hex(g)}, {"ratio", r}});
+  json links = json::array();
+  for (const auto& k : l.suspect_links) links.push_back({{"nodes", {k.node_a, k.node_b}}, {"ratio", k.ratio}});
+  json j = {{"cause", l.cause},         {"culprit", l.culprit},         {"culprit_node", l.culprit_node},
+            {"kind", l.kind},           {"severity", l.severity},       {"score", l.score},
+            {"group", group_id_hex(l.group)}, {"slow_groups", slow},     {"suspect_links", links},
+            {"ranks_profiled", l.ranks_profiled}, {"ranks_expected", l.ranks_expected}};
+  if (l.dp_transfer_ms > 0) j["dp_transfer_ms"] = l.dp_transfer_ms;
+  if (l.pp_transfer_ms > 0) j["pp_transfer_ms"] = l.pp_transfer_ms;
+  if (!l.replica_ms_per_microbatch.empty()) {
+    j["replica_ms_per_microbatch"] = l.replica_ms_per_microbatch;
+    j["culprit_replica"] = l.culprit_replica;
+    j["replica_skew"] = l.replica_skew;
+  }
+  if (!l.request.empty()) j["request"] = l.request;
+  return j;
+}
+
+std::optional<LocalisationReport> parse_localisation_report(const json& detail, std::string* error) {
+  return build_from<LocalisationReport>(detail, error, [](const Fields& f, const json& j) {
+    LocalisationReport l;
+    l.cause = f.str("cause", 32);
+    if (!parse_cause(l.cause)) {
+      throw Invalid("cause: must be computation, communication or unknown");
+    }
+    l.culprit = static_cast<int>(f.integer_or("culprit", -1, -1, kMaxRank));
+    l.culprit_node = static_cast<int>(f.integer_or("culprit_node", -1, -1, kMaxRank));
+    l.kind = f.str_or("kind", "NONE");
+    l.severity = f.str_or("severity", "none");
+    l.score = f.num_or("score", 0);
+    l.group = f.has("group") ? group_id_of(f.str("group", 32), "group") : 0;
+    if (f.has("slow_groups")) {
+      const json& a = j.at("slow_groups");
+      if (!a.is_array()) throw Invalid("slow_groups: must be an array");
+      for (const auto& x : a) {
+        const Fields g(x);
+        l.slow_groups.emplace_back(group_id_of(g.str("group", 32), "slow_groups"), g.num("ratio"));
+      }
+    }
+    if (f.has("suspect_links")) {
+      const json& a = j.at("suspect_links");
+      if (!a.is_array()) throw Invalid("suspect_links: must be an array");
+      for (const auto& x : a) {
+        const Fields k(x);
+        const std::vector<int> nodes = k.ints_or_empty("nodes");
+        if (nodes.size() != 2) throw Invalid("suspect_links: nodes must be two node ids");
+        l.suspect_links.push_back({nodes[0], nodes[1], k.num("ratio")});
+      }
+    }
+    l.dp_transfer_ms = f.num_or("dp_transfer_ms", 0);
+    l.pp_transfer_ms = f.num_or("pp_transfer_ms", 0);
+    l.ranks_profiled = static_cast<int>(f.integer_or("ranks_profiled", 0, 0, kMaxRank));
+    l.ranks_expected = static_cast<int>(f.integer_or("ranks_expected", 0, 0, kMaxRank));
+    l.replica_ms_per_microbatch = doubles_or_empty(j, "replica_ms_per_microbatch");
+    l.culprit_replica = static_cast<int>(f.integer_or("culprit_replica", -1, -1, kMaxRank));
+    l.replica_skew = f.num_or("replica_skew", 1.0);
+    l.request = f.str_or("request", "");
+    return l;
+  });
+}
+
+json to_json(const BaselineReport& b) {
+  return {{"request", b.request}, {"ranks_profiled", b.ranks_profiled}, {"groups", b.groups}, {"iter_ms", b.iter_ms}};
+}
+
+std::optional<BaselineReport> parse_baseline_report(const json& detail, std::string* error) {
+  return build_from<BaselineReport>(detail, error, [](const Fields& f, const json&) {
+    BaselineReport b;
+    b.request = f.str_or("request", "");
+    b.ranks_profiled = static_cast<int>(f.integer_or("ranks_profiled", 0, 0, kMaxRank));
+    b.groups = static_cast<int>(f.integer_or("groups", 0, 0, kMaxRank));
+    b.iter_ms = f.num_or("iter_ms", 0);
+    return b;
+  });
+}
+
+json to_json(const PlanOutcome& o) {
+  return {{"epoch", o.epoch},     {"strategy", o.strategy},       {"action", o.action},
+          {"applied", o.applied}, {"unsupported", o.unsupported}, {"rejected", o.rejected},
+          {"ranks", o.ranks},     {"from_iteration", o.from_iteration}};
+}
+
+std::optional<PlanOutcome> parse_plan_outcome(const json& detail, std::string* error) {
+  return build_from<PlanOutcome>(detail, error, [](const Fields& f, const json&) {
+    PlanOutcome o;
+    o.epoch = f.integer("epoch", 1, INT64_MAX);
+    o.strategy = f.str_or("strategy", "");
+    o.action = f.str_or("action", "");
+    o.applied = static_cast<int>(f.integer_or("applied", 0, 0, kMaxRank));
+    o.unsupported = static_cast<int>(f.integer_or("unsupported", 0, 0, kMaxRank));
+    o.rejected = static_cast<int>(f.integer_or("rejected", 0, 0, kMaxRank));
+    o.ranks = static_cast<int>(f.integer_or("ranks", 0, 0, kMaxRank));
+    o.from_iteration = f.integer_or("from_iteration", -1, -1, INT64_MAX);
+    return o;
+  });
+}
+
+json to_json(const RestartRequest& r) {
+  return {{"rank", r.rank},
+          {"epoch", r.epoch},
+          {"reason", r.reason},
+          {"exclude_nodes", r.exclude_nodes},
+          {"exclude_ranks", r.exclude_ranks},
+          {"t_unix_ms", r.t_unix_ms}};
+}
+
+std::optional<RestartRequest> parse_restart_request(const std::string& text, std::string* error) {
+  return parse_with<RestartRequest>(text, error, [](const Fields& f, const json&) {
+    RestartRequest r;
+    r.rank = static_cast<int>(f.integer("rank", 0, kMaxRank));
+    r.epoch = f.integer_or("epoch", 0, 0, INT64_MAX);
+    r.reason = f.str_or("reason", "");
+    r.exclude_nodes = f.ints_or_empty("exclude_nodes");
+    r.exclude_ranks = f.ints_or_empty("exclude_ranks");
+    for (int x : r.exclude_nodes) {
+      if (x < 0) throw Invalid("exclude_nodes: entries must be >= 0");
+    }
+    for (int x : r.exclude_ranks) {
+      if (x < 0) throw Invalid("exclude_ranks: entries must be >= 0");
+    }
+    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    return r;
   });
 }
 

@@ -1,4 +1,4 @@
-// A private redis-server for tests and the simulated cluster: on 127.0.0.1 and a free port, in its own
+// A private redis-server for tests and the simulated cluster (a test fixture, not part of the product): on 127.0.0.1 and a free port, in its own
 // directory (append-only file with fsync on every write, so an acknowledged write survives kill -9 and a
 // restart from the same directory), stopped with the object. Never touches a system Redis.
 #pragma once
@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-namespace greyhound {
+namespace greyhound::sim {
 
 class RedisServer {
  public:
@@ -43,4 +43,4 @@ class RedisServer {
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0 and read it back).
 int pick_free_port();
 
-}  // namespace greyhound
+}  // namespace greyhound::sim

@@ -1,5 +1,5 @@
 // The JSON values greyhound keeps in Redis: round trips, and malformed values rejected with the field named.
-#include "common/messages.h"
+#include "store/messages.h"
 
 #include <gtest/gtest.h>
 
@@ -133,6 +133,42 @@ TEST(Messages, EventRoundTripKeepsTheDetail) {
   EXPECT_DOUBLE_EQ(back->t_s, 12.5);
   EXPECT_EQ(back->incident, 4);
   EXPECT_EQ(back->detail["culprit"], 3);
+}
+
+TEST(Messages, RoundTripAndRejectBadValues) {
+  Event e;
+  e.type = event_type::kSlowdown;
+  e.t_s = 12.5;
+  e.rank = 3;
+  e.node = 0;
+  e.index = 40;
+  e.detected_index = 43;
+  e.before_ms = 270;
+  e.after_ms = 330;
+  e.ratio = 330.0 / 270;
+  std::string err;
+  auto back = parse_event(to_json(e).dump(), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->rank, 3);
+  EXPECT_EQ(back->detected_index, 43);
+  EXPECT_FALSE(parse_event("{\"type\":\"slowdown\",\"t_s\":1", &err));
+  EXPECT_NE(err.find("not valid JSON"), std::string::npos);
+  EXPECT_FALSE(parse_event(R"({"type":"slowdown","t_s":"x","rank":1,"before_ms":1,"after_ms":2})", &err));
+  EXPECT_EQ(err, "t_s: must be a finite number");
+  EXPECT_FALSE(parse_event(R"({"type":"bogus","t_s":1})", &err));
+  EXPECT_EQ(err, "type: unknown event type 'bogus'");
+  EXPECT_FALSE(parse_event(R"({"type":"slowdown","t_s":1,"before_ms":1,"after_ms":2})", &err));
+  EXPECT_EQ(err, "rank: missing");
+  EXPECT_FALSE(parse_event("[1,2]", &err));
+  EXPECT_FALSE(parse_event(std::string(kMaxMessageBytes + 1, ' '), &err));
+  EXPECT_NE(err.find("too large"), std::string::npos);
+  EXPECT_FALSE(parse_master_state(R"({"cursor":"1-x","state":"healthy"})", &err));
+  EXPECT_EQ(err, "cursor: not a stream id");
+  auto st = parse_master_state(to_json(MasterState{}).dump(), &err);
+  ASSERT_TRUE(st) << err;
+  EXPECT_EQ(st->cursor, "0-0");
+  EXPECT_FALSE(parse_rank_registration(R"({"rank":-4,"node":0,"host":"h","pid":1})", &err));
+  EXPECT_EQ(err, "rank: -4 out of range");
 }
 
 }  // namespace

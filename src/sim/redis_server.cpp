@@ -1,4 +1,4 @@
-#include "common/redis_server.h"
+#include "sim/redis_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,7 +14,7 @@
 
 #include "common/redis_client.h"
 
-namespace greyhound {
+namespace greyhound::sim {
 
 int pick_free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -132,4 +132,4 @@ bool RedisServer::restart(std::string* error) {
   return launch(error);
 }
 
-}  // namespace greyhound
+}  // namespace greyhound::sim

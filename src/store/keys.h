@@ -1,12 +1,14 @@
-// Redis key schema of greyhound, version 1 (docs/redis-keys.md is the reference; keep them in step).
+// Redis key schema of greyhound, version 1 (docs/redis-keys.md is the reference; keep them in step): every
+// key builder, TTL and stream length in one place. Only the job store (store/job_store.h) uses them.
 // Every key of a job lives under "gh:v1:<job>:"; job names are sanitised (sanitize_job_name) so they hold
 // no ':' or spaces. Values are JSON texts (or hashes whose values are JSON texts), validated on read.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
-namespace greyhound::keys {
+namespace greyhound::store::keys {
 
 inline constexpr std::string_view kPrefix = "gh:v1:";
 
@@ -29,4 +31,15 @@ inline std::string plan(std::string_view j) { return job(j) + "plan"; }         
 inline std::string plan_epoch(std::string_view j, long e) { return job(j) + "plan:" + std::to_string(e); }  // JSON
 inline std::string plan_acks(std::string_view j) { return job(j) + "plan:acks"; }          // HASH rank -> JSON
 
-}  // namespace greyhound::keys
+inline std::string restart(std::string_view j) { return job(j) + "restart"; }              // JSON, by the job
+
+// Expiry of the keys that say "alive": an agent's heartbeat outlives a few missed beats, an iteration time
+// a stalled rank by a minute (absent: nothing current).
+inline constexpr std::chrono::seconds kHeartbeatTtl{10};
+inline constexpr std::chrono::seconds kIterationTtl{60};
+// Approximate lengths streams are trimmed to (XADD MAXLEN ~): the event stream holds hours of a large job's
+// events; a node's command stream only what an agent may not have read yet.
+inline constexpr long kEventsMaxLen = 100000;
+inline constexpr long kCommandsMaxLen = 1000;
+
+}  // namespace greyhound::store::keys

@@ -1,0 +1,200 @@
+#include "daemon/job_driver.h"
+
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+namespace greyhound::master {
+
+EventLog::EventLog(const std::string& path) {
+  if (path.empty()) return;
+  out_.open(path, std::ios::app);
+  if (!out_) spdlog::error("cannot open the event log {}", path);
+}
+
+void EventLog::write(nlohmann::json line) {
+  if (!out_.is_open()) return;
+  out_ << line.dump() << '\n';
+  out_.flush();
+}
+
+JobDriver::JobDriver(RedisClient& client, std::string job, ControllerConfig config, std::string run_tag,
+                     EventLog& log, int batch)
+    : client_(client), store_(client, std::move(job)), ctl_(std::move(config), std::move(run_tag)), log_(log),
+      batch_(batch) {}
+
+void JobDriver::warn_once(const std::string& kind, const std::string& message) {
+  if (warned_.insert(kind).second) spdlog::warn("job {}: {} (further ones of this kind are not logged)", job(), message);
+}
+
+// The job's clock, read off the pacing rank's newest iteration (the master has no clock of its own in job
+// time): its end plus the wall time since. Without one, the open incident's detection time.
+Now JobDriver::now(const std::optional<IterationUpdate>& pace) const {
+  Now n;
+  n.mono_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  n.unix_ms = unix_ms_now();
+  if (pace) {
+    n.job_s = pace->t_s + static_cast<double>(n.unix_ms - pace->t_unix_ms) * 1e-3;
+  } else if (ctl_.loaded() && ctl_.open_incident()) {
+    n.job_s = ctl_.open_incident()->detected_t_s;
+  }
+  return n;
+}
+
+bool JobDriver::load(const Now& now) {
+  MasterState state;
+  auto st = store_.master_state();
+  if (!st && st.code() == Errc::kUnavailable) return false;
+  if (!st) {
+    warn_once("state", "master state of job " + job() + (st.code() == Errc::kRefused ? " unreadable (" : " is malformed (") +
+                           st.error() + "): rebuilding from the stream");
+  } else if (*st) {
+    state = **st;
+  }
+  std::optional<Incident> open;
+  if (state.open_incident > 0) {
+    auto i = store_.incident(state.open_incident);
+    if (!i && i.code() == Errc::kUnavailable) return false;
+    if (!i) {
+      warn_once("incident", "incident " + std::to_string(state.open_incident) + " is malformed (" + i.error() + ")");
+    } else if (*i) {
+      open = **i;
+    }
+  }
+  std::int64_t epoch = 0;
+  auto plan = store_.latest_plan();
+  if (!plan && plan.code() == Errc::kUnavailable) return false;
+  if (!plan) warn_once("plan", "the latest plan is malformed (" + plan.error() + ")");
+  if (plan && *plan) epoch = (*plan)->epoch;
+  ctl_.load(state, open, epoch, now);
+  loaded_at_reconnects_ = client_.reconnects();
+  spdlog::info("job {}: state {}, cursor {}, {} incidents so far{}", job(), ctl_.state().state, ctl_.cursor(),
+               ctl_.state().incidents_total, open ? ", incident " + std::to_string(open->id) + " open" : "");
+  return true;
+}
+
+int JobDriver::tick() {
+  if (!client_.connected()) return 0;
+  std::optional<IterationUpdate> pace;
+  auto p = store_.iteration(ctl_.pace_rank());  // once per step: the job clock and the planner's pace
+  if (!p && p.code() == Errc::kUnavailable) return 0;
+  if (!p) warn_once("iter", p.error());
+  if (p && *p) pace = **p;
+  Now t = now(pace);
+  if ((!ctl_.loaded() || loaded_at_reconnects_ != client_.reconnects()) && !load(t)) return 0;
+
+  int consumed = 0;
+  auto entries = store_.read_events(ctl_.cursor(), batch_);
+  if (!entries) {
+    warn_once("read:" + entries.error(), "cannot read the event stream: " + entries.error());
+    if (entries.code() == Errc::kUnavailable) return 0;
+  } else if (!entries->empty()) {
+    store::MasterCommit commit = ctl_.apply(*entries, t);
+    const Status s = store_.commit(commit);
+    if (!s) {
+      warn_once("commit", "could not commit the master state (" + s.error() + "); will retry from the stored cursor");
+      ctl_.discard();
+      return 0;
+    }
+    ctl_.adopt(t);
+    consumed = static_cast<int>(entries->size());
+    for (const auto& e : *entries) {
+      if (e.value) {
+        log_.write({{"t_unix_ms", t.unix_ms}, {"job", job()}, {"id", e.id}, {"event", to_json(*e.value)}});
+      } else {
+        warn_once("event:" + e.error.substr(0, e.error.find(':')), "skipping malformed event " + e.id + ": " + e.error);
+        log_.write({{"t_unix_ms", t.unix_ms}, {"job", job()}, {"id", e.id}, {"rejected", e.error}});
+      }
+    }
+    log_emitted(commit.events, t.unix_ms);
+  }
+  carry_out(ctl_.step(t, read_inputs(ctl_.needs(t), pace)), t);
+  return consumed;
+}
+
+JobInputs JobDriver::read_inputs(const Needs& needs, std::optional<IterationUpdate> pace) {
+  JobInputs in;
+  in.pace = std::move(pace);
+  if (needs.registry) {
+    if (auto a = store_.agents()) in.agents = *a;
+    if (auto r = store_.ranks()) in.ranks = *r;
+  }
+  if (needs.groups) {
+    if (auto g = store_.groups()) {
+      std::vector<GroupRecord> records;
+      for (const auto& e : *g) {
+        if (!e.error.empty()) warn_once("group", "group " + e.id + " is malformed (" + e.error + ")");
+        if (e.value) records.push_back(*e.value);
+      }
+      in.groups = comparable_groups(records);
+    }
+  }
+  if (needs.layout) {
+    auto l = store_.layout();
+    if (!l) warn_once("layout", "layout is malformed (" + l.error() + ")");
+    if (l && *l) in.layout = **l;
+  }
+  if (needs.acks) {
+    if (auto a = store_.plan_acks()) {
+      for (const auto& e : *a) {
+        if (e.value) {
+          in.acks.push_back(*e.value);
+        } else {
+          warn_once("ack", "malformed plan acknowledgement (" + e.error + ")");
+        }
+      }
+    }
+  }
+  return in;
+}
+
+void JobDriver::carry_out(Intents it, const Now& t) {
+  if (it.profile) {
+    for (int node : it.profile->nodes) {
+      if (const Status s = store_.send_command(node, it.profile->command); !s) {
+        warn_once("command", "cannot send a profile command to node " + std::to_string(node) + ": " + s.error());
+      }
+    }
+  }
+  if (it.plan) {
+    Plan plan = *it.plan;
+    plan.t_unix_ms = t.unix_ms;
+    if (const Status s = store_.publish_plan(plan); s) {
+      Intents published = ctl_.plan_published(plan, t);
+      for (Event& e : published.events) it.events.push_back(std::move(e));
+      it.persist_state = true;
+    } else {
+      ctl_.plan_failed(plan);
+    }
+  }
+  if (it.events.empty() && it.incidents.empty() && !it.persist_state) return;
+  store::MasterCommit c;
+  c.state = ctl_.state();
+  c.state.updated_unix_ms = t.unix_ms;
+  c.incidents = std::move(it.incidents);
+  c.events = std::move(it.events);
+  if (const Status s = store_.commit(c); !s) {
+    warn_once("publish", "could not publish the master's events (" + s.error() + ")");
+    return;
+  }
+  log_emitted(c.events, t.unix_ms);
+}
+
+void JobDriver::log_emitted(const std::vector<Event>& events, std::int64_t unix_ms) {
+  for (const Event& m : events) {
+    log_.write({{"t_unix_ms", unix_ms}, {"job", job()}, {"emitted", to_json(m)}});
+    spdlog::info("job {}: {} {}", job(), m.type, m.detail.dump());
+  }
+}
+
+bool JobDriver::agents_alive() {
+  auto nodes = store_.agents();
+  if (!nodes) return nodes.code() == Errc::kUnavailable;  // unknown: not a reason to retire
+  for (int n : *nodes) {
+    auto h = store_.heartbeat(n);
+    if (!h || *h) return true;  // a malformed heartbeat was written by something alive
+  }
+  return false;
+}
+
+}  // namespace greyhound::master

@@ -1,0 +1,60 @@
+// The thin driver of one job's Controller on the master's loop: it owns the job's clock (one read of the
+// pacing rank's iteration time per step gives job time), does every read and write through the job store,
+// and carries the controller's intents out. A malformed value in Redis is logged once per kind and skipped;
+// Redis unavailable makes a step a no-op (the controller reloads after a reconnect).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/controller.h"
+#include "store/job_store.h"
+
+namespace greyhound::master {
+
+// The master's JSON-lines event log (one file for every job; each line names its job). Empty path: none.
+class EventLog {
+ public:
+  explicit EventLog(const std::string& path);
+  void write(nlohmann::json line);
+
+ private:
+  std::ofstream out_;
+};
+
+class JobDriver {
+ public:
+  JobDriver(RedisClient& client, std::string job, ControllerConfig config, std::string run_tag, EventLog& log,
+            int batch);
+
+  // One step: read new events, commit and adopt them, read what the controller needs, carry out its
+  // intents. Returns the number of stream entries consumed (0: nothing new, or Redis unavailable).
+  int tick();
+
+  const std::string& job() const { return store_.job(); }
+  const Controller& controller() const { return ctl_; }
+  // True when some agent of the job has a live heartbeat (read now).
+  bool agents_alive();
+
+ private:
+  bool load(const Now& now);
+  Now now(const std::optional<IterationUpdate>& pace) const;
+  JobInputs read_inputs(const Needs& needs, std::optional<IterationUpdate> pace);
+  void carry_out(Intents intents, const Now& now);
+  void log_emitted(const std::vector<Event>& events, std::int64_t unix_ms);
+  void warn_once(const std::string& kind, const std::string& message);
+
+  RedisClient& client_;
+  store::JobStore store_;
+  Controller ctl_;
+  EventLog& log_;
+  int batch_;
+  std::uint64_t loaded_at_reconnects_ = ~0ull;
+  std::set<std::string> warned_;
+};
+
+}  // namespace greyhound::master

@@ -1,0 +1,150 @@
+/* libgreyhound_job: the training framework's side of greyhound's plan protocol (docs/redis-keys.md: Job
+ * layout, Plan, Acknowledgement), as a C API so that C++ (greyhound-minitrain) and Python (ctypes, the
+ * Megatron plugin) run the same code.
+ *
+ * Protocol: rank 0 publishes the job's layout and capabilities (greyhound_job_publish_layout_v1) at start and
+ * after every plan it applies, and polls before each iteration (greyhound_job_poll_plan_v1). A plan is
+ * checked against the layout before it is handed out: one micro-batch entry per DP replica, every entry >= 1,
+ * the same global batch as the allocation in force, a strategy the job advertised (S1 and reverts always
+ * pass), a placement that places every rank once (S3), exclusions within the job (S4), and an epoch newer
+ * than the last one seen. A plan that fails is reported once with its reason and never replaces the last
+ * good one. The framework then broadcasts its decision to its ranks itself, and every rank acknowledges
+ * (greyhound_job_ack_v1) with the iteration from which the plan is in force.
+ *
+ * Conventions:
+ *  - Every function returns a status (GREYHOUND_JOB_OK or another code below); no C++ exception crosses it.
+ *    After a call on a client, greyhound_job_last_error_v1() says why it did not succeed ("" when it did;
+ *    for a rejected, unsupported or stale plan: the reason).
+ *  - Redis is reached with short timeouts (connect 200 ms, command 300 ms) and reconnects by itself with
+ *    backoff; GREYHOUND_JOB_ERR_UNAVAILABLE is worth retrying later, never a reason to stop training.
+ *  - A client is not thread-safe: use one per thread. Different clients are independent.
+ *  - Strings and arrays passed in are copied; arrays handed out (in greyhound_job_plan) belong to the client
+ *    and stay valid until the next call that fills a plan of the same kind (poll / last) or close.
+ *  - Only the versioned names (_v1) are exported; a later, incompatible version adds _v2 names.
+ */
+#ifndef GREYHOUND_JOB_H_
+#define GREYHOUND_JOB_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GREYHOUND_JOB_API_VERSION 1
+
+#if defined(__GNUC__)
+#define GREYHOUND_JOB_EXPORT __attribute__((visibility("default")))
+#else
+#define GREYHOUND_JOB_EXPORT
+#endif
+
+/* Status codes. >= 0: the call did its work (for a poll, what it found); < 0: it did not. */
+enum {
+  GREYHOUND_JOB_OK = 0,
+  GREYHOUND_JOB_NO_PLAN = 1,           /* poll / last: no plan, or nothing new since the last poll */
+  GREYHOUND_JOB_PLAN_REJECTED = 2,     /* poll: a new plan that does not fit this job, or a malformed one */
+  GREYHOUND_JOB_PLAN_UNSUPPORTED = 3,  /* poll: a new plan of a strategy this job did not advertise */
+  GREYHOUND_JOB_PLAN_STALE = 4,        /* poll: a plan older than the last one seen */
+  GREYHOUND_JOB_ERR_INVALID = -1,      /* an argument (or the call order) is not acceptable */
+  GREYHOUND_JOB_ERR_UNAVAILABLE = -2,  /* Redis could not be reached or timed out: retry later */
+  GREYHOUND_JOB_ERR_REFUSED = -3,      /* Redis answered with an error */
+  GREYHOUND_JOB_ERR_INTERNAL = -4      /* a bug or out of memory */
+};
+
+/* Capabilities a job advertises (bit mask). S1 (ignore) and reverts need none. */
+enum {
+  GREYHOUND_JOB_CAP_S2 = 1u << 0, /* change micro-batches per DP replica */
+  GREYHOUND_JOB_CAP_S3 = 1u << 1, /* re-place ranks (tp, dp, pp roles) */
+  GREYHOUND_JOB_CAP_S4 = 1u << 2  /* checkpoint and restart without some ranks or nodes */
+};
+
+/* Plan strategy (1..4 = S1..S4) and action. */
+enum { GREYHOUND_JOB_S1 = 1, GREYHOUND_JOB_S2 = 2, GREYHOUND_JOB_S3 = 3, GREYHOUND_JOB_S4 = 4 };
+enum { GREYHOUND_JOB_ACTION_APPLY = 0, GREYHOUND_JOB_ACTION_REVERT = 1 };
+
+/* Acknowledgement status. */
+enum { GREYHOUND_JOB_ACK_APPLIED = 0, GREYHOUND_JOB_ACK_UNSUPPORTED = 1, GREYHOUND_JOB_ACK_REJECTED = 2 };
+
+typedef struct greyhound_job_client greyhound_job_client; /* opaque */
+
+/* The job's parallel layout (Megatron order: rank = tp + TP * (dp + DP * pp)). */
+typedef struct greyhound_job_layout {
+  int32_t tp, dp, pp, world;                /* world = tp * dp * pp */
+  const int32_t* microbatches;              /* in force, by DP index: dp entries, each >= 1 */
+  size_t microbatches_len;
+  const int32_t* initial_microbatches;      /* what the job started with; NULL / 0: the same as microbatches */
+  size_t initial_microbatches_len;
+  uint32_t capabilities;                    /* GREYHOUND_JOB_CAP_* */
+  int32_t gpus_per_node;                    /* 0: unknown */
+} greyhound_job_layout;
+
+/* One rank's role in an S3 placement. */
+typedef struct greyhound_job_placement {
+  int32_t rank, tp, dp, pp;
+} greyhound_job_placement;
+
+typedef struct greyhound_job_plan {
+  int64_t epoch;                   /* 0: none could be read (a malformed plan key) */
+  int32_t strategy;                /* GREYHOUND_JOB_S1..S4 (0: unknown) */
+  int32_t action;                  /* GREYHOUND_JOB_ACTION_* */
+  int64_t incident;                /* -1: none */
+  double predicted_iteration_s;    /* the master's prediction; 0: none */
+  const int32_t* microbatches;     /* by DP index; 0 entries: unchanged */
+  size_t microbatches_len;
+  const greyhound_job_placement* placement; /* S3: one per rank; 0 entries: unchanged */
+  size_t placement_len;
+  const int32_t* exclude_ranks;    /* S4 */
+  size_t exclude_ranks_len;
+  const int32_t* exclude_nodes;    /* S4 */
+  size_t exclude_nodes_len;
+  const char* reason;              /* the master's reason */
+  const char* verdict;             /* why this job does not take it; "" when it does */
+} greyhound_job_plan;
+
+/* GREYHOUND_JOB_API_VERSION of the library. */
+GREYHOUND_JOB_EXPORT int greyhound_job_api_version(void);
+/* A constant name for a status code ("ok", "no_plan", ..., "unknown"). */
+GREYHOUND_JOB_EXPORT const char* greyhound_job_status_name(int status);
+
+/* Opens a client for `job` (NULL: GREYHOUND_JOB; sanitised as greyhound does) and Redis at `redis_url`
+ * (NULL or "": GREYHOUND_REDIS and GREYHOUND_REDIS_PASSWORD_FILE). Connects lazily: an absent Redis is not an
+ * error here. On failure *out is NULL and `error` (if not NULL) holds the reason, truncated to error_len. */
+GREYHOUND_JOB_EXPORT int greyhound_job_open_v1(const char* job, const char* redis_url, greyhound_job_client** out,
+                                               char* error, size_t error_len);
+GREYHOUND_JOB_EXPORT void greyhound_job_close_v1(greyhound_job_client* client); /* NULL: no-op */
+/* Why the client's last call did not succeed ("" when it did). Valid until the next call on the client. */
+GREYHOUND_JOB_EXPORT const char* greyhound_job_last_error_v1(const greyhound_job_client* client);
+/* The sanitised job name. */
+GREYHOUND_JOB_EXPORT const char* greyhound_job_name_v1(const greyhound_job_client* client);
+
+/* Publishes the layout (key "layout") and makes it the reference plans are checked against, even when the
+ * write fails (GREYHOUND_JOB_ERR_UNAVAILABLE: call again later). ERR_INVALID: a layout that is not one. */
+GREYHOUND_JOB_EXPORT int greyhound_job_publish_layout_v1(greyhound_job_client* client,
+                                                         const greyhound_job_layout* layout);
+
+/* Reads the latest plan and checks it. OK: a new plan to apply (*out filled, kept as the last good one);
+ * NO_PLAN: nothing new; PLAN_REJECTED / PLAN_UNSUPPORTED / PLAN_STALE: *out holds what could be read and
+ * out->verdict the reason (each bad plan is reported once). ERR_INVALID before any layout was published. */
+GREYHOUND_JOB_EXPORT int greyhound_job_poll_plan_v1(greyhound_job_client* client, greyhound_job_plan* out);
+/* The last plan that passed the check: OK (*out filled) or NO_PLAN. */
+GREYHOUND_JOB_EXPORT int greyhound_job_last_plan_v1(greyhound_job_client* client, greyhound_job_plan* out);
+
+/* Acknowledges plan `epoch` for `rank` (hash "plan:acks"): `status` GREYHOUND_JOB_ACK_*, `iteration` the
+ * job's iteration from which it is in force (-1: unknown), `detail` a sentence (NULL: none). */
+GREYHOUND_JOB_EXPORT int greyhound_job_ack_v1(greyhound_job_client* client, int32_t rank, int64_t epoch,
+                                              int64_t iteration, int32_t status, const char* detail);
+
+/* Asks for an S4 checkpoint-restart without the nodes / ranks given (key "restart"): `epoch` the S4 plan it
+ * answers (0: the job's own decision). Arrays may be NULL when their length is 0. */
+GREYHOUND_JOB_EXPORT int greyhound_job_request_restart_v1(greyhound_job_client* client, int32_t rank, int64_t epoch,
+                                                          const char* reason, const int32_t* exclude_nodes,
+                                                          size_t exclude_nodes_len, const int32_t* exclude_ranks,
+                                                          size_t exclude_ranks_len);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // GREYHOUND_JOB_H_

@@ -1,0 +1,113 @@
+#include "job/job_client.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "greyhound/ring.h"
+#include "greyhound/vocabulary.h"
+
+namespace greyhound::job {
+namespace {
+
+// A plan poll runs before a training step: Redis may cost it this much at most.
+RedisClient::Options client_options(const RedisEndpoint& endpoint) {
+  RedisClient::Options o;
+  o.endpoint = endpoint;
+  o.connect_timeout = std::chrono::milliseconds(200);
+  o.command_timeout = std::chrono::milliseconds(300);
+  return o;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobClient>> JobClient::open(const std::string& job, const std::string& redis_url) {
+  using R = Result<std::unique_ptr<JobClient>>;
+  RedisEndpoint endpoint;
+  try {
+    endpoint = redis_url.empty() ? redis_endpoint_from_env() : parse_redis_url(redis_url);
+  } catch (const std::exception& e) {
+    return R::failure(std::string("redis: ") + e.what());
+  }
+  return std::make_unique<JobClient>(job, endpoint);
+}
+
+JobClient::JobClient(const std::string& job, const RedisEndpoint& endpoint)
+    : job_(sanitize_job_name(job)), redis_(client_options(endpoint)), store_(redis_, job_) {}
+
+Status JobClient::publish_layout(const JobLayout& layout) {
+  if (auto why = check_layout(layout); !why.empty()) return Status::failure("layout: " + why);
+  JobLayout l = layout;
+  if (l.initial_microbatches.empty()) l.initial_microbatches = l.microbatches;
+  if (l.t_unix_ms == 0) l.t_unix_ms = unix_ms_now();
+  layout_ = l;  // the reference for plans from now on, whether or not Redis takes it
+  return store_.write_layout(l);
+}
+
+Result<PlanPoll> JobClient::poll_plan() {
+  if (!layout_) return Result<PlanPoll>::failure("no layout published yet: plans cannot be checked");
+  auto read = store_.latest_plan();
+  PlanPoll out;
+  if (!read) {
+    if (read.code() != Errc::kInvalid) return read.status();
+    // A malformed plan key: reported once (until it changes), never applied.
+    if (read.error() == last_malformed_) return out;
+    last_malformed_ = read.error();
+    out.kind = PlanPoll::Kind::kRejected;
+    out.plan.epoch = 0;
+    out.reason = read.error();
+    return out;
+  }
+  last_malformed_.clear();
+  if (!*read) return out;
+  out.plan = std::move(**read);
+  PlanCheck check = check_plan(*layout_, out.plan, last_epoch_);
+  out.reason = check.reason;
+  switch (check.verdict) {
+    case Verdict::kSeen:
+      return PlanPoll{};
+    case Verdict::kStale:
+      if (out.plan.epoch == last_stale_) return PlanPoll{};
+      last_stale_ = out.plan.epoch;
+      out.kind = PlanPoll::Kind::kStale;
+      return out;
+    case Verdict::kUnsupported:
+      out.kind = PlanPoll::Kind::kUnsupported;
+      break;
+    case Verdict::kRejected:
+      out.kind = PlanPoll::Kind::kRejected;
+      break;
+    case Verdict::kAccept:
+      out.kind = PlanPoll::Kind::kPlan;
+      out.placement = std::move(check.placement);
+      last_good_ = out;
+      break;
+  }
+  last_epoch_ = out.plan.epoch;
+  return out;
+}
+
+Status JobClient::acknowledge(const PlanAck& ack) {
+  if (ack.rank < 0 || ack.rank > kMaxRank) return Status::failure("ack: rank " + std::to_string(ack.rank) + " out of range");
+  if (ack.epoch < 1) return Status::failure("ack: epoch must be >= 1");
+  if (ack.iteration < -1) return Status::failure("ack: iteration must be >= 0 (or -1: unknown)");
+  if (!parse_ack_status(ack.status)) return Status::failure("ack: status '" + ack.status + "' is not applied, unsupported or rejected");
+  PlanAck a = ack;
+  if (a.t_unix_ms == 0) a.t_unix_ms = unix_ms_now();
+  return store_.write_ack(a);
+}
+
+Status JobClient::request_restart(const RestartRequest& request) {
+  if (request.rank < 0 || request.rank > kMaxRank) return Status::failure("restart: rank out of range");
+  if (request.epoch < 0) return Status::failure("restart: epoch must be >= 0");
+  for (int x : request.exclude_nodes) {
+    if (x < 0) return Status::failure("restart: exclude_nodes entries must be >= 0");
+  }
+  for (int x : request.exclude_ranks) {
+    if (x < 0) return Status::failure("restart: exclude_ranks entries must be >= 0");
+  }
+  RestartRequest r = request;
+  if (r.t_unix_ms == 0) r.t_unix_ms = unix_ms_now();
+  return store_.request_restart(r);
+}
+
+}  // namespace greyhound::job

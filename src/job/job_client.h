@@ -1,0 +1,76 @@
+// The job client: the framework's side of the plan protocol (docs/redis-keys.md: Job layout, Plan,
+// Acknowledgement), in C++. The C API (greyhound/job.h) wraps exactly this class, so minitrain (C++) and the
+// Megatron plugin (Python, ctypes) run the same code.
+//
+// - publish_layout(): the layout and capabilities; it also becomes the reference every plan is checked
+//   against (job/plan_check.h), even when Redis is away (the write is then retried by calling it again).
+// - poll_plan(): reads the latest plan once and judges it: a new good plan is returned and kept as the last
+//   good one; a bad one (wrong shape, not advertised, stale, malformed JSON) is reported once, with its
+//   reason, and never replaces the last good one.
+// - acknowledge(), request_restart(): one write each.
+// All Redis access goes through store::JobStore, with short timeouts (connect 200 ms, command 300 ms): a
+// missing Redis costs a training step at most that, and is reported as Errc::kUnavailable.
+// Not thread-safe: one client per thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/redis_client.h"
+#include "greyhound/result.h"
+#include "job/plan_check.h"
+#include "store/job_store.h"
+#include "store/messages.h"
+
+namespace greyhound::job {
+
+// What one poll found.
+struct PlanPoll {
+  enum class Kind {
+    kNone,         // no plan, or nothing new since the last poll
+    kPlan,         // a new plan that passed the check: apply it
+    kRejected,     // a new plan that does not fit this job, or a malformed plan key (epoch 0 then)
+    kUnsupported,  // a new plan of a strategy this job did not advertise
+    kStale,        // a plan older than the last one seen (reported once per epoch)
+  };
+  Kind kind = Kind::kNone;
+  Plan plan;                             // kPlan; the others: what could be read (epoch 0 when nothing)
+  std::vector<PlacementEntry> placement; // kPlan: the decoded placement (empty: unchanged)
+  std::string reason;                    // why it was not accepted
+};
+
+class JobClient {
+ public:
+  // `job` is sanitised here (sanitize_job_name); `redis_url` empty: GREYHOUND_REDIS. Connects lazily: a
+  // missing Redis is not an error here. kInvalid for a bad URL or password file.
+  static Result<std::unique_ptr<JobClient>> open(const std::string& job, const std::string& redis_url);
+  // The same over an endpoint (tests).
+  JobClient(const std::string& job, const RedisEndpoint& endpoint);
+
+  const std::string& job() const { return job_; }
+
+  Status publish_layout(const JobLayout& layout);
+  // kInvalid when no layout was published yet (there is nothing to check a plan against).
+  Result<PlanPoll> poll_plan();
+  // The last plan that passed the check (nullopt before the first).
+  const std::optional<PlanPoll>& last_good() const { return last_good_; }
+  std::int64_t last_epoch() const { return last_epoch_; }
+
+  Status acknowledge(const PlanAck& ack);
+  Status request_restart(const RestartRequest& request);
+
+ private:
+  std::string job_;
+  RedisClient redis_;
+  store::JobStore store_;
+  std::optional<JobLayout> layout_;
+  std::optional<PlanPoll> last_good_;
+  std::int64_t last_epoch_ = 0;       // newest epoch seen (accepted or not)
+  std::int64_t last_stale_ = 0;       // the stale epoch reported last (reported once)
+  std::string last_malformed_;        // the malformed-plan error reported last (reported once)
+};
+
+}  // namespace greyhound::job

@@ -1,0 +1,112 @@
+// The job store: the one typed access to what greyhound keeps in Redis for a job (docs/redis-keys.md). Every
+// key, stream, TTL and transaction is built here and nowhere else; every value goes in through one writer
+// (messages.h to_json) and comes out through one validating, bounded reader (messages.h parse_*), so that no
+// value anyone writes into Redis can crash or stall a reader.
+//
+// Results follow the project's error convention (greyhound/result.h):
+//   - Result<std::optional<T>> for a key: ok and empty when the key is absent; Errc::kInvalid when it holds
+//     something malformed (the message names the key and the field); kUnavailable when Redis could not be
+//     reached or timed out (the client reconnects with backoff on a later call); kRefused for an error reply.
+//   - Entries of streams and hashes are read one by one: a malformed entry is returned with its error and
+//     without a value, never fails the read of the others.
+// Not thread-safe (one RedisClient per thread); several JobStores (one per job) may share one client.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/redis_client.h"
+#include "greyhound/result.h"
+#include "store/messages.h"
+
+namespace greyhound::store {
+
+// An agent's registry and liveness updates, sent in one round trip (not a transaction: each item stands
+// alone, and the agent sends all of it again after a reconnect).
+class AgentUpdate {
+ public:
+  void register_job();
+  void rank(const RankRegistration& r);
+  void group_member(std::uint64_t group, int size, int group_rank, int rank, const std::string& created_by);
+  void group_ops(std::uint64_t group, int rank, const std::map<std::string, std::uint64_t>& ops);
+  void iteration(const IterationUpdate& u);
+  void heartbeat(const AgentHeartbeat& h);
+  bool empty() const { return commands_.empty(); }
+
+ private:
+  friend class JobStore;
+  explicit AgentUpdate(std::string job) : job_(std::move(job)) {}
+  std::string job_;
+  std::vector<std::vector<std::string>> commands_;
+};
+
+class JobStore {
+ public:
+  // `job` must be sanitised (sanitize_job_name). The client must outlive the store.
+  JobStore(RedisClient& client, std::string job);
+
+  const std::string& job() const { return job_; }
+  RedisClient& client() { return client_; }
+
+  // Every job registered in gh:v1:jobs, sorted.
+  static Result<std::vector<std::string>> jobs(RedisClient& client);
+
+  // ---- Event stream (append-only, trimmed to about keys::kEventsMaxLen entries).
+  Status append_event(const Event& e);
+  // Up to `count` entries after stream id `after` ("0-0": from the start), oldest first.
+  Result<std::vector<Entry<Event>>> read_events(const std::string& after, int count);
+  Result<std::string> last_event_id();  // "0-0" when the stream is empty
+
+  // ---- Per-node command streams.
+  Status send_command(int node, const Command& c);
+  Result<std::vector<Entry<Command>>> read_commands(int node, const std::string& after, int count);
+  Result<std::string> last_command_id(int node);
+
+  // ---- Registry (written by agents).
+  AgentUpdate agent_update() const { return AgentUpdate(job_); }
+  Status publish(const AgentUpdate& u);
+  Result<std::vector<int>> ranks();   // sorted; members that are not ranks are skipped
+  Result<std::vector<int>> agents();  // nodes that ever had an agent, sorted
+  Result<std::optional<RankRegistration>> rank(int r);
+  Result<std::optional<IterationUpdate>> iteration(int r);
+  Result<std::optional<AgentHeartbeat>> heartbeat(int node);  // absent: that agent is gone
+  // Every group in the registry, by id; a group with a malformed member is returned without a value.
+  Result<std::vector<Entry<GroupRecord>>> groups();
+
+  // ---- Master state and incidents.
+  Result<std::optional<MasterState>> master_state();
+  Result<std::optional<Incident>> incident(std::int64_t id);
+  Result<std::vector<std::int64_t>> recent_incidents(int n);  // newest first
+  Status commit(const MasterCommit& c);
+
+  // ---- Plan channel and the job's layout.
+  Result<std::optional<Plan>> latest_plan();
+  Result<std::optional<Plan>> plan(std::int64_t epoch);
+  // Writes plan:<epoch> (immutable) and plan in one MULTI/EXEC.
+  Status publish_plan(const Plan& p);
+  Result<std::vector<Entry<PlanAck>>> plan_acks();  // id: the rank
+  Status write_ack(const PlanAck& a);
+  Result<std::optional<JobLayout>> layout();
+  Status write_layout(const JobLayout& l);
+  Status request_restart(const RestartRequest& r);
+  Result<std::optional<RestartRequest>> restart_request();
+
+ private:
+  Result<RedisReply> run(const std::vector<std::string>& argv);
+  Result<std::optional<std::string>> get(const std::string& key);
+  template <class T, class Parse>
+  Result<std::optional<T>> get_as(const std::string& key, Parse parse);
+  Result<std::vector<int>> int_members(const std::string& key);
+  template <class T, class Parse>
+  Result<std::vector<Entry<T>>> read_stream(const std::string& key, const std::string& after, int count, Parse parse);
+  Result<std::string> last_id(const std::string& key);
+  Status transaction(std::vector<std::vector<std::string>> commands);
+
+  RedisClient& client_;
+  std::string job_;
+};
+
+}  // namespace greyhound::store

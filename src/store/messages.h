@@ -1,0 +1,357 @@
+// The JSON messages greyhound keeps in Redis (docs/redis-keys.md): one struct, one writer (to_json) and one
+// validating reader (parse_*) per message, and per event detail that some component reads. Readers never
+// trust what they read: the text is bounded first (store/bounded_json.h: size, nesting, string and member
+// counts, finite numbers), then a field of the wrong type, a missing required field or a value out of range
+// is rejected with a message naming the field; callers log it once and carry on. Pure: no I/O (the job store,
+// store/job_store.h, moves these between processes).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace greyhound {
+
+// Values larger than this are rejected before parsing (a planted huge string must not cost memory or time).
+inline constexpr std::size_t kMaxMessageBytes = 1 << 20;
+// A Redis stream id ("1700000000000-0").
+bool valid_stream_id(const std::string& id);
+
+// The largest rank, node or group size any reader accepts.
+inline constexpr std::int64_t kMaxRank = 1 << 24;
+
+// Event types of the job's event stream.
+namespace event_type {
+inline constexpr const char* kSlowdown = "slowdown";          // agent: a rank's iterations became slower
+inline constexpr const char* kRecovery = "recovery";          // agent: ... faster again
+inline constexpr const char* kPeriodChange = "period_change"; // agent: the op pattern changed (not a slowdown)
+inline constexpr const char* kAgentStart = "agent_start";
+inline constexpr const char* kAgentStop = "agent_stop";
+inline constexpr const char* kCommandAck = "command_ack";
+inline constexpr const char* kIncidentOpen = "incident_open";      // master
+inline constexpr const char* kIncidentUpdate = "incident_update";  // master: compound / more severe
+inline constexpr const char* kIncidentClose = "incident_close";    // master
+inline constexpr const char* kProfile = "profile";                 // agent: device times of one rank
+inline constexpr const char* kLocalised = "localised";             // master: culprit / suspect groups
+inline constexpr const char* kBaseline = "baseline";               // master: a healthy reference profile
+inline constexpr const char* kPlan = "plan";                       // master: a mitigation plan published
+inline constexpr const char* kPlanApplied = "plan_applied";        // master: every rank acknowledged it
+inline constexpr const char* kPlanTimeout = "plan_timeout";        // master: not all ranks did in time
+inline constexpr const char* kPlanRejected = "plan_rejected";      // master: some rank could not apply it
+}  // namespace event_type
+
+struct Event {
+  std::string type;
+  double t_s = 0;                  // job time (seconds since the job's epoch)
+  std::int64_t t_unix_ms = 0;      // wall clock, 0 when unknown
+  std::string source;              // "agent:<node>" or "master"
+  int rank = -1;                   // -1: not about one rank
+  int node = -1;
+  std::int64_t index = -1;         // onset iteration (rank's own numbering)
+  std::int64_t detected_index = -1;
+  double detected_t_s = -1;        // job time of the iteration whose arrival triggered the event
+  double before_ms = 0, after_ms = 0, ratio = 0;
+  std::int64_t incident = -1;
+  nlohmann::json detail;           // object or null; written and read only through the detail structs below
+};
+nlohmann::json to_json(const Event& e);
+std::optional<Event> parse_event(const std::string& text, std::string* error);
+// The same, from JSON already bounded (a stream entry in a run report).
+std::optional<Event> event_from_json(const nlohmann::json& j, std::string* error);
+
+struct RankRegistration {
+  int rank = -1;
+  int local_rank = -1;
+  int node = -1;
+  std::string host;
+  int pid = 0;
+  int device = -1;
+  std::string ring;  // ring file path on its node
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const RankRegistration& r);
+std::optional<RankRegistration> parse_rank_registration(const std::string& text, std::string* error);
+
+struct AgentHeartbeat {
+  int node = -1;
+  std::string host;
+  int pid = 0;
+  std::int64_t t_unix_ms = 0;
+  std::vector<int> ranks;
+  std::uint64_t records_read = 0;
+  std::uint64_t records_lost = 0;
+  std::uint64_t events_dropped = 0;  // events that found the outgoing buffer full while Redis was away
+  std::uint64_t redis_reconnects = 0;
+};
+nlohmann::json to_json(const AgentHeartbeat& h);
+std::optional<AgentHeartbeat> parse_agent_heartbeat(const std::string& text, std::string* error);
+
+struct IterationUpdate {
+  int rank = -1;
+  std::int64_t index = 0;
+  double t_s = 0;       // end of the iteration, job time
+  double iter_ms = 0;
+  int period = 0;       // NCCL calls per iteration
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const IterationUpdate& u);
+std::optional<IterationUpdate> parse_iteration_update(const std::string& text, std::string* error);
+
+// A profiling window: the one default (the master asks for it, an agent assumes it when a command names none)
+// and the range an agent accepts.
+inline constexpr double kDefaultProfileWindowS = 3.0;
+inline constexpr double kMinProfileWindowS = 0.2;
+inline constexpr double kMaxProfileWindowS = 120.0;
+
+struct Command {
+  std::string cmd;  // "ping", "resync", "profile"
+  std::string id;
+  double duration_s = kDefaultProfileWindowS;  // "profile": args.duration_s, clamped to the accepted range
+};
+nlohmann::json to_json(const Command& c);
+std::optional<Command> parse_command(const std::string& text, std::string* error);
+
+struct Incident {
+  std::int64_t id = 0;
+  std::string status = "open";  // "open", "closed"
+  double onset_t_s = 0;
+  double detected_t_s = 0;
+  double closed_t_s = -1;
+  double before_ms = 0;
+  double after_ms = 0;
+  double severity = 1.0;        // after_ms / before_ms
+  std::vector<int> ranks;       // ranks that reported the slowdown
+  std::vector<int> recovered;   // ranks that reported the recovery
+  std::vector<int> nodes;
+};
+nlohmann::json to_json(const Incident& i);
+std::optional<Incident> parse_incident(const std::string& text, std::string* error);
+
+struct MasterState {
+  std::string cursor = "0-0";   // last event-stream id processed
+  std::string state = "healthy";
+  std::int64_t open_incident = -1;
+  std::int64_t incidents_total = 0;
+  double last_closed_t_s = -1;  // when the last incident closed (late reports of it are not new incidents)
+  std::int64_t events_processed = 0;
+  std::int64_t events_rejected = 0;
+  std::int64_t updated_unix_ms = 0;
+};
+nlohmann::json to_json(const MasterState& s);
+std::optional<MasterState> parse_master_state(const std::string& text, std::string* error);
+
+// The job's parallel layout, published by the job (rank 0 of greyhound-minitrain, or the framework plugin)
+// at start and again after each plan it applies: what the planner needs to map ranks to DP replicas and
+// pipeline stages, the allocation in force, and the one it started with (what a revert restores, also for
+// a master restarted mid-incident).
+struct JobLayout {
+  int tp = 1, dp = 1, pp = 1;
+  int world = 1;
+  std::string order = "tp-dp-pp";        // Megatron: rank = tp + TP * (dp + DP * pp)
+  std::vector<int> microbatches;         // current allocation by DP index
+  std::vector<int> initial_microbatches; // the allocation the job started with (default: microbatches)
+  std::vector<std::string> capabilities; // strategies the job can apply: "S2", "S3", "S4"
+  int gpus_per_node = 0;                 // 0: unknown (S3 needs it: ranks fill nodes in launch order)
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const JobLayout& l);
+std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error);
+
+// A versioned mitigation plan (key "plan", and immutable "plan:<epoch>"). The job applies it at an iteration
+// boundary and acknowledges per rank (hash "plan:acks").
+struct Plan {
+  std::int64_t epoch = 0;
+  std::string strategy = "S1";       // "S1".."S4"
+  std::string action = "apply";      // "apply", or "revert" (back to the original configuration)
+  std::int64_t incident = -1;
+  std::string reason;
+  std::vector<int> microbatches;     // S2 (and revert): by DP index; empty: unchanged
+  nlohmann::json placement;          // S3: [{"rank","tp","dp","pp"}...]; null: unchanged
+  std::vector<int> exclude_nodes;    // S4: restart without these nodes
+  std::vector<int> exclude_ranks;    // S4: ... or without these ranks' GPUs
+  double predicted_iteration_s = 0;
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const Plan& p);
+std::optional<Plan> parse_plan(const std::string& text, std::string* error);
+std::optional<Plan> plan_from_json(const nlohmann::json& j, std::string* error);
+
+struct PlanAck {
+  int rank = -1;
+  std::int64_t epoch = 0;
+  std::int64_t iteration = -1;       // the job's iteration from which it applies
+  std::string status = "applied";    // "applied", "unsupported", "rejected"
+  std::string detail;
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const PlanAck& a);
+std::optional<PlanAck> parse_plan_ack(const std::string& text, std::string* error);
+
+// ---- Event details: one struct per event type whose detail some component reads. The writer sets
+// `Event::detail = to_json(d)`; the reader takes `parse_*(event.detail, &error)`.
+
+// slowdown, recovery (agent).
+struct ChangeDetail {
+  std::string method;             // the detector ("bocd+validation", ...)
+  double iteration_end_t_s = -1;  // job time at the end of the iteration that decided it
+};
+nlohmann::json to_json(const ChangeDetail& d);
+std::optional<ChangeDetail> parse_change_detail(const nlohmann::json& detail, std::string* error);
+
+// period_change (agent).
+struct PeriodChangeDetail {
+  int period = 0;  // NCCL calls per iteration now
+};
+nlohmann::json to_json(const PeriodChangeDetail& d);
+std::optional<PeriodChangeDetail> parse_period_change_detail(const nlohmann::json& detail, std::string* error);
+
+// command_ack (agent).
+struct CommandAckDetail {
+  std::string cmd, id, stream_id;
+};
+nlohmann::json to_json(const CommandAckDetail& d);
+std::optional<CommandAckDetail> parse_command_ack_detail(const nlohmann::json& detail, std::string* error);
+
+// agent_stop (agent).
+struct AgentStopDetail {
+  std::uint64_t events_dropped = 0;
+};
+nlohmann::json to_json(const AgentStopDetail& d);
+std::optional<AgentStopDetail> parse_agent_stop_detail(const nlohmann::json& detail, std::string* error);
+
+// profile (agent, one per rank): device times of one profiling window.
+struct ProfileGroup {
+  double share = 0;        // fraction of the window inside this group's calls
+  double calls_per_s = 0;  // the group's call rate
+};
+struct ProfileReport {
+  std::string request;       // the profile command's id
+  double window_s = 0;
+  int iterations = 0;        // iterations that ended in the window
+  double iter_ms = 0;        // their mean (0 when none did)
+  double comm_share = 0;     // fraction of the window inside NCCL calls
+  std::int64_t timings = 0;  // device timings taken
+  std::string status = "active";  // "active", or "unavailable" (no CUDA runtime to time with: not used)
+  std::map<std::uint64_t, ProfileGroup> groups;
+};
+nlohmann::json to_json(const ProfileReport& p);
+std::optional<ProfileReport> parse_profile_report(const nlohmann::json& detail, std::string* error);
+
+// incident_open, incident_update, incident_close (master).
+struct IncidentDetail {
+  std::vector<int> ranks;
+  std::vector<int> nodes;
+  double onset_t_s = 0;
+  double detected_t_s = 0;
+  std::string state;        // the master's phase after the event
+  double duration_s = -1;   // incident_close: closed - onset
+  std::string reason;       // incident_close: why
+};
+nlohmann::json to_json(const IncidentDetail& d);
+std::optional<IncidentDetail> parse_incident_detail(const nlohmann::json& detail, std::string* error);
+
+// localised (master): the pause-free localisation (docs/analysis.md, "Localisation").
+struct SuspectLinkReport {
+  int node_a = 0, node_b = 0;
+  double ratio = 1;
+};
+struct LocalisationReport {
+  std::string cause = "unknown";  // "computation", "communication", "unknown"
+  int culprit = -1;
+  int culprit_node = -1;
+  std::string kind = "NONE";
+  std::string severity = "none";
+  double score = 0;
+  std::uint64_t group = 0;
+  std::vector<std::pair<std::uint64_t, double>> slow_groups;  // group, time / its cluster's median
+  std::vector<SuspectLinkReport> suspect_links;
+  double dp_transfer_ms = 0, pp_transfer_ms = 0;  // 0: unknown
+  int ranks_profiled = 0;
+  int ranks_expected = 0;
+  std::vector<double> replica_ms_per_microbatch;  // empty without a layout
+  int culprit_replica = -1;
+  double replica_skew = 1.0;
+  std::string request;
+};
+nlohmann::json to_json(const LocalisationReport& l);
+std::optional<LocalisationReport> parse_localisation_report(const nlohmann::json& detail, std::string* error);
+
+// baseline (master): a healthy reference profile was taken.
+struct BaselineReport {
+  std::string request;
+  int ranks_profiled = 0;
+  int groups = 0;
+  double iter_ms = 0;
+};
+nlohmann::json to_json(const BaselineReport& b);
+std::optional<BaselineReport> parse_baseline_report(const nlohmann::json& detail, std::string* error);
+
+// plan_applied, plan_rejected, plan_timeout (master): how the job answered a plan.
+struct PlanOutcome {
+  std::int64_t epoch = 0;
+  std::string strategy;
+  std::string action;
+  int applied = 0, unsupported = 0, rejected = 0;
+  int ranks = 0;
+  std::int64_t from_iteration = -1;
+};
+nlohmann::json to_json(const PlanOutcome& o);
+std::optional<PlanOutcome> parse_plan_outcome(const nlohmann::json& detail, std::string* error);
+
+// The plan event's detail is the Plan itself (plan_from_json).
+
+// ---- Registry records that are not JSON texts of their own.
+
+// One communication group (hash group:<gid>): members by group rank, how it was created, and per member the
+// op kinds and counts it moved ("AllReduce:8192" -> n).
+struct GroupRecord {
+  std::uint64_t id = 0;
+  int size = 0;                                    // 0: unknown
+  std::map<int, int> members;                      // group rank -> global rank
+  std::string created_by;                          // "CommInitRank", "CommSplit", ...
+  std::map<int, std::map<std::string, std::uint64_t>> ops;  // global rank -> op kind -> count
+  bool complete() const { return size > 0 && static_cast<int>(members.size()) == size; }
+};
+
+// An S4 request from the job (key restart): the framework asks for a checkpoint-restart without the
+// ranks or nodes named (the cluster scheduler acts on it; greyhound only records it).
+struct RestartRequest {
+  int rank = -1;            // who asked
+  std::int64_t epoch = 0;   // the S4 plan it answers (0: the job's own decision)
+  std::string reason;
+  std::vector<int> exclude_nodes;
+  std::vector<int> exclude_ranks;
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const RestartRequest& r);
+std::optional<RestartRequest> parse_restart_request(const std::string& text, std::string* error);
+
+namespace store {
+
+// One entry of a stream or hash as the job store reads it: its id (stream id, or hash field / group id), the
+// message, and what was wrong with it (empty when nothing). A value may come with an error when only a part
+// of it was malformed.
+template <class T>
+struct Entry {
+  std::string id;
+  std::optional<T> value;
+  std::string error;
+};
+
+// What the master commits in one MULTI/EXEC: its state (with the stream cursor), the incidents that changed
+// and its own events. A master killed at any point restarts from the last commit.
+struct MasterCommit {
+  MasterState state;
+  std::vector<Incident> incidents;
+  std::vector<Event> events;
+};
+
+}  // namespace store
+
+std::int64_t unix_ms_now();
+
+}  // namespace greyhound

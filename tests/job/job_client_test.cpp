@@ -1,0 +1,215 @@
+// The job client's C API (greyhound/job.h) against a real redis-server started here (private port, temp dir):
+// what it writes is read back with the job store, what the master publishes is read, checked and acked.
+#include "greyhound/job.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/redis_server.h"
+#include "store/job_store.h"
+#include "store/keys.h"
+
+namespace greyhound {
+namespace {
+
+class JobClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gh-job-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::string err;
+    server_ = sim::RedisServer::start({dir_, 0, ""}, &err);
+    ASSERT_TRUE(server_) << err;
+    RedisClient::Options o;
+    o.endpoint = parse_redis_url(server_->url());
+    o.command_timeout = std::chrono::milliseconds(2000);
+    redis_ = std::make_unique<RedisClient>(o);
+    store_ = std::make_unique<store::JobStore>(*redis_, "job1");
+    char error[256] = "unset";
+    ASSERT_EQ(greyhound_job_open_v1("job1", server_->url().c_str(), &client_, error, sizeof error), GREYHOUND_JOB_OK)
+        << error;
+    EXPECT_STREQ(error, "");
+  }
+  void TearDown() override {
+    greyhound_job_close_v1(client_);
+    store_.reset();
+    redis_.reset();
+    server_.reset();
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  // TP 1 x DP 2 x PP 2, 4 micro-batches per replica, S2 advertised.
+  int publish_layout(std::vector<int32_t> mb = {4, 4}) {
+    const std::vector<int32_t> initial = {4, 4};
+    greyhound_job_layout l{};
+    l.tp = 1;
+    l.dp = 2;
+    l.pp = 2;
+    l.world = 4;
+    l.microbatches = mb.data();
+    l.microbatches_len = mb.size();
+    l.initial_microbatches = initial.data();
+    l.initial_microbatches_len = initial.size();
+    l.capabilities = GREYHOUND_JOB_CAP_S2;
+    l.gpus_per_node = 2;
+    return greyhound_job_publish_layout_v1(client_, &l);
+  }
+  void publish(std::int64_t epoch, const std::string& strategy, std::vector<int> mb) {
+    Plan p;
+    p.epoch = epoch;
+    p.strategy = strategy;
+    p.microbatches = std::move(mb);
+    p.reason = "test plan " + std::to_string(epoch);
+    p.predicted_iteration_s = 0.25;
+    ASSERT_TRUE(store_->publish_plan(p));
+  }
+  // Plants a raw value, as a broken writer would.
+  void raw(const std::vector<std::string>& argv) {
+    auto r = redis_->command(argv);
+    ASSERT_TRUE(r && !r->is_error()) << argv[0];
+  }
+  std::vector<int> vec(const int32_t* p, size_t n) { return std::vector<int>(p, p + n); }
+
+  std::string dir_;
+  std::unique_ptr<sim::RedisServer> server_;
+  std::unique_ptr<RedisClient> redis_;
+  std::unique_ptr<store::JobStore> store_;
+  greyhound_job_client* client_ = nullptr;
+};
+
+TEST_F(JobClientTest, PublishesTheLayoutAndCapabilities) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  auto l = store_->layout();
+  ASSERT_TRUE(l) << l.error();
+  ASSERT_TRUE(*l);
+  EXPECT_EQ((*l)->tp, 1);
+  EXPECT_EQ((*l)->dp, 2);
+  EXPECT_EQ((*l)->pp, 2);
+  EXPECT_EQ((*l)->world, 4);
+  EXPECT_EQ((*l)->microbatches, (std::vector<int>{4, 4}));
+  EXPECT_EQ((*l)->initial_microbatches, (std::vector<int>{4, 4}));
+  EXPECT_EQ((*l)->capabilities, (std::vector<std::string>{"S2"}));
+  EXPECT_EQ((*l)->gpus_per_node, 2);
+  EXPECT_GT((*l)->t_unix_ms, 0);
+}
+
+TEST_F(JobClientTest, ReadsANewPlanOnceAndAcksAreReadBack) {
+  greyhound_job_plan p{};
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_ERR_INVALID);  // no layout yet
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  publish(1, "S2", {6, 2});
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  EXPECT_EQ(p.epoch, 1);
+  EXPECT_EQ(p.strategy, GREYHOUND_JOB_S2);
+  EXPECT_EQ(p.action, GREYHOUND_JOB_ACTION_APPLY);
+  EXPECT_EQ(vec(p.microbatches, p.microbatches_len), (std::vector<int>{6, 2}));
+  EXPECT_EQ(p.placement_len, 0u);
+  EXPECT_DOUBLE_EQ(p.predicted_iteration_s, 0.25);
+  EXPECT_STREQ(p.reason, "test plan 1");
+  EXPECT_STREQ(p.verdict, "");
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // the same plan is not new
+
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(greyhound_job_ack_v1(client_, r, 1, 17, GREYHOUND_JOB_ACK_APPLIED, nullptr), GREYHOUND_JOB_OK);
+  }
+  EXPECT_EQ(greyhound_job_ack_v1(client_, 0, 1, 17, 7, "x"), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(greyhound_job_ack_v1(client_, 0, 0, 17, GREYHOUND_JOB_ACK_APPLIED, "x"), GREYHOUND_JOB_ERR_INVALID);
+  ASSERT_EQ(greyhound_job_ack_v1(client_, 3, 1, 17, GREYHOUND_JOB_ACK_REJECTED, "no room"), GREYHOUND_JOB_OK);
+  auto acks = store_->plan_acks();
+  ASSERT_TRUE(acks) << acks.error();
+  ASSERT_EQ(acks->size(), 4u);
+  for (const auto& a : *acks) {
+    ASSERT_TRUE(a.value) << a.error;
+    EXPECT_EQ(a.value->epoch, 1);
+    EXPECT_EQ(a.value->iteration, 17);
+    EXPECT_EQ(a.value->status, a.value->rank == 3 ? "rejected" : "applied");
+    EXPECT_EQ(a.value->detail, a.value->rank == 3 ? "no room" : "");
+  }
+}
+
+TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  greyhound_job_plan p{};
+  EXPECT_EQ(greyhound_job_last_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  publish(1, "S2", {6, 2});
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+
+  struct Case {
+    std::int64_t epoch;
+    std::string strategy;
+    std::vector<int> mb;
+    int status;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {2, "S2", {3, 3, 2}, GREYHOUND_JOB_PLAN_REJECTED, "microbatches: 3 entries for 2 DP replicas"},
+      {3, "S2", {6, 4}, GREYHOUND_JOB_PLAN_REJECTED,
+       "microbatches: total 10 differs from the job's global batch of 8 micro-batches"},
+      {4, "S3", {}, GREYHOUND_JOB_PLAN_UNSUPPORTED, "strategy S3 is not among this job's capabilities [S2]"},
+      {3, "S2", {5, 3}, GREYHOUND_JOB_PLAN_STALE, "epoch 3 is older than the last plan seen (4)"},
+  };
+  for (const auto& c : cases) {
+    publish(c.epoch, c.strategy, c.mb);
+    EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), c.status) << c.epoch;
+    EXPECT_EQ(p.epoch, c.epoch);
+    EXPECT_EQ(p.verdict, c.reason);
+    EXPECT_EQ(greyhound_job_last_error_v1(client_), c.reason);
+    EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN) << "reported once: " << c.epoch;
+  }
+  // An entry below 1 and malformed JSON never parse as a plan: rejected without an epoch, reported once.
+  raw({"SET", store::keys::plan("job1"), R"({"epoch":5,"strategy":"S2","microbatches":[8,0]})"});
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
+  EXPECT_EQ(p.epoch, 0);
+  EXPECT_EQ(std::string(p.verdict), "gh:v1:job1:plan: microbatches: every entry must be >= 1");
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  raw({"SET", store::keys::plan("job1"), R"({"epoch":6,"strategy":)"});
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
+  EXPECT_EQ(p.epoch, 0);
+  EXPECT_EQ(std::string(p.verdict).rfind("gh:v1:job1:plan: ", 0), 0u) << p.verdict;
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+
+  ASSERT_EQ(greyhound_job_last_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  EXPECT_EQ(p.epoch, 1);
+  EXPECT_EQ(vec(p.microbatches, p.microbatches_len), (std::vector<int>{6, 2}));
+
+  // After the job applied plan 1 and re-published its layout, a revert is checked against the new allocation.
+  ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);
+  publish(7, "S1", {4, 4});
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  EXPECT_EQ(p.strategy, GREYHOUND_JOB_S1);
+  ASSERT_EQ(greyhound_job_last_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  EXPECT_EQ(p.epoch, 7);
+}
+
+TEST_F(JobClientTest, RaisesARestartRequest) {
+  const int32_t nodes[] = {1};
+  const int32_t ranks[] = {2, 3};
+  ASSERT_EQ(greyhound_job_request_restart_v1(client_, 0, 4, "node 1 is slow", nodes, 1, ranks, 2), GREYHOUND_JOB_OK)
+      << greyhound_job_last_error_v1(client_);
+  auto r = store_->restart_request();
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(*r);
+  EXPECT_EQ((*r)->rank, 0);
+  EXPECT_EQ((*r)->epoch, 4);
+  EXPECT_EQ((*r)->reason, "node 1 is slow");
+  EXPECT_EQ((*r)->exclude_nodes, (std::vector<int>{1}));
+  EXPECT_EQ((*r)->exclude_ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(greyhound_job_request_restart_v1(client_, 0, 4, nullptr, nullptr, 1, nullptr, 0), GREYHOUND_JOB_ERR_INVALID);
+}
+
+TEST_F(JobClientTest, AnAbsentRedisIsUnavailableNotFatal) {
+  server_->kill_hard();
+  EXPECT_EQ(publish_layout(), GREYHOUND_JOB_ERR_UNAVAILABLE);
+  EXPECT_STRNE(greyhound_job_last_error_v1(client_), "");
+  greyhound_job_plan p{};
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_ERR_UNAVAILABLE);  // the layout was kept
+  EXPECT_EQ(greyhound_job_ack_v1(client_, 0, 1, 3, GREYHOUND_JOB_ACK_APPLIED, ""), GREYHOUND_JOB_ERR_UNAVAILABLE);
+}
+
+}  // namespace
+}  // namespace greyhound

@@ -1,0 +1,402 @@
+// The master's Controller driven with plain sequences: events, reports, acknowledgements and `now` in,
+// intents out. No Redis, no clock.
+#include "daemon/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace greyhound::master {
+namespace {
+
+using store::Entry;
+
+Now at(double s, double job_s = -1) {
+  Now n;
+  n.mono_s = s;
+  n.job_s = job_s >= 0 ? job_s : s;
+  n.unix_ms = 1'700'000'000'000 + static_cast<std::int64_t>(s * 1000);
+  return n;
+}
+
+Event change(const char* type, int rank, double t_s, double before_ms, double after_ms) {
+  Event e;
+  e.type = type;
+  e.t_s = t_s;
+  e.source = "agent:" + std::to_string(rank / 2);
+  e.rank = rank;
+  e.node = rank / 2;
+  e.before_ms = before_ms;
+  e.after_ms = after_ms;
+  e.ratio = after_ms / before_ms;
+  return e;
+}
+
+Event profile(int rank, const std::string& request, int iterations = 5, double iter_ms = 400) {
+  Event e;
+  e.type = event_type::kProfile;
+  e.t_s = 1;
+  e.source = "agent:" + std::to_string(rank / 2);
+  e.rank = rank;
+  e.node = rank / 2;
+  ProfileReport p;
+  p.request = request;
+  p.window_s = 3;
+  p.iterations = iterations;
+  p.iter_ms = iter_ms;
+  p.comm_share = 0.2;
+  p.groups[rank < 2 ? 0x10 : 0x11] = {0.1, 5};  // each rank in one group of two
+  e.detail = to_json(p);
+  return e;
+}
+
+JobLayout layout(std::vector<int> microbatches, std::vector<int> initial) {
+  JobLayout l;
+  l.tp = 1;
+  l.dp = 2;
+  l.pp = 2;
+  l.world = 4;
+  l.microbatches = std::move(microbatches);
+  l.initial_microbatches = std::move(initial);
+  l.capabilities = {"S2"};
+  return l;
+}
+
+std::vector<GroupMembers> two_groups() {
+  return {GroupMembers{0x10, {0, 1}, "2|AllReduce:8"}, GroupMembers{0x11, {2, 3}, "2|AllReduce:8"}};
+}
+
+JobInputs registry() {
+  JobInputs in;
+  in.agents = {0, 1};
+  in.ranks = {0, 1, 2, 3};
+  return in;
+}
+
+std::vector<std::string> types(const std::vector<Event>& events) {
+  std::vector<std::string> out;
+  for (const Event& e : events) out.push_back(e.type);
+  return out;
+}
+
+// Feeds stream entries, commits (as the driver would once Redis took them) and returns the commit.
+class Driven {
+ public:
+  explicit Driven(ControllerConfig cfg = {}) : c(std::move(cfg), "tag") {}
+  store::MasterCommit feed(const std::vector<Event>& events, const Now& now) {
+    std::vector<Entry<Event>> entries;
+    for (const Event& e : events) entries.push_back({std::to_string(++id) + "-0", e, ""});
+    store::MasterCommit commit = c.apply(entries, now);
+    c.adopt(now);
+    return commit;
+  }
+  Controller c;
+  int id = 0;
+};
+
+ControllerConfig no_baselines() {
+  ControllerConfig cfg;
+  cfg.baseline_every_s = 0;
+  return cfg;
+}
+
+TEST(Controller, IncidentLifecycleWithPauseFreeLocalisation) {
+  Driven d(no_baselines());
+  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  EXPECT_FALSE(d.c.needs(at(0)).registry);
+
+  auto commit = d.feed({change(event_type::kSlowdown, 3, 20, 300, 400)}, at(21));
+  EXPECT_EQ(commit.state.cursor, "1-0");
+  EXPECT_EQ(commit.state.state, "slow");
+  EXPECT_EQ(types(commit.events), std::vector<std::string>{"incident_open"});
+  ASSERT_EQ(commit.incidents.size(), 1u);
+  EXPECT_EQ(d.c.cursor(), "1-0");
+
+  // The open incident asks for a profiling window on every agent.
+  ASSERT_TRUE(d.c.needs(at(21)).registry);
+  Intents it = d.c.step(at(21), registry());
+  ASSERT_TRUE(it.profile);
+  EXPECT_EQ(it.profile->command.cmd, "profile");
+  EXPECT_EQ(it.profile->command.id, "profile-1-1.tag");
+  EXPECT_DOUBLE_EQ(it.profile->command.duration_s, kDefaultProfileWindowS);
+  EXPECT_EQ(it.profile->nodes, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(it.persist_state);
+  EXPECT_EQ(d.c.state().state, "profiling");
+  EXPECT_FALSE(d.c.needs(at(22)).groups);
+
+  // Reports for another request are not this window's; all four for it complete it.
+  d.feed({profile(0, "profile-9-9.old"), profile(0, "profile-1-1.tag"), profile(1, "profile-1-1.tag")}, at(24));
+  EXPECT_FALSE(d.c.needs(at(24)).groups);
+  d.feed({profile(2, "profile-1-1.tag"), profile(3, "profile-1-1.tag")}, at(24.5));
+  const Needs n = d.c.needs(at(24.5));
+  EXPECT_TRUE(n.groups);
+  EXPECT_TRUE(n.layout);
+  it = d.c.step(at(24.5), JobInputs{});
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"localised"});
+  std::string err;
+  auto loc = parse_localisation_report(it.events[0].detail, &err);
+  ASSERT_TRUE(loc) << err;
+  EXPECT_EQ(loc->request, "profile-1-1.tag");
+  EXPECT_EQ(loc->ranks_profiled, 4);
+  EXPECT_EQ(loc->ranks_expected, 4);
+  EXPECT_EQ(it.events[0].incident, 1);
+  EXPECT_EQ(d.c.state().state, "slow");  // localised, nothing to mitigate with
+  EXPECT_FALSE(d.c.profiling());
+
+  // The rank recovers: the incident closes.
+  commit = d.feed({change(event_type::kRecovery, 3, 60, 400, 302)}, at(61));
+  EXPECT_EQ(types(commit.events), std::vector<std::string>{"incident_close"});
+  EXPECT_EQ(commit.state.state, "healthy");
+  EXPECT_FALSE(d.c.open_incident());
+}
+
+TEST(Controller, ProfilingWindowEndsAtItsDeadlineWithTheReportsItHas) {
+  ControllerConfig cfg = no_baselines();
+  cfg.profile_s = 2;
+  cfg.profile_grace_s = 1;
+  Driven d(cfg);
+  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  d.feed({change(event_type::kSlowdown, 1, 5, 300, 400)}, at(5));
+  ASSERT_TRUE(d.c.step(at(5), registry()).profile);
+  d.feed({profile(0, "profile-1-1.tag"), profile(1, "profile-1-1.tag")}, at(7));
+  EXPECT_FALSE(d.c.needs(at(7.99)).groups);
+  EXPECT_TRUE(d.c.step(at(7.99), JobInputs{}).events.empty());
+  ASSERT_TRUE(d.c.needs(at(8.0)).groups);
+  Intents it = d.c.step(at(8.0), JobInputs{});
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"localised"});
+  std::string err;
+  auto loc = parse_localisation_report(it.events[0].detail, &err);
+  ASSERT_TRUE(loc) << err;
+  EXPECT_EQ(loc->ranks_profiled, 2);
+  EXPECT_EQ(loc->ranks_expected, 4);
+}
+
+TEST(Controller, BaselineScheduleAndDiscardOnAnOverlappingOnset) {
+  ControllerConfig cfg;
+  cfg.baseline_after_s = 10;
+  cfg.baseline_every_s = 100;
+  cfg.reprofile_s = 6;
+  Driven d(cfg);
+  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  EXPECT_FALSE(d.c.needs(at(9.9)).registry);
+  ASSERT_TRUE(d.c.needs(at(10)).registry);
+  Intents it = d.c.step(at(10), registry());
+  ASSERT_TRUE(it.profile);
+  EXPECT_EQ(it.profile->command.id, "baseline-0-1.tag");
+  EXPECT_FALSE(it.persist_state);  // healthy: no phase to record
+  d.feed({profile(0, "baseline-0-1.tag"), profile(1, "baseline-0-1.tag"), profile(2, "baseline-0-1.tag"),
+          profile(3, "baseline-0-1.tag")},
+         at(13, 13));
+  JobInputs in;
+  in.groups = two_groups();
+  it = d.c.step(at(13, 13), in);
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"baseline"});
+  std::string err;
+  auto b = parse_baseline_report(it.events[0].detail, &err);
+  ASSERT_TRUE(b) << err;
+  EXPECT_EQ(b->request, "baseline-0-1.tag");
+  EXPECT_EQ(b->ranks_profiled, 4);
+  EXPECT_EQ(b->groups, 2);
+  EXPECT_DOUBLE_EQ(b->iter_ms, 400);
+  EXPECT_TRUE(d.c.has_baseline());
+  // Not again before baseline_every_s.
+  EXPECT_FALSE(d.c.needs(at(50)).registry);
+  EXPECT_TRUE(d.c.needs(at(113)).registry);
+
+  // A slowdown whose onset (12 s job time) lies inside the baseline's window: the baseline is not healthy.
+  d.feed({change(event_type::kSlowdown, 2, 12, 300, 420)}, at(14, 14));
+  EXPECT_FALSE(d.c.has_baseline());
+}
+
+TEST(Controller, AnIncompleteBaselineIsRetriedAtTheNextChance) {
+  ControllerConfig cfg;
+  cfg.baseline_after_s = 10;
+  cfg.baseline_every_s = 100;
+  Driven d(cfg);
+  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  ASSERT_TRUE(d.c.step(at(10), registry()).profile);
+  d.feed({profile(0, "baseline-0-1.tag"), profile(1, "baseline-0-1.tag", 0, 0)}, at(12));
+  EXPECT_FALSE(d.c.needs(at(16.9)).groups);
+  // Deadline passed (window 3 s + grace 4 s): incomplete, none taken; the last window began more than
+  // reprofile_s ago, so the next one starts at once.
+  JobInputs in = registry();
+  in.groups = two_groups();
+  Intents it = d.c.step(at(17.1), in);
+  EXPECT_TRUE(it.events.empty());
+  EXPECT_FALSE(d.c.has_baseline());
+  ASSERT_TRUE(it.profile);
+  EXPECT_EQ(it.profile->command.id, "baseline-0-2.tag");
+}
+
+// A master restarted with an incident open and a remedy in force (the layout says so): it profiles again,
+// and when the incident closes it reverts to the initial allocation with the next epoch after the store's.
+TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
+  ControllerConfig cfg = no_baselines();
+  cfg.mitigate = true;
+  cfg.ack_timeout_s = 20;
+  Driven d(cfg);
+  MasterState st;
+  st.cursor = "7-0";
+  st.state = "mitigating";
+  st.open_incident = 2;
+  st.incidents_total = 2;
+  Incident open;
+  open.id = 2;
+  open.onset_t_s = 30;
+  open.detected_t_s = 32;
+  open.before_ms = 300;
+  open.after_ms = 400;
+  open.severity = 4.0 / 3;
+  open.ranks = {3};
+  d.id = 7;
+  d.c.load(st, open, 5, at(100));
+  ASSERT_TRUE(d.c.needs(at(100)).registry);
+  Intents it = d.c.step(at(100), registry());
+  ASSERT_TRUE(it.profile);
+  EXPECT_EQ(it.profile->command.id, "profile-2-1.tag");
+
+  auto commit = d.feed({change(event_type::kRecovery, 3, 110, 400, 301)}, at(111));
+  EXPECT_EQ(commit.state.cursor, "8-0");
+  EXPECT_EQ(types(commit.events), std::vector<std::string>{"incident_close"});
+  ASSERT_TRUE(d.c.needs(at(111)).layout);
+  JobInputs in;
+  in.layout = layout({5, 3}, {4, 4});
+  it = d.c.step(at(111), in);
+  ASSERT_TRUE(it.plan);
+  EXPECT_EQ(it.plan->epoch, 6);
+  EXPECT_EQ(it.plan->strategy, "S1");
+  EXPECT_EQ(it.plan->action, "revert");
+  EXPECT_EQ(it.plan->microbatches, (std::vector<int>{4, 4}));
+  EXPECT_EQ(it.plan->incident, 2);
+  it = d.c.plan_published(*it.plan, at(111.1));
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"plan"});
+  EXPECT_EQ(d.c.plan_in_flight(), 6);
+
+  // Ack quorum: every rank of the layout must answer.
+  EXPECT_TRUE(d.c.needs(at(112)).acks);
+  auto ack = [](int rank, std::int64_t epoch, const char* status) {
+    PlanAck a;
+    a.rank = rank;
+    a.epoch = epoch;
+    a.iteration = 80 + rank;
+    a.status = status;
+    return a;
+  };
+  in = JobInputs{};
+  in.acks = {ack(0, 6, "applied"), ack(1, 6, "applied"), ack(2, 6, "applied"), ack(3, 5, "applied")};
+  EXPECT_TRUE(d.c.step(at(112), in).events.empty());
+  in.acks[3] = ack(3, 6, "applied");
+  it = d.c.step(at(113), in);
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"plan_applied"});
+  std::string err;
+  auto o = parse_plan_outcome(it.events[0].detail, &err);
+  ASSERT_TRUE(o) << err;
+  EXPECT_EQ(o->epoch, 6);
+  EXPECT_EQ(o->applied, 4);
+  EXPECT_EQ(o->ranks, 4);
+  EXPECT_EQ(o->from_iteration, 83);
+  EXPECT_FALSE(d.c.plan_in_flight());
+}
+
+TEST(Controller, AcksThatRefuseOrNeverComeEndThePlan) {
+  ControllerConfig cfg = no_baselines();
+  cfg.mitigate = true;
+  cfg.ack_timeout_s = 20;
+  for (const bool refuse : {true, false}) {
+    Driven d(cfg);
+    d.c.load(MasterState{}, std::nullopt, 0, at(0));
+    d.feed({change(event_type::kSlowdown, 3, 20, 300, 400)}, at(21));
+    d.feed({change(event_type::kRecovery, 3, 40, 400, 300)}, at(41));
+    JobInputs in;
+    in.layout = layout({5, 3}, {4, 4});
+    Intents it = d.c.step(at(41), in);
+    ASSERT_TRUE(it.plan);
+    EXPECT_EQ(it.plan->epoch, 1);
+    d.c.plan_published(*it.plan, at(41));
+    in = JobInputs{};
+    if (refuse) {
+      for (int r = 0; r < 4; ++r) {
+        PlanAck a;
+        a.rank = r;
+        a.epoch = 1;
+        a.status = r == 2 ? "rejected" : "applied";
+        in.acks.push_back(a);
+      }
+      it = d.c.step(at(42), in);
+      ASSERT_EQ(types(it.events), std::vector<std::string>{"plan_rejected"});
+    } else {
+      EXPECT_TRUE(d.c.step(at(60.9), in).events.empty());
+      it = d.c.step(at(61), in);
+      ASSERT_EQ(types(it.events), std::vector<std::string>{"plan_timeout"});
+    }
+    EXPECT_FALSE(d.c.plan_in_flight());
+  }
+}
+
+TEST(Controller, APlanThatCouldNotBePublishedGivesItsEpochBack) {
+  ControllerConfig cfg = no_baselines();
+  cfg.mitigate = true;
+  Driven d(cfg);
+  d.c.load(MasterState{}, std::nullopt, 3, at(0));
+  d.feed({change(event_type::kSlowdown, 3, 20, 300, 400)}, at(21));
+  d.feed({change(event_type::kRecovery, 3, 40, 400, 300)}, at(41));
+  JobInputs in;
+  in.layout = layout({5, 3}, {4, 4});
+  Intents it = d.c.step(at(41), in);
+  ASSERT_TRUE(it.plan);
+  EXPECT_EQ(it.plan->epoch, 4);
+  d.c.plan_failed(*it.plan);
+  EXPECT_FALSE(d.c.plan_in_flight());
+}
+
+TEST(Controller, ACommitThatFailedIsNotAdopted) {
+  Driven d(no_baselines());
+  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  std::vector<Entry<Event>> entries = {{"1-0", change(event_type::kSlowdown, 3, 20, 300, 400), ""},
+                                       {"2-0", std::nullopt, "t_s: missing"}};
+  const store::MasterCommit c = d.c.apply(entries, at(21));
+  EXPECT_EQ(c.state.cursor, "2-0");
+  EXPECT_EQ(c.state.events_rejected, 1);
+  EXPECT_EQ(d.c.cursor(), "0-0");  // not adopted yet
+  d.c.discard();
+  EXPECT_FALSE(d.c.loaded());
+  d.c.load(MasterState{}, std::nullopt, 0, at(22));
+  EXPECT_EQ(d.c.cursor(), "0-0");
+  EXPECT_FALSE(d.c.open_incident());
+}
+
+TEST(Controller, TwoJobsAtOnceStayIndependent) {
+  Driven a(no_baselines()), b(no_baselines());
+  a.c.load(MasterState{}, std::nullopt, 0, at(0));
+  b.c.load(MasterState{}, std::nullopt, 0, at(0));
+  a.feed({change(event_type::kSlowdown, 1, 10, 300, 420)}, at(11));
+  b.feed({change(event_type::kRecovery, 1, 10, 420, 300)}, at(11));  // a recovery with nothing open: ignored
+  EXPECT_TRUE(a.c.open_incident());
+  EXPECT_FALSE(b.c.open_incident());
+  EXPECT_TRUE(a.c.needs(at(11)).registry);
+  EXPECT_FALSE(b.c.needs(at(11)).registry);
+  EXPECT_TRUE(a.c.step(at(11), registry()).profile);
+  EXPECT_FALSE(b.c.step(at(11), registry()).profile);
+  EXPECT_EQ(a.c.state().incidents_total, 1);
+  EXPECT_EQ(b.c.state().incidents_total, 0);
+}
+
+TEST(Controller, ComparableGroupsFromTheRegistry) {
+  GroupRecord g;
+  g.id = 0x10;
+  g.size = 2;
+  g.members = {{0, 4}, {1, 6}};
+  g.ops[4] = {{"AllReduce:8192", 3}, {"Broadcast:4", 1}};
+  GroupRecord partial = g;
+  partial.id = 0x11;
+  partial.members.erase(1);
+  const auto out = comparable_groups({g, partial});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].group, 0x10u);
+  EXPECT_EQ(out[0].members, (std::vector<int>{4, 6}));
+  EXPECT_EQ(out[0].signature, "2|AllReduce:8192|Broadcast:4");
+}
+
+}  // namespace
+}  // namespace greyhound::master

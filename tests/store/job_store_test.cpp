@@ -1,0 +1,372 @@
+// The job store against a real redis-server started here (private port, temp dir): every message round-trips
+// through its key or stream, and a hostile value in any key is a malformed entry, never a crash.
+#include "store/job_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "common/record_json.h"
+#include "sim/redis_server.h"
+#include "store/keys.h"
+
+namespace greyhound::store {
+namespace {
+
+class JobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gh-store-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::string err;
+    server_ = sim::RedisServer::start({dir_, 0, ""}, &err);
+    ASSERT_TRUE(server_) << err;
+    RedisClient::Options o;
+    o.endpoint = parse_redis_url(server_->url());
+    o.command_timeout = std::chrono::milliseconds(2000);
+    client_ = std::make_unique<RedisClient>(o);
+    store_ = std::make_unique<JobStore>(*client_, "job1");
+  }
+  void TearDown() override {
+    store_.reset();
+    client_.reset();
+    server_.reset();
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  // Plants a raw value, as a hostile or broken writer would.
+  void raw(const std::vector<std::string>& argv) {
+    auto r = client_->command(argv);
+    ASSERT_TRUE(r && !r->is_error()) << argv[0];
+  }
+
+  std::string dir_;
+  std::unique_ptr<sim::RedisServer> server_;
+  std::unique_ptr<RedisClient> client_;
+  std::unique_ptr<JobStore> store_;
+};
+
+// 100k levels of nesting in 200 kB: well under the 1 MiB cap, deep enough to overflow a recursive copy.
+std::string deep() { return std::string(100000, '[') + std::string(100000, ']'); }
+
+TEST_F(JobStoreTest, EventsAppendReadAndSkipMalformedEntries) {
+  auto last = store_->last_event_id();
+  ASSERT_TRUE(last) << last.error();
+  EXPECT_EQ(*last, "0-0");
+  Event e;
+  e.type = event_type::kProfile;
+  e.t_s = 3.5;
+  e.rank = 2;
+  ProfileReport p;
+  p.request = "profile-1-1.x";
+  p.window_s = 3;
+  p.iterations = 7;
+  p.iter_ms = 431.5;
+  p.comm_share = 0.25;
+  p.timings = 40;
+  p.groups[0xabcdefull] = {0.125, 16.5};
+  e.detail = to_json(p);
+  ASSERT_TRUE(store_->append_event(e));
+  raw({"XADD", keys::events("job1"), "*", "json", "{\"type\":\"profile\",\"t_s\":1,\"detail\":" + deep() + "}"});
+  raw({"XADD", keys::events("job1"), "*", "other", "x"});
+  Event m;
+  m.type = event_type::kBaseline;
+  m.t_s = 4;
+  m.source = "master";
+  m.detail = to_json(BaselineReport{"baseline-0-1.x", 8, 6, 453.0});
+  ASSERT_TRUE(store_->append_event(m));
+
+  auto r = store_->read_events("0-0", 10);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(r->size(), 4u);
+  ASSERT_TRUE((*r)[0].value) << (*r)[0].error;
+  std::string err;
+  auto back = parse_profile_report((*r)[0].value->detail, &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->request, "profile-1-1.x");
+  EXPECT_EQ(back->iterations, 7);
+  EXPECT_DOUBLE_EQ(back->iter_ms, 431.5);
+  EXPECT_DOUBLE_EQ(back->groups.at(0xabcdefull).share, 0.125);
+  EXPECT_DOUBLE_EQ(back->groups.at(0xabcdefull).calls_per_s, 16.5);
+  EXPECT_FALSE((*r)[1].value);
+  EXPECT_EQ((*r)[1].error, "nested deeper than 16 levels");
+  EXPECT_FALSE((*r)[2].value);
+  EXPECT_NE((*r)[2].error.find("not valid JSON"), std::string::npos);
+  ASSERT_TRUE((*r)[3].value);
+  auto b = parse_baseline_report((*r)[3].value->detail, &err);
+  ASSERT_TRUE(b) << err;
+  EXPECT_EQ(b->ranks_profiled, 8);
+  EXPECT_EQ(b->groups, 6);
+
+  // Reading on from a cursor; a cursor that is no stream id is refused before Redis sees it.
+  auto rest = store_->read_events((*r)[1].id, 10);
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->size(), 2u);
+  auto none = store_->read_events((*r)[3].id, 10);
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(*store_->last_event_id(), (*r)[3].id);
+  auto bad = store_->read_events("$ COUNT", 1);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.code(), Errc::kInvalid);
+}
+
+TEST_F(JobStoreTest, CommandsPerNode) {
+  EXPECT_EQ(*store_->last_command_id(1), "0-0");
+  Command c;
+  c.cmd = "profile";
+  c.id = "profile-1-1.x";
+  c.duration_s = 2.5;
+  ASSERT_TRUE(store_->send_command(1, c));
+  raw({"XADD", keys::commands("job1", 1), "*", "json", "{\"cmd\":\"format-disk\",\"id\":\"x\"}"});
+  auto r = store_->read_commands(1, "0-0", 16);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(r->size(), 2u);
+  ASSERT_TRUE((*r)[0].value);
+  EXPECT_EQ((*r)[0].value->id, "profile-1-1.x");
+  EXPECT_DOUBLE_EQ((*r)[0].value->duration_s, 2.5);
+  EXPECT_EQ((*r)[1].error, "cmd: unknown command 'format-disk'");
+  EXPECT_EQ(*store_->last_command_id(1), (*r)[1].id);
+  EXPECT_TRUE(store_->read_commands(0, "0-0", 16)->empty());
+}
+
+TEST_F(JobStoreTest, RegistryRoundTrip) {
+  AgentUpdate u = store_->agent_update();
+  u.register_job();
+  RankRegistration reg;
+  reg.rank = 5;
+  reg.local_rank = 1;
+  reg.node = 1;
+  reg.host = "gpu17";
+  reg.pid = 4242;
+  reg.ring = "/dev/shm/greyhound.job1.5";
+  u.rank(reg);
+  u.group_member(0x1234, 2, 1, 5, "CommSplit");
+  u.group_member(0x1234, 2, 0, 4, "CommSplit");
+  u.group_ops(0x1234, 5, {{"AllReduce:8192", 12}});
+  IterationUpdate it;
+  it.rank = 5;
+  it.index = 41;
+  it.t_s = 18.25;
+  it.iter_ms = 287.5;
+  it.period = 33;
+  u.iteration(it);
+  AgentHeartbeat hb;
+  hb.node = 1;
+  hb.host = "gpu17";
+  hb.pid = 77;
+  hb.t_unix_ms = 1000;
+  hb.ranks = {4, 5};
+  u.heartbeat(hb);
+  ASSERT_TRUE(store_->publish(u));
+
+  EXPECT_EQ(*JobStore::jobs(*client_), std::vector<std::string>{"job1"});
+  EXPECT_EQ(*store_->ranks(), std::vector<int>{5});
+  EXPECT_EQ(*store_->agents(), std::vector<int>{1});
+  auto r = store_->rank(5);
+  ASSERT_TRUE(r && *r) << r.error();
+  EXPECT_EQ((*r)->host, "gpu17");
+  EXPECT_EQ((*r)->ring, reg.ring);
+  auto i = store_->iteration(5);
+  ASSERT_TRUE(i && *i);
+  EXPECT_EQ((*i)->index, 41);
+  EXPECT_DOUBLE_EQ((*i)->iter_ms, 287.5);
+  auto h = store_->heartbeat(1);
+  ASSERT_TRUE(h && *h);
+  EXPECT_EQ((*h)->ranks, (std::vector<int>{4, 5}));
+  auto absent = store_->heartbeat(3);
+  ASSERT_TRUE(absent);
+  EXPECT_FALSE(*absent);
+  // TTLs: the liveness keys expire.
+  auto ttl = client_->command({"TTL", keys::agent("job1", 1)});
+  ASSERT_TRUE(ttl);
+  EXPECT_GT(ttl->integer, 0);
+  EXPECT_LE(ttl->integer, keys::kHeartbeatTtl.count());
+
+  auto g = store_->groups();
+  ASSERT_TRUE(g) << g.error();
+  ASSERT_EQ(g->size(), 1u);
+  ASSERT_TRUE((*g)[0].value) << (*g)[0].error;
+  const GroupRecord& rec = *(*g)[0].value;
+  EXPECT_EQ(rec.id, 0x1234u);
+  EXPECT_TRUE(rec.complete());
+  EXPECT_EQ(rec.members, (std::map<int, int>{{0, 4}, {1, 5}}));
+  EXPECT_EQ(rec.created_by, "CommSplit");
+  EXPECT_EQ(rec.ops.at(5).at("AllReduce:8192"), 12u);
+}
+
+TEST_F(JobStoreTest, MasterCommitIsOneTransaction) {
+  MasterCommit c;
+  c.state.cursor = "5-0";
+  c.state.state = "slow";
+  c.state.open_incident = 1;
+  c.state.incidents_total = 1;
+  Incident inc;
+  inc.id = 1;
+  inc.onset_t_s = 10;
+  inc.detected_t_s = 12;
+  inc.before_ms = 300;
+  inc.after_ms = 400;
+  inc.severity = 4.0 / 3;
+  inc.ranks = {3};
+  c.incidents.push_back(inc);
+  Event e;
+  e.type = event_type::kIncidentOpen;
+  e.t_s = 12;
+  e.source = "master";
+  e.incident = 1;
+  IncidentDetail d;
+  d.ranks = {3};
+  d.onset_t_s = 10;
+  d.detected_t_s = 12;
+  d.state = "slow";
+  e.detail = to_json(d);
+  c.events.push_back(e);
+  ASSERT_TRUE(store_->commit(c));
+
+  auto st = store_->master_state();
+  ASSERT_TRUE(st && *st) << st.error();
+  EXPECT_EQ((*st)->cursor, "5-0");
+  EXPECT_EQ((*st)->open_incident, 1);
+  auto i = store_->incident(1);
+  ASSERT_TRUE(i && *i);
+  EXPECT_EQ((*i)->ranks, std::vector<int>{3});
+  EXPECT_EQ(*store_->recent_incidents(10), std::vector<std::int64_t>{1});
+  auto ev = store_->read_events("0-0", 10);
+  ASSERT_TRUE(ev);
+  ASSERT_EQ(ev->size(), 1u);
+  std::string err;
+  auto back = parse_incident_detail((*ev)[0].value->detail, &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->ranks, std::vector<int>{3});
+  EXPECT_EQ(back->state, "slow");
+  EXPECT_EQ(*JobStore::jobs(*client_), std::vector<std::string>{"job1"});
+}
+
+TEST_F(JobStoreTest, PlanChannelLayoutAcksAndRestart) {
+  auto none = store_->latest_plan();
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
+  Plan p;
+  p.epoch = 3;
+  p.strategy = "S2";
+  p.incident = 1;
+  p.microbatches = {10, 6};
+  p.predicted_iteration_s = 0.5;
+  ASSERT_TRUE(store_->publish_plan(p));
+  auto latest = store_->latest_plan();
+  ASSERT_TRUE(latest && *latest);
+  EXPECT_EQ((*latest)->epoch, 3);
+  EXPECT_EQ((*latest)->microbatches, (std::vector<int>{10, 6}));
+  auto copy = store_->plan(3);
+  ASSERT_TRUE(copy && *copy);
+  EXPECT_EQ(to_json(**copy), to_json(**latest));
+
+  PlanAck a;
+  a.rank = 2;
+  a.epoch = 3;
+  a.iteration = 40;
+  a.status = "rejected";
+  a.detail = "micro-batch vector does not fit this job";
+  ASSERT_TRUE(store_->write_ack(a));
+  raw({"HSET", keys::plan_acks("job1"), "7", to_json(a).dump()});  // stored under another rank
+  auto acks = store_->plan_acks();
+  ASSERT_TRUE(acks);
+  ASSERT_EQ(acks->size(), 2u);
+  int good = 0;
+  for (const auto& e : *acks) {
+    if (e.value) {
+      ++good;
+      EXPECT_EQ(e.value->detail, a.detail);
+    } else {
+      EXPECT_EQ(e.error, "rank: differs from the field it is stored under");
+    }
+  }
+  EXPECT_EQ(good, 1);
+
+  JobLayout l;
+  l.tp = 2;
+  l.dp = 2;
+  l.pp = 2;
+  l.world = 8;
+  l.microbatches = {8, 8};
+  l.capabilities = {"S2"};
+  ASSERT_TRUE(store_->write_layout(l));
+  auto lb = store_->layout();
+  ASSERT_TRUE(lb && *lb);
+  EXPECT_EQ((*lb)->initial_microbatches, (std::vector<int>{8, 8}));
+
+  RestartRequest rr;
+  rr.rank = 0;
+  rr.epoch = 4;
+  rr.reason = "S4 plan";
+  rr.exclude_nodes = {1};
+  ASSERT_TRUE(store_->request_restart(rr));
+  auto rb = store_->restart_request();
+  ASSERT_TRUE(rb && *rb);
+  EXPECT_EQ((*rb)->exclude_nodes, std::vector<int>{1});
+}
+
+TEST_F(JobStoreTest, HostileValuesInEveryKeyAreMalformedNotFatal) {
+  const std::string d = deep();
+  raw({"SET", keys::master("job1"), d});
+  raw({"SET", keys::incident("job1", 1), d});
+  raw({"SET", keys::layout("job1"), d});
+  raw({"SET", keys::plan("job1"), "{\"epoch\":1,\"strategy\":\"S2\",\"placement\":" + d + "}"});
+  raw({"SET", keys::rank("job1", 0), d});
+  raw({"SET", keys::iter("job1", 0), d});
+  raw({"SET", keys::agent("job1", 0), d});
+  raw({"SET", keys::restart("job1"), d});
+  raw({"HSET", keys::plan_acks("job1"), "0", d});
+  raw({"SADD", keys::groups("job1"), "00000000000000ab", "not-a-group"});
+  raw({"HSET", keys::group("job1", "00000000000000ab"), "size", "2", "member:0", "0", "member:1", "1", "created_by", d,
+       "ops:0", d});
+  raw({"SADD", keys::ranks("job1"), "x", "-1", "99999999999", "3"});
+  raw({"SADD", keys::jobs(), "job1", "bad:job", "a b"});
+  raw({"XADD", keys::commands("job1", 0), "*", "json", d});
+
+  EXPECT_EQ(store_->master_state().code(), Errc::kInvalid);
+  EXPECT_EQ(store_->incident(1).code(), Errc::kInvalid);
+  EXPECT_EQ(store_->layout().code(), Errc::kInvalid);
+  EXPECT_EQ(store_->latest_plan().error(), keys::plan("job1") + ": nested deeper than 16 levels");
+  EXPECT_EQ(store_->rank(0).code(), Errc::kInvalid);
+  EXPECT_EQ(store_->iteration(0).code(), Errc::kInvalid);
+  EXPECT_EQ(store_->heartbeat(0).code(), Errc::kInvalid);
+  EXPECT_EQ(store_->restart_request().code(), Errc::kInvalid);
+  auto acks = store_->plan_acks();
+  ASSERT_TRUE(acks);
+  ASSERT_EQ(acks->size(), 1u);
+  EXPECT_FALSE((*acks)[0].value);
+  auto g = store_->groups();
+  ASSERT_TRUE(g) << g.error();
+  ASSERT_EQ(g->size(), 2u);
+  ASSERT_TRUE((*g)[0].value);  // members are fine: usable, with what was wrong noted
+  EXPECT_TRUE((*g)[0].value->complete());
+  EXPECT_TRUE((*g)[0].value->ops.empty());
+  EXPECT_EQ((*g)[0].error, "created_by: not a JSON string");
+  EXPECT_FALSE((*g)[1].value);
+  EXPECT_EQ(*store_->ranks(), std::vector<int>{3});
+  EXPECT_EQ(*JobStore::jobs(*client_), std::vector<std::string>{"job1"});
+  auto c = store_->read_commands(0, "0-0", 4);
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->size(), 1u);
+  EXPECT_FALSE((*c)[0].value);
+  // A key of the wrong type is a refusal of that read, not of the store.
+  raw({"DEL", keys::layout("job1")});
+  raw({"LPUSH", keys::layout("job1"), "x"});
+  EXPECT_EQ(store_->layout().code(), Errc::kRefused);
+}
+
+TEST_F(JobStoreTest, AnAbsentServerIsUnavailable) {
+  server_->stop();
+  auto r = store_->master_state();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.code(), Errc::kUnavailable);
+  EXPECT_EQ(store_->append_event(Event{}).code(), Errc::kUnavailable);
+  EXPECT_EQ(store_->commit(MasterCommit{}).code(), Errc::kUnavailable);
+}
+
+}  // namespace
+}  // namespace greyhound::store
