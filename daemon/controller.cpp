@@ -24,14 +24,18 @@ std::vector<GroupMembers> comparable_groups(const std::vector<GroupRecord>& reco
 Controller::Controller(ControllerConfig config, std::string run_tag)
     : cfg_(std::move(config)), run_tag_(std::move(run_tag)) {}
 
-void Controller::load(MasterState state, std::optional<Incident> open, std::int64_t latest_epoch, const Now& now) {
+void Controller::load(MasterState state, std::optional<Incident> open, std::int64_t latest_epoch,
+                      const std::string& last_event_id, const Now& now) {
   tracker_.emplace(std::move(state), std::move(open));
   proposed_.reset();
   proposed_events_.clear();
   resume_open_incident_ = tracker_->open_incident().has_value();
   epoch_ = std::max(epoch_, latest_epoch);
-  loaded_unix_ms_ = now.unix_ms;
-  if (!planner_) healthy_since_s_ = now.mono_s;
+  if (!ever_loaded_) {  // a reload (after a reconnect) keeps what this run has seen and made
+    ever_loaded_ = true;
+    earlier_run_until_ = valid_stream_id(last_event_id) ? last_event_id : "0-0";
+    healthy_since_s_ = now.mono_s;
+  }
 }
 
 store::MasterCommit Controller::apply(const std::vector<store::Entry<Event>>& entries, const Now& now) {
@@ -52,7 +56,8 @@ store::MasterCommit Controller::apply(const std::vector<store::Entry<Event>>& en
     next.apply(e, d);
     // This run reacts to its own events as it makes them. Of an earlier run's, only a close matters: it
     // may have left a remedy in force.
-    if (e.source != "master" || (e.type == event_type::kIncidentClose && e.t_unix_ms < loaded_unix_ms_)) {
+    if (e.source != "master" ||
+        (e.type == event_type::kIncidentClose && compare_stream_ids(entry.id, earlier_run_until_) <= 0)) {
       reacting.push_back(e);
     }
     if (d.incident) c.incidents.push_back(*d.incident);
@@ -73,7 +78,7 @@ void Controller::adopt(const Now& now) {
   if (!proposed_) return;
   tracker_ = std::move(proposed_);
   proposed_.reset();
-  for (const Event& e : proposed_events_) react(e, now, reactions_);
+  for (const Event& e : proposed_events_) react(e, now);
   proposed_events_.clear();
 }
 
@@ -97,12 +102,12 @@ Event Controller::master_event(const char* type, const Now& now) const {
 }
 
 // Agents' events as they are adopted, and the master's own as they are made.
-void Controller::react(const Event& e, const Now& now, Intents& out) {
+void Controller::react(const Event& e, const Now& now) {
   const bool from_master = e.source == "master";
   if (e.type == event_type::kProfile && profiling_) {
     std::string err;
     if (auto r = parse_profile_report(e.detail, &err); r && r->request == profiling_->id) {
-      if (auto v = profile_view(e)) profiling_->got[e.rank] = *v;
+      if (auto v = profile_view(e); v && profiling_->expected.count(e.rank) != 0) profiling_->got[e.rank] = *v;
     }
   }
   if (!from_master) return;
@@ -126,13 +131,13 @@ void Controller::react(const Event& e, const Now& now, Intents& out) {
       revert_ = Revert{};
       revert_->incident = e.incident;
       if (planner_) {
-        revert_->changed = !planner_->reverted_to_original();
+        // A plan still in flight may change what runs: then the layout in force decides, once it is answered.
+        if (!pending_) revert_->changed = !planner_->reverted_to_original();
         revert_->to = planner_->original_microbatches();
       }
       planner_.reset();
     }
   }
-  (void)out;
 }
 
 void Controller::take(Decision d, const Now& now, Intents& out) {
@@ -140,7 +145,7 @@ void Controller::take(Decision d, const Now& now, Intents& out) {
   out.persist_state = true;
   for (Event& m : d.emit) {
     emit(m, out);
-    react(m, now, out);
+    react(m, now);
   }
 }
 
@@ -167,27 +172,27 @@ Needs Controller::needs(const Now& now) const {
   const bool resume = resume_open_incident_ && tracker_->open_incident() && !planner_;
   n.registry = !profiling_ && (want_profile_ || resume || due_reprofile(now) || due_baseline(now));
   n.groups = profiling_complete(now);
-  n.layout = n.groups || revert_.has_value() || (pending_ && !layout_);
+  n.layout = n.groups || revert_.has_value();
   n.acks = pending_.has_value();
   return n;
 }
 
 Intents Controller::step(const Now& now, const JobInputs& in) {
-  Intents out = std::move(reactions_);
-  reactions_ = Intents{};
+  Intents out;
   if (!tracker_) return out;
   if (want_profile_) {
     want_profile_ = false;
     start_profiling(want_profile_why_, false, in, now, out);
   }
-  if (revert_) {
+  // A revert waits for a plan in flight to be answered (it may have changed what runs).
+  if (revert_ && !pending_) {
     if (in.layout) layout_ = in.layout;
     const bool changed = revert_->changed ? *revert_->changed
                                           : layout_ && layout_->microbatches != layout_->initial_microbatches;
-    if (changed && layout_ && !pending_) {
+    if (changed && layout_) {
       Plan p;
-      p.strategy = "S1";
-      p.action = "revert";
+      p.strategy = Strategy::kS1;
+      p.action = PlanAction::kRevert;
       p.incident = revert_->incident;
       p.microbatches = revert_->to.empty() ? layout_->initial_microbatches : revert_->to;
       p.reason = "incident closed: back to the original configuration";
@@ -202,7 +207,7 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
     resume_open_incident_ = false;
     if (tracker_->open_incident() && !planner_ && !profiling_) start_profiling("resuming the open incident", false, in, now, out);
   }
-  check_acks(in, now, out);
+  if (in.acks_read) check_acks(in, now, out);
   drive_planner(in, out);
   // While a remedy is in force, keep measuring: the fail-slow may have ended.
   if (due_reprofile(now)) start_profiling("re-profiling while mitigating", false, in, now, out);
@@ -229,8 +234,8 @@ void Controller::start_profiling(const std::string& why, bool baseline, const Jo
   spdlog::info("{}: profiling {} ranks ({})", why, p.expected.size(), p.id);
   profiling_ = std::move(p);
   last_profile_s_ = now.mono_s;
-  if (!baseline && tracker_->open_incident() && tracker_->state().state == "slow") {
-    tracker_->set_phase("profiling");
+  if (!baseline && tracker_->open_incident() && tracker_->state().state == Phase::kSlow) {
+    tracker_->set_phase(Phase::kProfiling);
     out.persist_state = true;
   }
 }
@@ -278,12 +283,12 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
     planner_ = Planner::start(cfg_.planner, *tracker_->open_incident(), loc, *layout_, &why);
     if (planner_) {
       last_iteration_index_ = -1;
-      tracker_->set_phase("mitigating");
+      tracker_->set_phase(Phase::kMitigating);
     } else {
       warn_once("planner:" + why, "no mitigation: " + why);
     }
-  } else if (tracker_->state().state == "profiling") {
-    tracker_->set_phase("slow");
+  } else if (tracker_->state().state == Phase::kProfiling) {
+    tracker_->set_phase(Phase::kSlow);
   }
   // The remedy is back to the original configuration and the straggler is gone: the incident is over.
   if (planner_ && planner_->reverted_to_original() && planner_->was_mitigated() && !pending_ &&
@@ -329,9 +334,9 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   o.ranks = layout_->world;
   for (const PlanAck& a : in.acks) {
     if (a.epoch != pending_->plan.epoch) continue;
-    if (a.status == "applied") ++o.applied;
-    if (a.status == "unsupported") ++o.unsupported;
-    if (a.status == "rejected") ++o.rejected;
+    if (a.status == AckStatus::kApplied) ++o.applied;
+    if (a.status == AckStatus::kUnsupported) ++o.unsupported;
+    if (a.status == AckStatus::kRejected) ++o.rejected;
     o.from_iteration = std::max(o.from_iteration, a.iteration);
   }
   const int acks = o.applied + o.unsupported + o.rejected;

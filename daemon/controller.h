@@ -67,6 +67,7 @@ struct JobInputs {
   std::vector<GroupMembers> groups;
   std::optional<JobLayout> layout;
   std::vector<PlanAck> acks;
+  bool acks_read = false;  // the acknowledgements could be read (a failed read is no silence of the job)
   std::optional<IterationUpdate> pace;  // the latest iteration of pace_rank(), when the driver has one
 };
 
@@ -95,7 +96,9 @@ class Controller {
 
   // (Re)loads the persisted state (after a start or a reconnect). `latest_epoch`: the newest plan's epoch in
   // the store (epochs grow across master restarts).
-  void load(MasterState state, std::optional<Incident> open, std::int64_t latest_epoch, const Now& now);
+  // `last_event_id`: the stream's newest id at the first load: a master event up to it is an earlier run's.
+  void load(MasterState state, std::optional<Incident> open, std::int64_t latest_epoch,
+            const std::string& last_event_id, const Now& now);
   bool loaded() const { return tracker_.has_value(); }
   const std::string& cursor() const { return tracker_->state().cursor; }
   const MasterState& state() const { return tracker_->state(); }
@@ -142,7 +145,7 @@ class Controller {
   bool due_baseline(const Now& now) const;
   bool due_reprofile(const Now& now) const;
   bool profiling_complete(const Now& now) const;
-  void react(const Event& e, const Now& now, Intents& out);
+  void react(const Event& e, const Now& now);
   void start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now, Intents& out);
   void finish_profiling(const JobInputs& in, const Now& now, Intents& out);
   void check_acks(const JobInputs& in, const Now& now, Intents& out);
@@ -159,8 +162,8 @@ class Controller {
   std::optional<IncidentTracker> tracker_;
   std::optional<IncidentTracker> proposed_;  // applied, not yet committed
   std::vector<Event> proposed_events_;       // what the proposal applied and emitted, to react to on adopt
-  std::int64_t loaded_unix_ms_ = 0;          // master events older than this are an earlier run's
-  Intents reactions_;                        // what adopted events asked for, carried into the next step
+  bool ever_loaded_ = false;
+  std::string earlier_run_until_ = "0-0";     // master events up to this stream id are an earlier run's
 
   std::optional<Profiling> profiling_;
   int profiles_requested_ = 0;

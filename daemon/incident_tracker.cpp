@@ -19,12 +19,12 @@ void insert_sorted(std::vector<int>& v, int x) {
 
 IncidentTracker::IncidentTracker(MasterState state, std::optional<Incident> open)
     : state_(std::move(state)), open_(std::move(open)) {
-  if (open_ && open_->status != name(IncidentStatus::kOpen)) open_.reset();
+  if (open_ && open_->status != IncidentStatus::kOpen) open_.reset();
   state_.open_incident = open_ ? open_->id : -1;
-  if (!open_ && state_.state == name(Phase::kSlow)) state_.state = name(Phase::kHealthy);
+  if (!open_ && state_.state == Phase::kSlow) state_.state = Phase::kHealthy;
 }
 
-Event IncidentTracker::master_event(const char* type, const Incident& i, double t_s) const {
+Event IncidentTracker::master_event(const char* type, const Incident& i, double t_s, const std::string& reason) const {
   Event e;
   e.type = type;
   e.t_s = t_s;
@@ -34,28 +34,32 @@ Event IncidentTracker::master_event(const char* type, const Incident& i, double 
   e.before_ms = i.before_ms;
   e.after_ms = i.after_ms;
   e.ratio = i.severity;
-  e.detail = {{"ranks", i.ranks}, {"nodes", i.nodes}, {"onset_t_s", i.onset_t_s}, {"detected_t_s", i.detected_t_s},
-              {"state", state_.state}};
-  if (i.closed_t_s >= 0) e.detail["duration_s"] = i.closed_t_s - i.onset_t_s;
+  IncidentDetail d;
+  d.ranks = i.ranks;
+  d.nodes = i.nodes;
+  d.onset_t_s = i.onset_t_s;
+  d.detected_t_s = i.detected_t_s;
+  d.state = state_.state;
+  if (i.closed_t_s >= 0) d.duration_s = i.closed_t_s - i.onset_t_s;
+  d.reason = reason;
+  e.detail = to_json(d);
   return e;
 }
 
 void IncidentTracker::close(double t_s, const std::string& reason, Decision& out) {
   if (!open_) return;
   Incident& i = *open_;
-  i.status = name(IncidentStatus::kClosed);
+  i.status = IncidentStatus::kClosed;
   i.closed_t_s = t_s;
   state_.last_closed_t_s = t_s;
-  state_.state = name(Phase::kHealthy);
+  state_.state = Phase::kHealthy;
   state_.open_incident = -1;
-  Event e = master_event(event_type::kIncidentClose, i, t_s);
-  e.detail["reason"] = reason;
-  out.emit.push_back(e);
+  out.emit.push_back(master_event(event_type::kIncidentClose, i, t_s, reason));
   out.incident = i;
   open_.reset();
 }
 
-void IncidentTracker::set_phase(const std::string& phase) {
+void IncidentTracker::set_phase(Phase phase) {
   if (open_) state_.state = phase;
 }
 
@@ -69,7 +73,7 @@ void IncidentTracker::apply(const Event& e, Decision& out) {
       if (e.t_s < state_.last_closed_t_s) return;  // a late report of the incident that just closed
       Incident i;
       i.id = state_.incidents_total + 1;
-      i.status = name(IncidentStatus::kOpen);
+      i.status = IncidentStatus::kOpen;
       i.onset_t_s = e.t_s;
       i.detected_t_s = detected;
       i.before_ms = e.before_ms;
@@ -79,7 +83,7 @@ void IncidentTracker::apply(const Event& e, Decision& out) {
       insert_sorted(i.nodes, e.node);
       ++state_.incidents_total;
       state_.open_incident = i.id;
-      state_.state = name(Phase::kSlow);
+      state_.state = Phase::kSlow;
       open_ = i;
       out.emit.push_back(master_event(event_type::kIncidentOpen, i, detected));
       out.incident = i;
@@ -119,10 +123,10 @@ void IncidentTracker::apply(const Event& e, Decision& out) {
     }
     insert_sorted(i.recovered, e.rank);
     if (2 * i.recovered.size() > i.ranks.size()) {
-      i.status = name(IncidentStatus::kClosed);
+      i.status = IncidentStatus::kClosed;
       i.closed_t_s = e.t_s;
       state_.last_closed_t_s = e.t_s;
-      state_.state = name(Phase::kHealthy);
+      state_.state = Phase::kHealthy;
       state_.open_incident = -1;
       out.emit.push_back(master_event(event_type::kIncidentClose, i, detected));
       out.incident = i;

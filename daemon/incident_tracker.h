@@ -36,14 +36,14 @@ class IncidentTracker {
   // configuration is back to the original), when no recovery event can come: a mitigated job's iteration
   // time may not change when the fault ends. No-op without an open incident.
   void close(double t_s, const std::string& reason, Decision& out);
-  // The open incident's phase: "slow", "profiling", "mitigating" (no-op when healthy).
-  void set_phase(const std::string& phase);
+  // The open incident's phase: slow, profiling, mitigating (no-op when healthy).
+  void set_phase(Phase phase);
 
   const MasterState& state() const { return state_; }
   const std::optional<Incident>& open_incident() const { return open_; }
 
  private:
-  Event master_event(const char* type, const Incident& i, double t_s) const;
+  Event master_event(const char* type, const Incident& i, double t_s, const std::string& reason = "") const;
 
   MasterState state_;
   std::optional<Incident> open_;

@@ -14,7 +14,7 @@ EventLog::EventLog(const std::string& path) {
 
 void EventLog::write(nlohmann::json line) {
   if (!out_.is_open()) return;
-  out_ << line.dump() << '\n';
+  out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   out_.flush();
 }
 
@@ -61,14 +61,16 @@ bool JobDriver::load(const Now& now) {
       open = **i;
     }
   }
+  auto last = store_.last_event_id();
+  if (!last) return false;
   std::int64_t epoch = 0;
   auto plan = store_.latest_plan();
   if (!plan && plan.code() == Errc::kUnavailable) return false;
   if (!plan) warn_once("plan", "the latest plan is malformed (" + plan.error() + ")");
   if (plan && *plan) epoch = (*plan)->epoch;
-  ctl_.load(state, open, epoch, now);
+  ctl_.load(state, open, epoch, *last, now);
   loaded_at_reconnects_ = client_.reconnects();
-  spdlog::info("job {}: state {}, cursor {}, {} incidents so far{}", job(), ctl_.state().state, ctl_.cursor(),
+  spdlog::info("job {}: state {}, cursor {}, {} incidents so far{}", job(), name(ctl_.state().state), ctl_.cursor(),
                ctl_.state().incidents_total, open ? ", incident " + std::to_string(open->id) + " open" : "");
   return true;
 }
@@ -81,7 +83,10 @@ int JobDriver::tick() {
   if (!p) warn_once("iter", p.error());
   if (p && *p) pace = **p;
   Now t = now(pace);
-  if ((!ctl_.loaded() || loaded_at_reconnects_ != client_.reconnects()) && !load(t)) return 0;
+  if (!ctl_.loaded() || loaded_at_reconnects_ != client_.reconnects()) {
+    if (!load(t)) return 0;
+    t = now(pace);  // with the open incident known (the job clock's fallback)
+  }
 
   int consumed = 0;
   auto entries = store_.read_events(ctl_.cursor(), batch_);
@@ -90,6 +95,9 @@ int JobDriver::tick() {
     if (entries.code() == Errc::kUnavailable) return 0;
   } else if (!entries->empty()) {
     store::MasterCommit commit = ctl_.apply(*entries, t);
+    // What an earlier step could not commit goes first (older incident snapshots before newer ones).
+    commit.incidents.insert(commit.incidents.begin(), unsent_.incidents.begin(), unsent_.incidents.end());
+    commit.events.insert(commit.events.begin(), unsent_.events.begin(), unsent_.events.end());
     const Status s = store_.commit(commit);
     if (!s) {
       warn_once("commit", "could not commit the master state (" + s.error() + "); will retry from the stored cursor");
@@ -97,6 +105,8 @@ int JobDriver::tick() {
       return 0;
     }
     ctl_.adopt(t);
+    unsent_ = store::MasterCommit{};
+    unsent_state_ = false;
     consumed = static_cast<int>(entries->size());
     for (const auto& e : *entries) {
       if (e.value) {
@@ -115,9 +125,13 @@ int JobDriver::tick() {
 JobInputs JobDriver::read_inputs(const Needs& needs, std::optional<IterationUpdate> pace) {
   JobInputs in;
   in.pace = std::move(pace);
-  if (needs.registry) {
-    if (auto a = store_.agents()) in.agents = *a;
-    if (auto r = store_.ranks()) in.ranks = *r;
+  if (needs.registry) {  // both or neither: a window with no expected ranks would be complete at once
+    auto a = store_.agents();
+    auto r = store_.ranks();
+    if (a && r) {
+      in.agents = *a;
+      in.ranks = *r;
+    }
   }
   if (needs.groups) {
     if (auto g = store_.groups()) {
@@ -136,6 +150,7 @@ JobInputs JobDriver::read_inputs(const Needs& needs, std::optional<IterationUpda
   }
   if (needs.acks) {
     if (auto a = store_.plan_acks()) {
+      in.acks_read = true;
       for (const auto& e : *a) {
         if (e.value) {
           in.acks.push_back(*e.value);
@@ -167,16 +182,22 @@ void JobDriver::carry_out(Intents it, const Now& t) {
       ctl_.plan_failed(plan);
     }
   }
-  if (it.events.empty() && it.incidents.empty() && !it.persist_state) return;
+  // What an earlier step could not commit goes first (the controller has already acted on it).
+  for (Event& e : it.events) unsent_.events.push_back(std::move(e));
+  for (Incident& i : it.incidents) unsent_.incidents.push_back(std::move(i));
+  if (unsent_.events.empty() && unsent_.incidents.empty() && !it.persist_state && !unsent_state_) return;
   store::MasterCommit c;
   c.state = ctl_.state();
   c.state.updated_unix_ms = t.unix_ms;
-  c.incidents = std::move(it.incidents);
-  c.events = std::move(it.events);
+  c.incidents = unsent_.incidents;
+  c.events = unsent_.events;
   if (const Status s = store_.commit(c); !s) {
-    warn_once("publish", "could not publish the master's events (" + s.error() + ")");
+    warn_once("publish", "could not publish the master's events (" + s.error() + "); will retry");
+    unsent_state_ = true;
     return;
   }
+  unsent_ = store::MasterCommit{};
+  unsent_state_ = false;
   log_emitted(c.events, t.unix_ms);
 }
 

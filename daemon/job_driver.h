@@ -55,6 +55,8 @@ class JobDriver {
   int batch_;
   std::uint64_t loaded_at_reconnects_ = ~0ull;
   std::set<std::string> warned_;
+  store::MasterCommit unsent_;  // the master's events and incidents a failed commit left to send
+  bool unsent_state_ = false;
 };
 
 }  // namespace greyhound::master

@@ -121,47 +121,43 @@ std::optional<GroupBaseline> group_baseline(const std::vector<ProfileView>& prof
   return b;
 }
 
-Localisation localise(const std::vector<ProfileView>& profiles, const std::vector<GroupMembers>& groups,
-                      const std::optional<JobLayout>& layout, const GroupBaseline* baseline) {
-  Localisation out;
-  const std::map<int, const ProfileView*> by_rank = usable(profiles);
-  std::vector<double> scratch;
-  out.ranks_profiled = static_cast<int>(by_rank.size());
-  // Shares of the window become times per iteration with the iteration time; without it, per unit of time
-  // (the policy's score is a ratio to the step either way; the baseline comparison is then skipped).
-  const double measured_step_ms = median_step_ms(profiles);
-  const double step_ms = measured_step_ms > 0 ? measured_step_ms : 1.0;
+namespace {
 
-  // DP gradient groups (with a layout): under an uneven micro-batch split their members do unequal work, so
-  // the one that arrives last is not a straggler; the replicas' times per micro-batch (4.) judge them then.
-  std::set<std::uint64_t> dp_groups, pp_groups;
+using ByRank = std::map<int, const ProfileView*>;
+
+// With a layout: which groups are the DP gradient and PP groups, and whether the micro-batch split is uneven.
+struct LayoutGroups {
+  std::set<std::uint64_t> dp, pp;
   bool uneven = false;
-  if (layout) {
-    uneven = std::adjacent_find(layout->microbatches.begin(), layout->microbatches.end(), std::not_equal_to<>()) !=
-             layout->microbatches.end();
-    const ParallelShape shape{layout->tp, layout->dp, layout->pp};
-    for (const GroupMembers& g : groups) {
-      const std::set<int> m(g.members.begin(), g.members.end());
-      for (int tp = 0; tp < shape.tp && shape.dp > 1; ++tp) {
-        for (int pp = 0; pp < shape.pp; ++pp) {
-          const std::vector<int> want = shape.dp_group(tp, pp);
-          if (m == std::set<int>(want.begin(), want.end())) dp_groups.insert(g.group);
-        }
+};
+
+LayoutGroups layout_groups(const std::vector<GroupMembers>& groups, const std::optional<JobLayout>& layout) {
+  LayoutGroups out;
+  if (!layout) return out;
+  out.uneven = std::adjacent_find(layout->microbatches.begin(), layout->microbatches.end(), std::not_equal_to<>()) !=
+               layout->microbatches.end();
+  const ParallelShape shape{layout->tp, layout->dp, layout->pp};
+  for (const GroupMembers& g : groups) {
+    const std::set<int> m(g.members.begin(), g.members.end());
+    for (int tp = 0; tp < shape.tp && shape.dp > 1; ++tp) {
+      for (int pp = 0; pp < shape.pp; ++pp) {
+        const std::vector<int> want = shape.dp_group(tp, pp);
+        if (m == std::set<int>(want.begin(), want.end())) out.dp.insert(g.group);
       }
-      for (int tp = 0; tp < shape.tp && shape.pp > 1; ++tp) {
-        for (int d = 0; d < shape.dp; ++d) {
-          const std::vector<int> want = shape.pp_group(tp, d);
-          if (m == std::set<int>(want.begin(), want.end())) pp_groups.insert(g.group);
-        }
+    }
+    for (int tp = 0; tp < shape.tp && shape.pp > 1; ++tp) {
+      for (int d = 0; d < shape.dp; ++d) {
+        const std::vector<int> want = shape.pp_group(tp, d);
+        if (m == std::set<int>(want.begin(), want.end())) out.pp.insert(g.group);
       }
     }
   }
+  return out;
+}
 
-  // 1. The straggler policy in every group; 2. the group's time for the comparable clusters.
-  // A slow rank is the late arrival in every group it belongs to, while a rank that merely waits for it
-  // (its pipeline neighbour, its tensor-parallel peer) is the late arrival in at most the groups the slow
-  // rank is not in. So the culprit is the rank with the largest sum of scores over the groups naming it;
-  // its highest-scoring finding gives kind, severity and group.
+// What one pass over the groups learns: the straggler policy's findings by culprit (1.), each fully
+// profiled group's time for the comparable clusters (2.), and the least member time of the DP / PP groups.
+struct GroupScan {
   struct Named {
     double total = 0;
     analysis::StragglerFinding best;
@@ -169,11 +165,21 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   };
   std::map<int, Named> named;
   std::vector<analysis::GroupTiming> timings;
-  std::map<std::uint64_t, const GroupMembers*> group_by_id;
+  std::map<std::uint64_t, const GroupMembers*> by_id;
   std::vector<double> dp_least, pp_least;  // per DP / PP group: its least member time (~ the transfer itself)
+};
+
+// A slow rank is the late arrival in every group it belongs to, while a rank that merely waits for it (its
+// pipeline neighbour, its tensor-parallel peer) is the late arrival in at most the groups the slow rank is
+// not in. So the culprit is the rank with the largest sum of scores over the groups naming it; its
+// highest-scoring finding gives kind, severity and group. DP gradient groups under an uneven micro-batch
+// split do not vote: their members do unequal work by design (the replicas' times, 4., judge them).
+GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& groups, const LayoutGroups& lg,
+                      double step_ms) {
+  GroupScan out;
   for (const GroupMembers& g : groups) {
     if (g.members.size() < 2) continue;
-    group_by_id[g.group] = &g;
+    out.by_id[g.group] = &g;
     std::vector<analysis::RankWindow> windows;
     double sum = 0, least = 1e300;
     int n = 0;
@@ -197,61 +203,71 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
       windows.push_back(w);
     }
     const analysis::StragglerFinding f = analysis::rank_straggler(windows);
-    const bool comparable_work = !(uneven && dp_groups.count(g.group) != 0);
+    const bool comparable_work = !(lg.uneven && lg.dp.count(g.group) != 0);
     if (comparable_work && f.severity != analysis::StragglerSeverity::kNone) {
-      Named& n = named[f.culprit];
-      n.total += f.score;
-      if (f.score > n.best.score) {
-        n.best = f;
-        n.group = g.group;
+      GroupScan::Named& named = out.named[f.culprit];
+      named.total += f.score;
+      if (f.score > named.best.score) {
+        named.best = f;
+        named.group = g.group;
       }
     }
     // Comparable only with the same calls at the same rate (an uneven micro-batch split changes how many
     // Send/Recv a pipeline makes): the rate, in 10 % buckets, joins the signature.
     if (n == static_cast<int>(g.members.size())) {
-      if (dp_groups.count(g.group)) dp_least.push_back(least);
-      if (pp_groups.count(g.group)) pp_least.push_back(least);
+      if (lg.dp.count(g.group)) out.dp_least.push_back(least);
+      if (lg.pp.count(g.group)) out.pp_least.push_back(least);
       double rate = 0;
       if (auto it = by_rank.find(g.members.front()); it != by_rank.end()) {
         if (auto r = it->second->group_rate.find(g.group); r != it->second->group_rate.end()) rate = r->second;
       }
       const long bucket = rate > 0 ? std::lround(std::log(rate) / std::log(kRateBucketRatio)) : 0;
-      timings.push_back({g.group, g.signature + "@" + std::to_string(bucket), sum / n});
+      out.timings.push_back({g.group, g.signature + "@" + std::to_string(bucket), sum / n});
     }
   }
-  // A suspect must also cost something: a group 12 % over its peers' 3 ms is noise, not a congested link.
-  for (const auto& c : analysis::comparable_clusters(timings)) {
+  return out;
+}
+
+// 2. Suspect groups, slowest first: over their comparable cluster's median, or over their healthy baseline.
+// A suspect must also cost something: a group 12 % over its peers' 3 ms is noise, not a congested link.
+std::vector<std::pair<std::uint64_t, double>> suspect_groups(const GroupScan& scan, const ByRank& by_rank,
+                                                             const std::vector<GroupMembers>& groups,
+                                                             const GroupBaseline* baseline, double step_ms,
+                                                             bool step_measured) {
+  std::vector<std::pair<std::uint64_t, double>> out;
+  for (const auto& c : analysis::comparable_clusters(scan.timings)) {
     for (std::size_t i = 0; i < c.slow_groups.size(); ++i) {
       if ((c.slow_ratios[i] - 1.0) * c.median_ms > kBaselineMinShare * step_ms) {
-        out.slow_groups.emplace_back(c.slow_groups[i], c.slow_ratios[i]);
+        out.emplace_back(c.slow_groups[i], c.slow_ratios[i]);
       }
     }
   }
-  if (baseline != nullptr && measured_step_ms > 0) {
+  if (baseline != nullptr && step_measured) {
     for (const auto& [gid, least] : least_member_ms(by_rank, groups, step_ms)) {
       auto b = baseline->least_ms.find(gid);
       if (b == baseline->least_ms.end() || !(b->second > 0)) continue;
       if (least > kBaselineGrowth * b->second && least - b->second > kBaselineMinShare * step_ms) {
         const double ratio = least / b->second;
-        auto it = std::find_if(out.slow_groups.begin(), out.slow_groups.end(), [&](const auto& s) { return s.first == gid; });
-        if (it == out.slow_groups.end()) {
-          out.slow_groups.emplace_back(gid, ratio);
+        auto it = std::find_if(out.begin(), out.end(), [&](const auto& s) { return s.first == gid; });
+        if (it == out.end()) {
+          out.emplace_back(gid, ratio);
         } else {
           it->second = std::max(it->second, ratio);
         }
       }
     }
   }
-  std::sort(out.slow_groups.begin(), out.slow_groups.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second; });
-  if (!dp_least.empty()) out.dp_transfer_ms = analysis::median(dp_least, scratch);
-  if (!pp_least.empty()) out.pp_transfer_ms = analysis::median(pp_least, scratch);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
 
-  // 3. The cause.
+// 3. The culprit (largest vote; ties go to the lower rank) and the cause.
+void name_culprit_and_cause(const GroupScan& scan, const ByRank& by_rank, const std::optional<JobLayout>& layout,
+                            Localisation& out) {
   analysis::StragglerFinding best;
   best.kind = analysis::StragglerKind::kNone;
   double best_total = 0;
-  for (const auto& [rank, n] : named) {  // ascending rank: ties go to the lower rank
+  for (const auto& [rank, n] : scan.named) {  // ascending rank
     if (n.total > best_total) {
       best_total = n.total;
       best = n.best;
@@ -266,7 +282,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
     if (auto it = by_rank.find(best.culprit); it != by_rank.end()) out.culprit_node = it->second->node;
   }
   if (best.kind == analysis::StragglerKind::kComputeStraggler) {
-    out.cause = name(Cause::kComputation);
+    out.cause = Cause::kComputation;
     // The culprit's own groups look slow because its peers wait for it: explained, not suspects.
     // So are, with the layout, the groups inside the culprit's DP replica: its pipeline runs at the slow
     // GPU's pace (its tensor-parallel peers wait for it and make their pipeline neighbours wait in turn).
@@ -275,19 +291,22 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
     const ParallelShape shape = replicas_known ? ParallelShape{layout->tp, layout->dp, layout->pp} : ParallelShape{};
     const auto replica_of = [&](int r) { return shape.coords(r).dp; };
     std::erase_if(out.slow_groups, [&](const auto& s) {
-      const auto& m = group_by_id.at(s.first)->members;
+      const auto& m = scan.by_id.at(s.first)->members;
       if (std::find(m.begin(), m.end(), out.culprit) != m.end()) return true;
       return replicas_known && std::all_of(m.begin(), m.end(), [&](int r) {
                return r < layout->world && replica_of(r) == replica_of(out.culprit);
              });
     });
   } else if (!out.slow_groups.empty()) {
-    out.cause = name(Cause::kCommunication);
+    out.cause = Cause::kCommunication;
   }
+}
 
-  // Links a suspect group's ring crosses between nodes (consecutive members, and last to first).
-  for (const auto& [gid, ratio] : out.slow_groups) {
-    const GroupMembers& g = *group_by_id.at(gid);
+// Links a suspect group's ring crosses between nodes (consecutive members, and last to first).
+std::vector<SuspectLink> suspect_links(const Localisation& loc, const GroupScan& scan, const ByRank& by_rank) {
+  std::vector<SuspectLink> out;
+  for (const auto& [gid, ratio] : loc.slow_groups) {
+    const GroupMembers& g = *scan.by_id.at(gid);
     for (std::size_t i = 0; i < g.members.size(); ++i) {
       const auto a = by_rank.find(g.members[i]), b = by_rank.find(g.members[(i + 1) % g.members.size()]);
       if (a == by_rank.end() || b == by_rank.end() || a->second->node < 0 || b->second->node < 0 ||
@@ -295,50 +314,74 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
         continue;
       }
       const int lo = std::min(a->second->node, b->second->node), hi = std::max(a->second->node, b->second->node);
-      auto it = std::find_if(out.suspect_links.begin(), out.suspect_links.end(),
-                             [&](const SuspectLink& l) { return l.node_a == lo && l.node_b == hi; });
-      if (it == out.suspect_links.end()) {
-        out.suspect_links.push_back({lo, hi, ratio});
+      auto it = std::find_if(out.begin(), out.end(), [&](const SuspectLink& l) { return l.node_a == lo && l.node_b == hi; });
+      if (it == out.end()) {
+        out.push_back({lo, hi, ratio});
       } else {
         it->ratio = std::max(it->ratio, ratio);
       }
     }
   }
+  return out;
+}
 
-  // 4. Per DP replica, with the layout: own time per micro-batch.
-  if (layout && layout->world == static_cast<int>(by_rank.size())) {
-    const ParallelShape shape{layout->tp, layout->dp, layout->pp};
-    const int D = shape.dp;
-    // The DP group of a rank: the group whose members are exactly the ranks with its tp and pp.
-    std::map<std::set<int>, std::uint64_t> group_of_members;
-    for (const GroupMembers& g : groups) group_of_members[std::set<int>(g.members.begin(), g.members.end())] = g.group;
-    std::vector<std::vector<double>> own(static_cast<std::size_t>(D));
-    for (const auto& [r, p] : by_rank) {
-      const RankCoords c = shape.coords(r);
-      const std::vector<int> dp_group = shape.dp_group(c.tp, c.pp);
-      const std::set<int> dp_members(dp_group.begin(), dp_group.end());
-      double wait = 0;
-      if (D > 1) {
-        auto g = group_of_members.find(dp_members);
-        if (g == group_of_members.end()) return out;  // layout and groups disagree: no replica times
-        auto gm = p->group_share.find(g->second);
-        wait = gm == p->group_share.end() ? 0 : gm->second * step_ms;
-      }
-      own[static_cast<std::size_t>(c.dp)].push_back(std::max(0.0, step_ms - wait));
+// 4. Per DP replica, with the layout: own time per pipeline slot, and the culprit's replica.
+void replica_times(const ByRank& by_rank, const std::vector<GroupMembers>& groups, const JobLayout& layout,
+                   double step_ms, Localisation& out) {
+  std::vector<double> scratch;
+  const ParallelShape shape{layout.tp, layout.dp, layout.pp};
+  const int D = shape.dp;
+  // The DP group of a rank: the group whose members are exactly the ranks with its tp and pp.
+  std::map<std::set<int>, std::uint64_t> group_of_members;
+  for (const GroupMembers& g : groups) group_of_members[std::set<int>(g.members.begin(), g.members.end())] = g.group;
+  std::vector<std::vector<double>> own(static_cast<std::size_t>(D));
+  for (const auto& [r, p] : by_rank) {
+    const RankCoords c = shape.coords(r);
+    const std::vector<int> dp_group = shape.dp_group(c.tp, c.pp);
+    const std::set<int> dp_members(dp_group.begin(), dp_group.end());
+    double wait = 0;
+    if (D > 1) {
+      auto g = group_of_members.find(dp_members);
+      if (g == group_of_members.end()) return;  // layout and groups disagree: no replica times
+      auto gm = p->group_share.find(g->second);
+      wait = gm == p->group_share.end() ? 0 : gm->second * step_ms;
     }
-    // A 1F1B pipeline of P stages runs m micro-batches in about m + P - 1 slots of its slowest stage: the
-    // replica's time per slot is what compares across replicas whatever their m.
-    for (int d = 0; d < D; ++d) {
-      const int m = d < static_cast<int>(layout->microbatches.size()) ? layout->microbatches[static_cast<std::size_t>(d)] : 1;
-      out.replica_ms_per_microbatch.push_back(analysis::median(own[static_cast<std::size_t>(d)], scratch) /
-                                              static_cast<double>(std::max(m, 1) + layout->pp - 1));
-    }
-    const auto slowest = std::max_element(out.replica_ms_per_microbatch.begin(), out.replica_ms_per_microbatch.end());
-    const double med = analysis::median(out.replica_ms_per_microbatch, scratch);
-    out.replica_skew = med > 0 ? *slowest / med : 1.0;
-    out.culprit_replica = out.culprit >= 0 ? shape.coords(out.culprit).dp
-                                           : static_cast<int>(slowest - out.replica_ms_per_microbatch.begin());
+    own[static_cast<std::size_t>(c.dp)].push_back(std::max(0.0, step_ms - wait));
   }
+  // A 1F1B pipeline of P stages runs m micro-batches in about m + P - 1 slots of its slowest stage: the
+  // replica's time per slot is what compares across replicas whatever their m.
+  for (int d = 0; d < D; ++d) {
+    const int m = d < static_cast<int>(layout.microbatches.size()) ? layout.microbatches[static_cast<std::size_t>(d)] : 1;
+    out.replica_ms_per_microbatch.push_back(analysis::median(own[static_cast<std::size_t>(d)], scratch) /
+                                            static_cast<double>(std::max(m, 1) + layout.pp - 1));
+  }
+  const auto slowest = std::max_element(out.replica_ms_per_microbatch.begin(), out.replica_ms_per_microbatch.end());
+  const double med = analysis::median(out.replica_ms_per_microbatch, scratch);
+  out.replica_skew = med > 0 ? *slowest / med : 1.0;
+  out.culprit_replica = out.culprit >= 0 ? shape.coords(out.culprit).dp
+                                         : static_cast<int>(slowest - out.replica_ms_per_microbatch.begin());
+}
+
+}  // namespace
+
+Localisation localise(const std::vector<ProfileView>& profiles, const std::vector<GroupMembers>& groups,
+                      const std::optional<JobLayout>& layout, const GroupBaseline* baseline) {
+  Localisation out;
+  const ByRank by_rank = usable(profiles);
+  std::vector<double> scratch;
+  out.ranks_profiled = static_cast<int>(by_rank.size());
+  // Shares of the window become times per iteration with the iteration time; without it, per unit of time
+  // (the policy's score is a ratio to the step either way; the baseline comparison is then skipped).
+  const double measured_step_ms = median_step_ms(profiles);
+  const double step_ms = measured_step_ms > 0 ? measured_step_ms : 1.0;
+
+  const GroupScan scan = scan_groups(by_rank, groups, layout_groups(groups, layout), step_ms);
+  out.slow_groups = suspect_groups(scan, by_rank, groups, baseline, step_ms, measured_step_ms > 0);
+  if (!scan.dp_least.empty()) out.dp_transfer_ms = analysis::median(scan.dp_least, scratch);
+  if (!scan.pp_least.empty()) out.pp_transfer_ms = analysis::median(scan.pp_least, scratch);
+  name_culprit_and_cause(scan, by_rank, layout, out);
+  out.suspect_links = suspect_links(out, scan, by_rank);
+  if (layout && layout->world == static_cast<int>(by_rank.size())) replica_times(by_rank, groups, *layout, step_ms, out);
   return out;
 }
 

@@ -58,7 +58,7 @@ struct SuspectLink {
 };
 
 struct Localisation {
-  std::string cause{name(Cause::kUnknown)};  // a Cause's wire name (vocabulary.h)
+  Cause cause = Cause::kUnknown;
   int culprit = -1;
   int culprit_node = -1;
   std::string kind = "NONE";      // the straggler policy's kind for the culprit

@@ -11,6 +11,9 @@
 namespace greyhound::master {
 namespace {
 
+// A registered job without a live agent is looked at again after this long.
+constexpr double kDormantRecheckS = 30.0;
+
 double mono_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -48,8 +51,13 @@ void Master::discover(double now_s) {
   if (!jobs) return;
   for (const std::string& job : *jobs) {
     if (drivers_.count(job) != 0 || fnmatch(cfg_.jobs_pattern.c_str(), job.c_str(), 0) != 0) continue;
+    if (auto it = dormant_.find(job); it != dormant_.end() && now_s < it->second) continue;
     auto d = std::make_unique<JobDriver>(redis_, job, cfg_.controller, run_tag_, log_, cfg_.batch);
-    if (!d->agents_alive()) continue;  // a job of the past: its agents are gone
+    if (!d->agents_alive()) {  // a job of the past, or not started yet: look again later, not every pass
+      dormant_[job] = now_s + kDormantRecheckS;
+      continue;
+    }
+    dormant_.erase(job);
     spdlog::info("serving job {}", job);
     drivers_[job] = Served{std::move(d), now_s};
   }
@@ -58,6 +66,10 @@ void Master::discover(double now_s) {
       it->second.last_alive_s = now_s;
     } else if (now_s - it->second.last_alive_s >= cfg_.retire_after_s) {
       spdlog::info("job {}: every agent gone for {:.0f} s: retired", it->first, now_s - it->second.last_alive_s);
+      // Out of the registry of jobs (its agents register it again if it comes back); its keys stay.
+      if (const Status s = store::JobStore::unregister_job(redis_, it->first); !s) {
+        spdlog::warn("job {}: could not be removed from the registry of jobs: {}", it->first, s.error());
+      }
       it = drivers_.erase(it);
       continue;
     }

@@ -1,6 +1,7 @@
 // greyhound-master: one process for every job of the cluster (started beside the scheduler). Serves the
 // jobs registered in gh:v1:jobs whose names match --jobs PATTERN (fnmatch), picked up once one of their
-// agents is alive and retired when every agent has been gone for retire_after_s; or exactly one job
+// agents is alive (a registered job without one is looked at again every 30 s) and retired, and removed
+// from gh:v1:jobs, when every agent has been gone for retire_after_s; or exactly one job
 // (--job J), never retired. Each job has its own JobDriver and Controller (job_driver.h, controller.h) over
 // one shared Redis client: per-job state stays independent, and a malformed value in one job's keys is
 // that job's warning, never another's stall.
@@ -49,6 +50,7 @@ class Master {
     double last_alive_s = 0;
   };
   std::map<std::string, Served> drivers_;
+  std::map<std::string, double> dormant_;  // registered jobs without a live agent: when to look again
   double next_discovery_s_ = 0;
   bool redis_down_logged_ = false;
 };

@@ -26,19 +26,40 @@ std::string fmt_vec(const std::vector<int>& v) {
 
 }  // namespace
 
+const std::vector<Planner::Remedy>& Planner::remedies() {
+  static const std::vector<Remedy> kRemedies = {
+      // S2: per-replica times from the localisation, and more than one replica to move work between.
+      {Strategy::kS2, mitigate::Strategy::kS2Microbatches,
+       [](const JobLayout& l, const Localisation& loc) {
+         return loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(l.dp) && l.dp > 1;
+       },
+       &Planner::s2_plan},
+      // S3: the placement of ranks on nodes (the layout's GPUs per node, whole TP groups per node).
+      {Strategy::kS3, mitigate::Strategy::kS3Topology,
+       [](const JobLayout& l, const Localisation&) {
+         return l.gpus_per_node > 0 && l.gpus_per_node % l.tp == 0 && l.world % l.gpus_per_node == 0;
+       },
+       &Planner::s3_plan},
+      {Strategy::kS4, mitigate::Strategy::kS4Restart, [](const JobLayout&, const Localisation&) { return true; },
+       &Planner::s4_plan},
+  };
+  return kRemedies;
+}
+
 std::optional<Planner> Planner::start(const PlannerConfig& config, const Incident& incident, const Localisation& loc,
                                       const JobLayout& layout, std::string* why) {
   mitigate::SkiRentalIncident si;
-  const std::optional<Cause> cause = parse_cause(loc.cause);
+  const Cause cause = loc.cause;
   si.cause = cause == Cause::kComputation     ? mitigate::FailSlowCause::kComputation
              : cause == Cause::kCommunication ? mitigate::FailSlowCause::kCommunication
                                               : mitigate::FailSlowCause::kBoth;
   si.healthy_iteration_s = incident.before_ms * 1e-3;
-  si.s2_available = can(layout, Strategy::kS2) &&
-                    loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(layout.dp) && layout.dp > 1;
-  si.s3_available = can(layout, Strategy::kS3) && layout.gpus_per_node > 0 && layout.gpus_per_node % layout.tp == 0 &&
-                    layout.world % layout.gpus_per_node == 0;
-  si.s4_available = can(layout, Strategy::kS4);
+  for (const Remedy& r : remedies()) {
+    const bool available = can(layout, r.strategy) && r.applicable(layout, loc);
+    if (r.rung == mitigate::Strategy::kS2Microbatches) si.s2_available = available;
+    if (r.rung == mitigate::Strategy::kS3Topology) si.s3_available = available;
+    if (r.rung == mitigate::Strategy::kS4Restart) si.s4_available = available;
+  }
   if (!si.s2_available && !si.s3_available && !si.s4_available) {
     if (why) *why = "the job can apply none of S2, S3, S4 for this incident";
     return std::nullopt;
@@ -70,7 +91,7 @@ Planner::Planner(const PlannerConfig& c, mitigate::SkiRental s, const Incident& 
 void Planner::update(const Localisation& loc) {
   // Still there: a straggler is still named (a remedy may balance the replicas, not the straggler's own
   // group), or the replicas are still skewed, or a communication suspect remains.
-  present_ = loc.culprit >= 0 || loc.cause != name(Cause::kUnknown) || loc.replica_skew >= config_.still_slow_skew;
+  present_ = loc.culprit >= 0 || loc.cause != Cause::kUnknown || loc.replica_skew >= config_.still_slow_skew;
   loc_ = loc;
   if (loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(layout_.dp)) replica_ms_ = loc.replica_ms_per_microbatch;
 }
@@ -99,8 +120,8 @@ std::optional<Plan> Planner::s2_plan(const std::string& why) {
     return std::nullopt;
   }
   Plan p;
-  p.strategy = name(Strategy::kS2);
-  p.action = name(PlanAction::kApply);
+  p.strategy = Strategy::kS2;
+  p.action = PlanAction::kApply;
   p.incident = incident_;
   for (auto m : sol->microbatches) p.microbatches.push_back(static_cast<int>(m));
   char buf[256];
@@ -142,7 +163,7 @@ std::optional<Plan> Planner::s3_plan(const std::string& why) {
   }
   for (const SuspectLink& l : loc_.suspect_links) {
     // A computation cause: the slowness is the GPU's, whatever else waits for it.
-    if (loc_.cause == name(Cause::kComputation)) break;
+    if (loc_.cause == Cause::kComputation) break;
     if (l.node_a < cluster.nodes && l.node_b < cluster.nodes && l.ratio > 1) {
       cluster.links.push_back({l.node_a, l.node_b, kInterBps / l.ratio});
     }
@@ -171,8 +192,8 @@ std::optional<Plan> Planner::s3_plan(const std::string& why) {
   auto tp_plan = planner.plan(placement_, opt);
   if (!tp_plan || !tp_plan->worthwhile || tp_plan->placement == placement_) return decline();
   Plan p;
-  p.strategy = name(Strategy::kS3);
-  p.action = name(PlanAction::kApply);
+  p.strategy = Strategy::kS3;
+  p.action = PlanAction::kApply;
   p.incident = incident_;
   p.placement = nlohmann::json::array();
   for (const auto& r : mitigate::rank_roles(tp_plan->placement, T, D, G)) {
@@ -188,10 +209,10 @@ std::optional<Plan> Planner::s3_plan(const std::string& why) {
 
 std::optional<Plan> Planner::s4_plan(const std::string& why) {
   Plan p;
-  p.strategy = name(Strategy::kS4);
-  p.action = name(PlanAction::kApply);
+  p.strategy = Strategy::kS4;
+  p.action = PlanAction::kApply;
   p.incident = incident_;
-  if (loc_.culprit >= 0 && loc_.cause != name(Cause::kCommunication)) {
+  if (loc_.culprit >= 0 && loc_.cause != Cause::kCommunication) {
     p.exclude_ranks.push_back(loc_.culprit);
     if (loc_.culprit_node >= 0) p.exclude_nodes.push_back(loc_.culprit_node);
   } else {
@@ -218,8 +239,8 @@ std::optional<Plan> Planner::observe(double iteration_s) {
   if (d.action == mitigate::SkiRentalAction::kRevert) {
     if (reverted_to_original()) return std::nullopt;
     Plan p;
-    p.strategy = name(Strategy::kS1);
-    p.action = name(PlanAction::kRevert);
+    p.strategy = Strategy::kS1;
+    p.action = PlanAction::kRevert;
     p.incident = incident_;
     p.microbatches = original_;
     if (placement_ != original_placement_) {
@@ -231,16 +252,10 @@ std::optional<Plan> Planner::observe(double iteration_s) {
     p.reason = d.reason;
     return p;
   }
-  switch (d.strategy) {
-    case mitigate::Strategy::kS2Microbatches:
-      return s2_plan(d.reason);
-    case mitigate::Strategy::kS3Topology:
-      return s3_plan(d.reason);
-    case mitigate::Strategy::kS4Restart:
-      return s4_plan(d.reason);
-    default:
-      return std::nullopt;
+  for (const Remedy& r : remedies()) {
+    if (r.rung == d.strategy) return (this->*r.build)(d.reason);
   }
+  return std::nullopt;
 }
 
 void Planner::applied(const Plan& plan) {
@@ -261,7 +276,9 @@ void Planner::applied(const Plan& plan) {
 }
 
 void Planner::rejected(const Plan& plan) {
-  if (const auto s = mitigate::strategy_from_name(plan.strategy)) controller_.decline(*s);
+  for (const Remedy& r : remedies()) {
+    if (r.strategy == plan.strategy) controller_.decline(r.rung);
+  }
 }
 
 }  // namespace greyhound::master

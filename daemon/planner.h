@@ -60,6 +60,16 @@ class Planner {
   std::optional<Plan> s3_plan(const std::string& why);
   std::optional<Plan> s4_plan(const std::string& why);
 
+  // The remedies a decision can become, one entry each (planner.cpp): a new remedy is one entry there, its
+  // name in vocabulary.h and its rung, overhead and causes in SkiRental.
+  struct Remedy {
+    Strategy strategy;         // wire name, and the capability the job must advertise
+    mitigate::Strategy rung;   // its rung on the ski-rental ladder
+    bool (*applicable)(const JobLayout& layout, const Localisation& loc);  // beyond the capability
+    std::optional<Plan> (Planner::*build)(const std::string& why);
+  };
+  static const std::vector<Remedy>& remedies();
+
   PlannerConfig config_;
   mitigate::SkiRental controller_;
   std::int64_t incident_;

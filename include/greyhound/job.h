@@ -20,7 +20,12 @@
  *  - A client is not thread-safe: use one per thread. Different clients are independent.
  *  - Strings and arrays passed in are copied; arrays handed out (in greyhound_job_plan) belong to the client
  *    and stay valid until the next call that fills a plan of the same kind (poll / last) or close.
- *  - Only the versioned names (_v1) are exported; a later, incompatible version adds _v2 names.
+ *  - Only greyhound_job_* names are exported: the calls on a client are versioned (_v1; a later, incompatible
+ *    version adds _v2 names), greyhound_job_api_version() and greyhound_job_status_name() are not.
+ *  - Texts passed in (an ack's detail, a restart's reason) must be at most 4096 bytes of valid UTF-8 (what
+ *    the master reads); others are refused with GREYHOUND_JOB_ERR_INVALID.
+ *  - The first poll of a client starts after the newest epoch the job's ranks have acknowledged, so a
+ *    restarted job does not take a plan it already answered as new.
  */
 #ifndef GREYHOUND_JOB_H_
 #define GREYHOUND_JOB_H_

@@ -69,7 +69,9 @@ json group_row(const store::Entry<GroupRecord>& e, Notes& notes) {
   const GroupRecord& g = *e.value;
   row["size"] = g.size > 0 ? g.size : -1;
   json members = json::array();
-  for (int i = 0; i < g.size; ++i) {
+  // Up to the last member present (a planted size must not make the listing huge); missing ones as null.
+  const int shown = g.members.empty() ? 0 : std::min(g.size, g.members.rbegin()->first + 1);
+  for (int i = 0; i < shown; ++i) {
     const auto it = g.members.find(i);
     members.push_back(it == g.members.end() ? json(nullptr) : json(it->second));
   }
@@ -102,7 +104,7 @@ int cmd_status(const Argv& argv) {
 
   // Master and incidents.
   const std::optional<MasterState> master = notes.take(st.master_state());
-  out["state"] = master ? master->state : "unknown (no master state)";
+  out["state"] = master ? std::string(name(master->state)) : "unknown (no master state)";
   out["master"] = master ? to_json(*master) : json(nullptr);
   out["incidents"] = json::array();
   if (auto ids = st.recent_incidents(10); ids.ok()) {
@@ -160,7 +162,7 @@ int cmd_status(const Argv& argv) {
   for (const auto& g : notes.list(st.groups())) out["groups"].push_back(group_row(g, notes));
 
   if (args.flag("json")) {
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, json::error_handler_t::replace).c_str());
     return 0;
   }
   std::printf("job %s: %s", job.c_str(), out["state"].get<std::string>().c_str());

@@ -83,10 +83,8 @@ void fill(greyhound_job_client::PlanSlot& slot, const PlanPoll& poll, greyhound_
   const greyhound::Plan& p = slot.plan;
   *out = greyhound_job_plan{};
   out->epoch = p.epoch;
-  const auto s = greyhound::parse_strategy(p.strategy);
-  out->strategy = s ? static_cast<int32_t>(*s) + GREYHOUND_JOB_S1 : 0;
-  out->action = p.action == greyhound::name(greyhound::PlanAction::kRevert) ? GREYHOUND_JOB_ACTION_REVERT
-                                                                             : GREYHOUND_JOB_ACTION_APPLY;
+  out->strategy = static_cast<int32_t>(p.strategy) + GREYHOUND_JOB_S1;
+  out->action = p.action == greyhound::PlanAction::kRevert ? GREYHOUND_JOB_ACTION_REVERT : GREYHOUND_JOB_ACTION_APPLY;
   out->incident = p.incident;
   out->predicted_iteration_s = p.predicted_iteration_s;
   out->microbatches = p.microbatches.data();
@@ -241,7 +239,7 @@ int greyhound_job_ack_v1(greyhound_job_client* client, int32_t rank, int64_t epo
     a.rank = rank;
     a.epoch = epoch;
     a.iteration = iteration;
-    a.status = greyhound::name(static_cast<greyhound::AckStatus>(status));
+    a.status = static_cast<greyhound::AckStatus>(status);
     a.detail = detail != nullptr ? detail : "";
     return done(client, client->impl->acknowledge(a));
   });

@@ -1,5 +1,6 @@
 #include "job/job_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -45,6 +46,16 @@ Status JobClient::publish_layout(const JobLayout& layout) {
 
 Result<PlanPoll> JobClient::poll_plan() {
   if (!layout_) return Result<PlanPoll>::failure("no layout published yet: plans cannot be checked");
+  if (!seeded_) {
+    auto acks = store_.plan_acks();
+    if (!acks && acks.code() == Errc::kUnavailable) return acks.status();
+    if (acks) {
+      for (const auto& a : *acks) {
+        if (a.value) last_epoch_ = std::max(last_epoch_, a.value->epoch);
+      }
+    }
+    seeded_ = true;
+  }
   auto read = store_.latest_plan();
   PlanPoll out;
   if (!read) {
@@ -90,7 +101,7 @@ Status JobClient::acknowledge(const PlanAck& ack) {
   if (ack.rank < 0 || ack.rank > kMaxRank) return Status::failure("ack: rank " + std::to_string(ack.rank) + " out of range");
   if (ack.epoch < 1) return Status::failure("ack: epoch must be >= 1");
   if (ack.iteration < -1) return Status::failure("ack: iteration must be >= 0 (or -1: unknown)");
-  if (!parse_ack_status(ack.status)) return Status::failure("ack: status '" + ack.status + "' is not applied, unsupported or rejected");
+  if (auto why = text_error(ack.detail); !why.empty()) return Status::failure("ack: detail " + why);
   PlanAck a = ack;
   if (a.t_unix_ms == 0) a.t_unix_ms = unix_ms_now();
   return store_.write_ack(a);
@@ -99,6 +110,7 @@ Status JobClient::acknowledge(const PlanAck& ack) {
 Status JobClient::request_restart(const RestartRequest& request) {
   if (request.rank < 0 || request.rank > kMaxRank) return Status::failure("restart: rank out of range");
   if (request.epoch < 0) return Status::failure("restart: epoch must be >= 0");
+  if (auto why = text_error(request.reason); !why.empty()) return Status::failure("restart: reason " + why);
   for (int x : request.exclude_nodes) {
     if (x < 0) return Status::failure("restart: exclude_nodes entries must be >= 0");
   }

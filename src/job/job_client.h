@@ -6,7 +6,10 @@
 //   against (job/plan_check.h), even when Redis is away (the write is then retried by calling it again).
 // - poll_plan(): reads the latest plan once and judges it: a new good plan is returned and kept as the last
 //   good one; a bad one (wrong shape, not advertised, stale, malformed JSON) is reported once, with its
-//   reason, and never replaces the last good one.
+//   reason, and never replaces the last good one. The first poll starts after the newest epoch the job's
+//   ranks have acknowledged, so a restarted job does not apply (or, for S4, ask for) a plan again.
+// - Texts it writes (an ack's detail, a restart's reason) are at most kMaxTextBytes of valid UTF-8, what
+//   the master's readers accept; longer or invalid ones are refused here (kInvalid), not lost there.
 // - acknowledge(), request_restart(): one write each.
 // All Redis access goes through store::JobStore, with short timeouts (connect 200 ms, command 300 ms): a
 // missing Redis costs a training step at most that, and is reported as Errc::kUnavailable.
@@ -69,6 +72,7 @@ class JobClient {
   std::optional<JobLayout> layout_;
   std::optional<PlanPoll> last_good_;
   std::int64_t last_epoch_ = 0;       // newest epoch seen (accepted or not)
+  bool seeded_ = false;               // last_epoch_ started from the job's acknowledgements in the store
   std::int64_t last_stale_ = 0;       // the stale epoch reported last (reported once)
   std::string last_malformed_;        // the malformed-plan error reported last (reported once)
 };

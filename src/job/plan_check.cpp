@@ -110,15 +110,13 @@ PlanCheck check_plan(const JobLayout& layout, const Plan& plan, std::int64_t las
     return reject(Verdict::kStale, "epoch " + std::to_string(plan.epoch) + " is older than the last plan seen (" +
                                        std::to_string(last_epoch) + ")");
   }
-  const auto strategy = parse_strategy(plan.strategy);
-  const auto action = parse_plan_action(plan.action);
-  if (!strategy) return reject(Verdict::kRejected, "strategy: '" + plan.strategy + "' is not S1..S4");
-  if (!action) return reject(Verdict::kRejected, "action: '" + plan.action + "' is not apply or revert");
-  const bool revert = *action == PlanAction::kRevert;
+  const std::optional<Strategy> strategy = plan.strategy;  // the reader admits only the vocabulary's names
+  const bool revert = plan.action == PlanAction::kRevert;
+  const std::string strategy_name(name(plan.strategy));
   const bool advertised =
-      std::find(layout.capabilities.begin(), layout.capabilities.end(), plan.strategy) != layout.capabilities.end();
+      std::find(layout.capabilities.begin(), layout.capabilities.end(), strategy_name) != layout.capabilities.end();
   if (!revert && *strategy != Strategy::kS1 && !advertised) {
-    return reject(Verdict::kUnsupported, "strategy " + plan.strategy + " is not among this job's capabilities " +
+    return reject(Verdict::kUnsupported, "strategy " + strategy_name + " is not among this job's capabilities " +
                                              list(layout.capabilities));
   }
   const bool needs_microbatches = !revert && *strategy == Strategy::kS2;

@@ -28,7 +28,7 @@ class Checker {
   bool start_array(std::size_t) { return open(); }
   bool end_array() { return close(); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
-    if (error_.empty()) error_ = std::string("not valid JSON: ") + e.what();
+    if (error_.empty()) error_ = "not valid JSON: " + printable(e.what(), 256);
     return false;
   }
   const std::string& error() const { return error_; }
@@ -67,6 +67,13 @@ class Checker {
 
 }  // namespace
 
+std::string printable(std::string_view text, std::size_t max_len) {
+  std::string out;
+  for (char c : text.substr(0, max_len)) out += c >= 0x20 && c <= 0x7e ? c : '?';
+  if (text.size() > max_len) out += "...";
+  return out;
+}
+
 Result<json> parse_bounded(std::string_view text, const JsonLimits& limits) {
   if (text.size() > limits.max_bytes) {
     return Result<json>::failure("value of " + std::to_string(text.size()) + " bytes is too large");
@@ -78,7 +85,7 @@ Result<json> parse_bounded(std::string_view text, const JsonLimits& limits) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    return Result<json>::failure(std::string("not valid JSON: ") + e.what());
+    return Result<json>::failure("not valid JSON: " + printable(e.what(), 256));
   }
 }
 

@@ -22,7 +22,11 @@ struct JsonLimits {
   std::size_t max_members = 1 << 16;    // entries of one object or array
 };
 
-// The JSON value of `text`, or an Errc::kInvalid error saying what is wrong.
+// `text` with every byte outside printable ASCII replaced by '?': for error messages and ids that quote what
+// was read (a JSON writer refuses invalid UTF-8, and a log line should not carry control bytes).
+std::string printable(std::string_view text, std::size_t max_len = 128);
+
+// The JSON value of `text`, or an Errc::kInvalid error saying what is wrong (in printable ASCII).
 Result<nlohmann::json> parse_bounded(std::string_view text, const JsonLimits& limits = {});
 
 }  // namespace greyhound::store

@@ -13,17 +13,74 @@ namespace {
 
 using Type = RedisReply::Type;
 
-// A Redis reply is bounded by what the server holds; these bound what one read hands on.
+// What one read may bring over the connection, whatever the server holds (a value there can be 512 MB):
+// strings are read with GETRANGE, sets, hashes and streams through the scripts below, which cut each value
+// just past kMaxMessageBytes (so the reader still sees it is too large), skip oversized set members, refuse
+// oversized sets and hashes, and stop a stream read once kMaxReadBytes have been gathered.
 constexpr std::size_t kMaxSetMembers = 1 << 20;
-constexpr std::size_t kMaxHashFields = 1 << 20;
+constexpr std::size_t kMaxHashFields = 1 << 17;
 constexpr int kMaxReadCount = 10000;
+constexpr std::size_t kMaxReadBytes = 8 << 20;
+constexpr std::size_t kMaxMemberBytes = 64;
 
-std::string stream_field(const RedisReply& fields, const char* name) {
-  for (std::size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
-    if (fields.elements[i].str == name) return fields.elements[i + 1].str;
-  }
-  return {};
-}
+// KEYS[1] a set; ARGV[1] max members, ARGV[2] max bytes per member.
+constexpr const char* kSetScript = R"lua(
+local n = redis.call('SCARD', KEYS[1])
+if n > tonumber(ARGV[1]) then return redis.error_reply('set of ' .. n .. ' members is too large') end
+local out = {}
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if #m <= tonumber(ARGV[2]) then out[#out + 1] = m end
+end
+return out
+)lua";
+
+// KEYS[1] a hash; ARGV[1] max fields, ARGV[2] max bytes per value (longer ones are cut to one byte more).
+constexpr const char* kHashScript = R"lua(
+local n = redis.call('HLEN', KEYS[1])
+if n > tonumber(ARGV[1]) then return redis.error_reply('hash of ' .. n .. ' fields is too large') end
+local all = redis.call('HGETALL', KEYS[1])
+local max = tonumber(ARGV[2])
+for i = 1, #all do
+  if #all[i] > max then all[i] = string.sub(all[i], 1, max + 1) end
+end
+return all
+)lua";
+
+// KEYS[1] a stream: the id of its newest entry, '0-0' when empty.
+constexpr const char* kLastIdScript = R"lua(
+local e = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #e == 0 then return '0-0' end
+return e[1][1]
+)lua";
+
+// KEYS[1] a sorted set; ARGV[1] how many of the highest-scored members, ARGV[2] max bytes per member.
+constexpr const char* kTopScript = R"lua(
+local out = {}
+for _, m in ipairs(redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)) do
+  if #m <= tonumber(ARGV[2]) then out[#out + 1] = m end
+end
+return out
+)lua";
+
+// KEYS[1] a stream; ARGV[1] the id to read after, ARGV[2] count, ARGV[3] max bytes per value, ARGV[4] max
+// bytes in all. Returns {id, json field (cut like above; '' when none)} per entry, at least one entry.
+constexpr const char* kStreamScript = R"lua(
+local entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
+local max, budget = tonumber(ARGV[3]), tonumber(ARGV[4])
+local out, total = {}, 0
+for _, e in ipairs(entries) do
+  local value = ''
+  local fields = e[2]
+  for i = 1, #fields - 1, 2 do
+    if fields[i] == 'json' then value = fields[i + 1] end
+  end
+  if #value > max then value = string.sub(value, 1, max + 1) end
+  if #out > 0 and total + #value > budget then break end
+  total = total + #value
+  out[#out + 1] = {e[1], value}
+end
+return out
+)lua";
 
 bool to_int(const std::string& s, long lo, long hi, long* out) {
   if (s.empty() || s.size() > 20) return false;
@@ -114,7 +171,7 @@ Entry<GroupRecord> parse_group(const std::string& hex, const RedisReply& hash) {
 
 // ---- AgentUpdate
 
-void AgentUpdate::register_job() { commands_.push_back({"SADD", keys::jobs(), job_}); }
+void AgentUpdate::register_job() { register_job_ = true; }
 
 void AgentUpdate::rank(const RankRegistration& r) {
   commands_.push_back({"SET", keys::rank(job_, r.rank), to_json(r).dump()});
@@ -152,15 +209,19 @@ Result<RedisReply> JobStore::run(const std::vector<std::string>& argv) {
   if (!client_.ensure_connected()) return Result<RedisReply>::failure(client_.last_error(), Errc::kUnavailable);
   auto r = client_.command(argv);
   if (!r) return Result<RedisReply>::failure(client_.last_error(), Errc::kUnavailable);
-  if (r->is_error()) return Result<RedisReply>::failure(argv[0] + " " + argv[1] + ": " + r->str, Errc::kRefused);
+  if (r->is_error()) {
+    const std::string& key = argv[0] == "EVAL" ? argv[3] : argv[1];  // a script: name its key, not its text
+    return Result<RedisReply>::failure(key + ": " + r->str, Errc::kRefused);
+  }
   return std::move(*r);
 }
 
 Result<std::optional<std::string>> JobStore::get(const std::string& key) {
-  auto r = run({"GET", key});
+  // At most one byte more than a message may have: a longer value is reported as too large, never fetched.
+  auto r = run({"GETRANGE", key, "0", std::to_string(kMaxMessageBytes)});
   if (!r) return r.status();
-  if (r->type == Type::kNil) return std::optional<std::string>();
   if (r->type != Type::kString) return Result<std::optional<std::string>>::failure(key + ": not a string value");
+  if (r->str.empty()) return std::optional<std::string>();  // absent (an empty value is no message either)
   return std::optional<std::string>(std::move(r->str));
 }
 
@@ -176,11 +237,8 @@ Result<std::optional<T>> JobStore::get_as(const std::string& key, Parse parse) {
 }
 
 Result<std::vector<int>> JobStore::int_members(const std::string& key) {
-  auto r = run({"SMEMBERS", key});
+  auto r = members(key);
   if (!r) return r.status();
-  if (r->type != Type::kArray || r->elements.size() > kMaxSetMembers) {
-    return Result<std::vector<int>>::failure(key + ": not a set of ids");
-  }
   std::vector<int> out;
   for (const auto& m : r->elements) {
     long v = 0;
@@ -195,30 +253,39 @@ Result<std::vector<Entry<T>>> JobStore::read_stream(const std::string& key, cons
                                                     Parse parse) {
   using R = Result<std::vector<Entry<T>>>;
   if (!valid_stream_id(after)) return R::failure("cursor '" + after.substr(0, 64) + "' is not a stream id");
-  auto r = run({"XREAD", "COUNT", std::to_string(std::clamp(count, 1, kMaxReadCount)), "STREAMS", key, after});
+  auto r = run({"EVAL", kStreamScript, "1", key, after, std::to_string(std::clamp(count, 1, kMaxReadCount)),
+                std::to_string(kMaxMessageBytes), std::to_string(kMaxReadBytes)});
   if (!r) return r.status();
   std::vector<Entry<T>> out;
-  if (r->type != Type::kArray || r->elements.empty() || r->elements[0].elements.size() < 2) return out;  // none
-  for (const auto& entry : r->elements[0].elements[1].elements) {
+  for (const auto& entry : r->elements) {
     if (entry.elements.size() < 2) continue;
     Entry<T> e;
     e.id = entry.elements[0].str;
-    const std::string text = stream_field(entry.elements[1], "json");
     std::string err;
-    e.value = parse(text, &err);
+    e.value = parse(entry.elements[1].str, &err);
     if (!e.value) e.error = err;
     out.push_back(std::move(e));
   }
   return out;
 }
 
+Result<RedisReply> JobStore::members(const std::string& key) {
+  auto r = run({"EVAL", kSetScript, "1", key, std::to_string(kMaxSetMembers), std::to_string(kMaxMemberBytes)});
+  if (r && r->type != Type::kArray) return Result<RedisReply>::failure(key + ": not a set");
+  return r;
+}
+
+Result<RedisReply> JobStore::hash(const std::string& key) {
+  auto r = run({"EVAL", kHashScript, "1", key, std::to_string(kMaxHashFields), std::to_string(kMaxMessageBytes)});
+  if (r && r->type != Type::kArray) return Result<RedisReply>::failure(key + ": not a hash");
+  return r;
+}
+
 Result<std::string> JobStore::last_id(const std::string& key) {
-  auto r = run({"XREVRANGE", key, "+", "-", "COUNT", "1"});
+  auto r = run({"EVAL", kLastIdScript, "1", key});
   if (!r) return r.status();
-  if (r->type == Type::kArray && !r->elements.empty() && !r->elements[0].elements.empty()) {
-    return r->elements[0].elements[0].str;
-  }
-  return std::string("0-0");
+  if (r->type != Type::kString || !valid_stream_id(r->str)) return Result<std::string>::failure(key + ": not a stream");
+  return std::move(r->str);
 }
 
 Status JobStore::transaction(std::vector<std::vector<std::string>> commands) {
@@ -237,7 +304,8 @@ Status JobStore::transaction(std::vector<std::vector<std::string>> commands) {
 Result<std::vector<std::string>> JobStore::jobs(RedisClient& client) {
   using R = Result<std::vector<std::string>>;
   if (!client.ensure_connected()) return R::failure(client.last_error(), Errc::kUnavailable);
-  auto r = client.command({"SMEMBERS", keys::jobs()});
+  auto r = client.command({"EVAL", kSetScript, "1", keys::jobs(), std::to_string(kMaxSetMembers),
+                           std::to_string(kMaxMemberBytes)});
   if (!r) return R::failure(client.last_error(), Errc::kUnavailable);
   if (r->is_error()) return R::failure(keys::jobs() + ": " + r->str, Errc::kRefused);
   std::vector<std::string> out;
@@ -247,6 +315,14 @@ Result<std::vector<std::string>> JobStore::jobs(RedisClient& client) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+Status JobStore::unregister_job(RedisClient& client, const std::string& job) {
+  if (!client.ensure_connected()) return Status::failure(client.last_error(), Errc::kUnavailable);
+  auto r = client.command({"SREM", keys::jobs(), job});
+  if (!r) return Status::failure(client.last_error(), Errc::kUnavailable);
+  if (r->is_error()) return Status::failure(keys::jobs() + ": " + r->str, Errc::kRefused);
+  return ok_status();
 }
 
 Status JobStore::append_event(const Event& e) {
@@ -277,7 +353,10 @@ Result<std::string> JobStore::last_command_id(int node) { return last_id(keys::c
 Status JobStore::publish(const AgentUpdate& u) {
   if (u.empty()) return ok_status();
   if (!client_.ensure_connected()) return Status::failure(client_.last_error(), Errc::kUnavailable);
-  auto r = client_.pipeline(u.commands_);
+  std::vector<std::vector<std::string>> commands = u.commands_;
+  // The job is registered last, after its heartbeat: a master that finds it registered finds it alive.
+  if (u.register_job_) commands.push_back({"SADD", keys::jobs(), job_});
+  auto r = client_.pipeline(commands);
   if (!r) return Status::failure(client_.last_error(), Errc::kUnavailable);
   for (const auto& reply : *r) {
     if (reply.is_error()) return Status::failure("state update refused: " + reply.str, Errc::kRefused);
@@ -302,29 +381,43 @@ Result<std::optional<AgentHeartbeat>> JobStore::heartbeat(int node) {
 
 Result<std::vector<Entry<GroupRecord>>> JobStore::groups() {
   using R = Result<std::vector<Entry<GroupRecord>>>;
-  auto ids = run({"SMEMBERS", keys::groups(job_)});
+  auto ids = members(keys::groups(job_));
   if (!ids) return ids.status();
-  if (ids->type != Type::kArray || ids->elements.size() > kMaxSetMembers) {
-    return R::failure(keys::groups(job_) + ": not a set of group ids");
-  }
   std::vector<std::string> hexes;
   for (const auto& m : ids->elements) hexes.push_back(m.str);
   std::sort(hexes.begin(), hexes.end());
   std::vector<Entry<GroupRecord>> out;
+  std::vector<std::string> valid;
   for (const auto& hex : hexes) {
     std::uint64_t id = 0;
-    if (!parse_group_id_hex(hex, &id)) {
-      out.push_back({hex.substr(0, 32), std::nullopt, "not a group id"});
-      continue;
+    if (parse_group_id_hex(hex, &id)) {
+      valid.push_back(hex);
+    } else {
+      out.push_back({printable(hex, 32), std::nullopt, "not a group id"});
     }
-    auto h = run({"HGETALL", keys::group(job_, hex)});
-    if (!h && h.code() == Errc::kUnavailable) return h.status();
-    if (!h || h->type != Type::kArray || h->elements.size() > 2 * kMaxHashFields) {
-      out.push_back({hex, std::nullopt, h ? "not a hash" : h.error()});
-      continue;
-    }
-    out.push_back(parse_group(hex, *h));
   }
+  // The groups' hashes in pipelined batches: a round trip per batch, not per group.
+  constexpr std::size_t kBatch = 512;
+  for (std::size_t first = 0; first < valid.size(); first += kBatch) {
+    std::vector<std::vector<std::string>> cmds;
+    for (std::size_t k = first; k < std::min(valid.size(), first + kBatch); ++k) {
+      cmds.push_back({"EVAL", kHashScript, "1", keys::group(job_, valid[k]), std::to_string(kMaxHashFields),
+                      std::to_string(kMaxMessageBytes)});
+    }
+    if (!client_.ensure_connected()) return R::failure(client_.last_error(), Errc::kUnavailable);
+    auto replies = client_.pipeline(cmds);
+    if (!replies) return R::failure(client_.last_error(), Errc::kUnavailable);
+    for (std::size_t k = 0; k < replies->size(); ++k) {
+      const std::string& hex = valid[first + k];
+      const RedisReply& h = (*replies)[k];
+      if (h.type != Type::kArray) {
+        out.push_back({hex, std::nullopt, h.is_error() ? h.str : "not a hash"});
+      } else {
+        out.push_back(parse_group(hex, h));
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
 }
 
@@ -337,7 +430,8 @@ Result<std::optional<Incident>> JobStore::incident(std::int64_t id) {
 }
 
 Result<std::vector<std::int64_t>> JobStore::recent_incidents(int n) {
-  auto r = run({"ZREVRANGE", keys::incidents(job_), "0", std::to_string(std::max(n, 1) - 1)});
+  auto r = run({"EVAL", kTopScript, "1", keys::incidents(job_), std::to_string(std::clamp(n, 1, 1000)),
+                std::to_string(kMaxMemberBytes)});
   if (!r) return r.status();
   std::vector<std::int64_t> out;
   for (const auto& m : r->elements) {
@@ -374,15 +468,12 @@ Status JobStore::publish_plan(const Plan& p) {
 }
 
 Result<std::vector<Entry<PlanAck>>> JobStore::plan_acks() {
-  auto r = run({"HGETALL", keys::plan_acks(job_)});
+  auto r = hash(keys::plan_acks(job_));
   if (!r) return r.status();
-  if (r->type != Type::kArray || r->elements.size() > 2 * kMaxHashFields) {
-    return Result<std::vector<Entry<PlanAck>>>::failure(keys::plan_acks(job_) + ": not a hash");
-  }
   std::vector<Entry<PlanAck>> out;
   for (std::size_t i = 0; i + 1 < r->elements.size(); i += 2) {
     Entry<PlanAck> e;
-    e.id = r->elements[i].str.substr(0, 32);
+    e.id = printable(r->elements[i].str, 32);
     e.value = parse_plan_ack(r->elements[i + 1].str, &e.error);
     if (e.value && std::to_string(e.value->rank) != r->elements[i].str) {
       e.value.reset();

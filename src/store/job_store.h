@@ -34,13 +34,14 @@ class AgentUpdate {
   void group_ops(std::uint64_t group, int rank, const std::map<std::string, std::uint64_t>& ops);
   void iteration(const IterationUpdate& u);
   void heartbeat(const AgentHeartbeat& h);
-  bool empty() const { return commands_.empty(); }
+  bool empty() const { return commands_.empty() && !register_job_; }
 
  private:
   friend class JobStore;
   explicit AgentUpdate(std::string job) : job_(std::move(job)) {}
   std::string job_;
   std::vector<std::vector<std::string>> commands_;
+  bool register_job_ = false;
 };
 
 class JobStore {
@@ -53,6 +54,8 @@ class JobStore {
 
   // Every job registered in gh:v1:jobs, sorted.
   static Result<std::vector<std::string>> jobs(RedisClient& client);
+  // Removes a job from gh:v1:jobs (a retired job; its agents register it again when they come back).
+  static Status unregister_job(RedisClient& client, const std::string& job);
 
   // ---- Event stream (append-only, trimmed to about keys::kEventsMaxLen entries).
   Status append_event(const Event& e);
@@ -100,6 +103,8 @@ class JobStore {
   template <class T, class Parse>
   Result<std::optional<T>> get_as(const std::string& key, Parse parse);
   Result<std::vector<int>> int_members(const std::string& key);
+  Result<RedisReply> members(const std::string& key);  // a set, bounded (see job_store.cpp)
+  Result<RedisReply> hash(const std::string& key);     // a hash, bounded
   template <class T, class Parse>
   Result<std::vector<Entry<T>>> read_stream(const std::string& key, const std::string& after, int count, Parse parse);
   Result<std::string> last_id(const std::string& key);

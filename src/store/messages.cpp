@@ -7,12 +7,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cmath>
 #include <set>
 #include <stdexcept>
 
 namespace greyhound {
 namespace {
+
+// The largest count, id, index or time (ms) any reader accepts: room to add to it without overflow, and
+// exact as a double.
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
 
 using nlohmann::json;
 using store::JsonLimits;
@@ -29,7 +34,7 @@ class Fields {
     if (!j_.is_object()) throw Invalid("not a JSON object");
   }
   bool has(const char* k) const { return j_.contains(k) && !j_.at(k).is_null(); }
-  std::string str(const char* k, std::size_t max_len = 4096) const {
+  std::string str(const char* k, std::size_t max_len = kMaxTextBytes) const {
     const json& v = need(k);
     if (!v.is_string()) throw Invalid(std::string(k) + ": must be a string");
     const auto& s = v.get_ref<const std::string&>();
@@ -46,6 +51,9 @@ class Fields {
   std::int64_t integer(const char* k, std::int64_t lo, std::int64_t hi) const {
     const json& v = need(k);
     if (!v.is_number_integer()) throw Invalid(std::string(k) + ": must be an integer");
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
+      throw Invalid(std::string(k) + ": " + std::to_string(v.get<std::uint64_t>()) + " out of range");
+    }
     const auto x = v.get<std::int64_t>();
     if (x < lo || x > hi) throw Invalid(std::string(k) + ": " + std::to_string(x) + " out of range");
     return x;
@@ -60,6 +68,9 @@ class Fields {
     if (!v.is_array() || v.size() > max_items) throw Invalid(std::string(k) + ": must be an array of integers");
     for (const auto& x : v) {
       if (!x.is_number_integer()) throw Invalid(std::string(k) + ": must be an array of integers");
+      if (x.is_number_unsigned() && x.get<std::uint64_t>() > INT32_MAX) {
+        throw Invalid(std::string(k) + ": " + std::to_string(x.get<std::uint64_t>()) + " out of range");
+      }
       const auto v64 = x.get<std::int64_t>();
       if (v64 < INT32_MIN || v64 > INT32_MAX) throw Invalid(std::string(k) + ": " + std::to_string(v64) + " out of range");
       out.push_back(static_cast<int>(v64));
@@ -67,6 +78,18 @@ class Fields {
     return out;
   }
   const json& raw(const char* k) const { return need(k); }
+  // A word of the vocabulary (vocabulary.h): exactly one of its wire names.
+  template <typename E>
+  E word(const char* k, std::optional<E> (*parse)(std::string_view), const char* want) const {
+    const std::string w = str(k, 32);
+    const auto v = parse(w);
+    if (!v) throw Invalid(std::string(k) + ": '" + w + "' is not " + want);
+    return *v;
+  }
+  template <typename E>
+  E word_or(const char* k, std::optional<E> (*parse)(std::string_view), const char* want, E def) const {
+    return has(k) ? word(k, parse, want) : def;
+  }
 
  private:
   const json& need(const char* k) const {
@@ -84,7 +107,7 @@ std::optional<T> build_from(const json& j, std::string* error, F&& build) {
   } catch (const Invalid& e) {
     if (error) *error = e.what();
   } catch (const json::exception& e) {
-    if (error) *error = e.what();
+    if (error) *error = store::printable(e.what(), 256);
   }
   return std::nullopt;
 }
@@ -122,12 +145,48 @@ std::uint64_t group_id_of(const std::string& hex, const char* field) {
 }  // namespace
 
 bool valid_stream_id(const std::string& id) {
+  // <ms>-<seq>, each part a decimal uint64 (what Redis accepts).
+  const auto part_ok = [](std::string_view p) {
+    if (p.empty() || p.size() > 20) return false;
+    for (char c : p) {
+      if (c < '0' || c > '9') return false;
+    }
+    return p.size() < 20 || p <= std::string_view("18446744073709551615");
+  };
   const auto dash = id.find('-');
-  if (dash == std::string::npos || dash == 0 || dash + 1 == id.size() || id.size() > 41) return false;
-  for (std::size_t i = 0; i < id.size(); ++i) {
-    if (i != dash && (id[i] < '0' || id[i] > '9')) return false;
+  if (dash == std::string::npos) return false;
+  const std::string_view v(id);
+  return part_ok(v.substr(0, dash)) && part_ok(v.substr(dash + 1));
+}
+
+std::string text_error(std::string_view text) {
+  if (text.size() > kMaxTextBytes) return "is longer than " + std::to_string(kMaxTextBytes) + " bytes";
+  // UTF-8: a lead byte and its continuation bytes (no overlong forms, no surrogates, at most U+10FFFF).
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > text.size() || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4)) return "is not valid UTF-8";
+    for (std::size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return "is not valid UTF-8";
+    }
+    const auto c1 = n > 1 ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if ((n == 3 && c == 0xe0 && c1 < 0xa0) || (n == 3 && c == 0xed && c1 >= 0xa0) || (n == 4 && c == 0xf0 && c1 < 0x90) ||
+        (n == 4 && c == 0xf4 && c1 >= 0x90)) {
+      return "is not valid UTF-8";
+    }
+    i += n;
   }
-  return true;
+  return "";
+}
+
+int compare_stream_ids(const std::string& a, const std::string& b) {
+  const auto parts = [](const std::string& id) {
+    const auto dash = id.find('-');
+    return std::pair<std::uint64_t, std::uint64_t>(std::strtoull(id.c_str(), nullptr, 10),
+                                                   std::strtoull(id.c_str() + dash + 1, nullptr, 10));
+  };
+  const auto pa = parts(a), pb = parts(b);
+  return pa < pb ? -1 : pa > pb ? 1 : 0;
 }
 
 std::int64_t unix_ms_now() {
@@ -164,17 +223,17 @@ Event build_event(const Fields& f, const json& j) {
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");
     e.t_s = f.num("t_s");
-    e.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    e.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     e.source = f.str_or("source", "");
     e.rank = static_cast<int>(f.integer_or("rank", -1, -1, kMaxRank));
     e.node = static_cast<int>(f.integer_or("node", -1, -1, kMaxRank));
-    e.index = f.integer_or("index", -1, -1, INT64_MAX);
-    e.detected_index = f.integer_or("detected_index", -1, -1, INT64_MAX);
+    e.index = f.integer_or("index", -1, -1, kMaxCount);
+    e.detected_index = f.integer_or("detected_index", -1, -1, kMaxCount);
     e.detected_t_s = f.num_or("detected_t_s", -1);
     e.before_ms = f.num_or("before_ms", 0);
     e.after_ms = f.num_or("after_ms", 0);
     e.ratio = f.num_or("ratio", 0);
-    e.incident = f.integer_or("incident", -1, -1, INT64_MAX);
+    e.incident = f.integer_or("incident", -1, -1, kMaxCount);
     if (f.has("detail")) {
       if (!j.at("detail").is_object()) throw Invalid("detail: must be an object");
       e.detail = j.at("detail");
@@ -209,7 +268,7 @@ std::optional<RankRegistration> parse_rank_registration(const std::string& text,
     r.pid = static_cast<int>(f.integer("pid", 0, INT32_MAX));
     r.device = static_cast<int>(f.integer_or("device", -1, -1, 1 << 16));
     r.ring = f.str_or("ring", "");
-    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return r;
   });
 }
@@ -232,12 +291,12 @@ std::optional<AgentHeartbeat> parse_agent_heartbeat(const std::string& text, std
     h.node = static_cast<int>(f.integer("node", 0, kMaxRank));
     h.host = f.str("host", 255);
     h.pid = static_cast<int>(f.integer("pid", 0, INT32_MAX));
-    h.t_unix_ms = f.integer("t_unix_ms", 0, INT64_MAX);
+    h.t_unix_ms = f.integer("t_unix_ms", 0, kMaxCount);
     h.ranks = f.ints_or_empty("ranks");
-    h.records_read = static_cast<std::uint64_t>(f.integer_or("records_read", 0, 0, INT64_MAX));
-    h.records_lost = static_cast<std::uint64_t>(f.integer_or("records_lost", 0, 0, INT64_MAX));
-    h.events_dropped = static_cast<std::uint64_t>(f.integer_or("events_dropped", 0, 0, INT64_MAX));
-    h.redis_reconnects = static_cast<std::uint64_t>(f.integer_or("redis_reconnects", 0, 0, INT64_MAX));
+    h.records_read = static_cast<std::uint64_t>(f.integer_or("records_read", 0, 0, kMaxCount));
+    h.records_lost = static_cast<std::uint64_t>(f.integer_or("records_lost", 0, 0, kMaxCount));
+    h.events_dropped = static_cast<std::uint64_t>(f.integer_or("events_dropped", 0, 0, kMaxCount));
+    h.redis_reconnects = static_cast<std::uint64_t>(f.integer_or("redis_reconnects", 0, 0, kMaxCount));
     return h;
   });
 }
@@ -251,12 +310,12 @@ std::optional<IterationUpdate> parse_iteration_update(const std::string& text, s
   return parse_with<IterationUpdate>(text, error, [](const Fields& f, const json&) {
     IterationUpdate u;
     u.rank = static_cast<int>(f.integer("rank", 0, kMaxRank));
-    u.index = f.integer("index", 0, INT64_MAX);
+    u.index = f.integer("index", 0, kMaxCount);
     u.t_s = f.num("t_s");
     u.iter_ms = f.num("iter_ms");
     if (u.iter_ms <= 0) throw Invalid("iter_ms: must be positive");
     u.period = static_cast<int>(f.integer_or("period", 0, 0, 1 << 24));
-    u.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    u.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return u;
   });
 }
@@ -296,6 +355,7 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
     l.dp = static_cast<int>(f.integer("dp", 1, 1 << 20));
     l.pp = static_cast<int>(f.integer("pp", 1, 1 << 16));
     l.world = static_cast<int>(f.integer("world", 1, kMaxRank));
+    // In 64 bits: an untrusted tp x dp x pp may overflow ParallelShape::world()'s int.
     if (static_cast<std::int64_t>(l.tp) * l.dp * l.pp != l.world) throw Invalid("world: must be tp * dp * pp");
     l.order = f.str_or("order", "tp-dp-pp");
     if (l.order != "tp-dp-pp") throw Invalid("order: only \"tp-dp-pp\" is understood");
@@ -328,15 +388,15 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
     if (l.gpus_per_node > 0 && (l.world % l.gpus_per_node != 0 || l.gpus_per_node % l.tp != 0)) {
       throw Invalid("gpus_per_node: must divide world and be a multiple of tp");
     }
-    l.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    l.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return l;
   });
 }
 
 json to_json(const Plan& p) {
   return {{"epoch", p.epoch},
-          {"strategy", p.strategy},
-          {"action", p.action},
+          {"strategy", name(p.strategy)},
+          {"action", name(p.action)},
           {"incident", p.incident},
           {"reason", p.reason},
           {"microbatches", p.microbatches},
@@ -350,14 +410,10 @@ json to_json(const Plan& p) {
 namespace {
 Plan build_plan(const Fields& f, const json& j) {
     Plan p;
-    p.epoch = f.integer("epoch", 1, INT64_MAX);
-    p.strategy = f.str("strategy", 8);
-    if (!parse_strategy(p.strategy)) {
-      throw Invalid("strategy: must be S1, S2, S3 or S4");
-    }
-    p.action = f.str_or("action", "apply");
-    if (!parse_plan_action(p.action)) throw Invalid("action: must be apply or revert");
-    p.incident = f.integer_or("incident", -1, -1, INT64_MAX);
+    p.epoch = f.integer("epoch", 1, kMaxCount);
+    p.strategy = f.word("strategy", parse_strategy, "S1, S2, S3 or S4");
+    p.action = f.word_or("action", parse_plan_action, "apply or revert", PlanAction::kApply);
+    p.incident = f.integer_or("incident", -1, -1, kMaxCount);
     p.reason = f.str_or("reason", "");
     p.microbatches = f.ints_or_empty("microbatches");
     for (int m : p.microbatches) {
@@ -376,7 +432,7 @@ Plan build_plan(const Fields& f, const json& j) {
       if (x < 0) throw Invalid("exclude_ranks: entries must be >= 0");
     }
     p.predicted_iteration_s = f.num_or("predicted_iteration_s", 0);
-    p.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    p.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return p;
 }
 }  // namespace
@@ -389,28 +445,25 @@ std::optional<Plan> plan_from_json(const json& j, std::string* error) { return b
 
 json to_json(const PlanAck& a) {
   return {{"rank", a.rank},     {"epoch", a.epoch},   {"iteration", a.iteration},
-          {"status", a.status}, {"detail", a.detail}, {"t_unix_ms", a.t_unix_ms}};
+          {"status", name(a.status)}, {"detail", a.detail}, {"t_unix_ms", a.t_unix_ms}};
 }
 
 std::optional<PlanAck> parse_plan_ack(const std::string& text, std::string* error) {
   return parse_with<PlanAck>(text, error, [](const Fields& f, const json&) {
     PlanAck a;
     a.rank = static_cast<int>(f.integer("rank", 0, kMaxRank));
-    a.epoch = f.integer("epoch", 1, INT64_MAX);
-    a.iteration = f.integer_or("iteration", -1, -1, INT64_MAX);
-    a.status = f.str("status", 16);
-    if (!parse_ack_status(a.status)) {
-      throw Invalid("status: must be applied, unsupported or rejected");
-    }
+    a.epoch = f.integer("epoch", 1, kMaxCount);
+    a.iteration = f.integer_or("iteration", -1, -1, kMaxCount);
+    a.status = f.word("status", parse_ack_status, "applied, unsupported or rejected");
     a.detail = f.str_or("detail", "");
-    a.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    a.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return a;
   });
 }
 
 json to_json(const Incident& i) {
   return {{"id", i.id},
-          {"status", i.status},
+          {"status", name(i.status)},
           {"onset_t_s", i.onset_t_s},
           {"detected_t_s", i.detected_t_s},
           {"closed_t_s", i.closed_t_s},
@@ -425,14 +478,14 @@ json to_json(const Incident& i) {
 std::optional<Incident> parse_incident(const std::string& text, std::string* error) {
   return parse_with<Incident>(text, error, [](const Fields& f, const json&) {
     Incident i;
-    i.id = f.integer("id", 1, INT64_MAX);
-    i.status = f.str("status", 16);
-    if (!parse_incident_status(i.status)) throw Invalid("status: must be open or closed");
+    i.id = f.integer("id", 1, kMaxCount);
+    i.status = f.word("status", parse_incident_status, "open or closed");
     i.onset_t_s = f.num("onset_t_s");
     i.detected_t_s = f.num("detected_t_s");
     i.closed_t_s = f.num_or("closed_t_s", -1);
     i.before_ms = f.num("before_ms");
     i.after_ms = f.num("after_ms");
+    if (i.before_ms <= 0 || i.after_ms <= 0) throw Invalid("before_ms/after_ms: must be positive");
     i.severity = f.num("severity");
     i.ranks = f.ints_or_empty("ranks");
     i.recovered = f.ints_or_empty("recovered");
@@ -443,7 +496,7 @@ std::optional<Incident> parse_incident(const std::string& text, std::string* err
 
 json to_json(const MasterState& s) {
   return {{"cursor", s.cursor},
-          {"state", s.state},
+          {"state", name(s.state)},
           {"open_incident", s.open_incident},
           {"incidents_total", s.incidents_total},
           {"last_closed_t_s", s.last_closed_t_s},
@@ -457,14 +510,13 @@ std::optional<MasterState> parse_master_state(const std::string& text, std::stri
     MasterState s;
     s.cursor = f.str("cursor", 64);
     if (!valid_stream_id(s.cursor)) throw Invalid("cursor: not a stream id");
-    s.state = f.str("state", 32);
-    if (!parse_phase(s.state)) throw Invalid("state: unknown state '" + s.state + "'");
-    s.open_incident = f.integer_or("open_incident", -1, -1, INT64_MAX);
-    s.incidents_total = f.integer_or("incidents_total", 0, 0, INT64_MAX);
+    s.state = f.word("state", parse_phase, "a state (healthy, slow, profiling, validating, mitigating)");
+    s.open_incident = f.integer_or("open_incident", -1, -1, kMaxCount);
+    s.incidents_total = f.integer_or("incidents_total", 0, 0, kMaxCount);
     s.last_closed_t_s = f.num_or("last_closed_t_s", -1);
-    s.events_processed = f.integer_or("events_processed", 0, 0, INT64_MAX);
-    s.events_rejected = f.integer_or("events_rejected", 0, 0, INT64_MAX);
-    s.updated_unix_ms = f.integer_or("updated_unix_ms", 0, 0, INT64_MAX);
+    s.events_processed = f.integer_or("events_processed", 0, 0, kMaxCount);
+    s.events_rejected = f.integer_or("events_rejected", 0, 0, kMaxCount);
+    s.updated_unix_ms = f.integer_or("updated_unix_ms", 0, 0, kMaxCount);
     return s;
   });
 }
@@ -509,7 +561,7 @@ json to_json(const AgentStopDetail& d) { return {{"events_dropped", d.events_dro
 std::optional<AgentStopDetail> parse_agent_stop_detail(const json& detail, std::string* error) {
   return build_from<AgentStopDetail>(detail, error, [](const Fields& f, const json&) {
     AgentStopDetail d;
-    d.events_dropped = static_cast<std::uint64_t>(f.integer_or("events_dropped", 0, 0, INT64_MAX));
+    d.events_dropped = static_cast<std::uint64_t>(f.integer_or("events_dropped", 0, 0, kMaxCount));
     return d;
   });
 }
@@ -530,7 +582,7 @@ std::optional<ProfileReport> parse_profile_report(const json& detail, std::strin
     p.iterations = static_cast<int>(f.integer_or("iterations", 0, 0, INT32_MAX));
     p.iter_ms = f.num_or("iter_ms", 0);
     p.comm_share = f.num_or("comm_share", 0);
-    p.timings = f.integer_or("timings", 0, 0, INT64_MAX);
+    p.timings = f.integer_or("timings", 0, 0, kMaxCount);
     p.status = f.str_or("status", "active");
     if (p.status != "active" && p.status != "unavailable") throw Invalid("status: must be active or unavailable");
     if (p.window_s < 0 || p.iter_ms < 0 || p.comm_share < 0) throw Invalid("window_s/iter_ms/comm_share: negative");
@@ -552,7 +604,7 @@ std::optional<ProfileReport> parse_profile_report(const json& detail, std::strin
 
 json to_json(const IncidentDetail& d) {
   json j = {{"ranks", d.ranks}, {"nodes", d.nodes}, {"onset_t_s", d.onset_t_s}, {"detected_t_s", d.detected_t_s},
-            {"state", d.state}};
+            {"state", name(d.state)}};
   if (d.duration_s >= 0) j["duration_s"] = d.duration_s;
   if (!d.reason.empty()) j["reason"] = d.reason;
   return j;
@@ -565,7 +617,7 @@ std::optional<IncidentDetail> parse_incident_detail(const json& detail, std::str
     d.nodes = f.ints_or_empty("nodes");
     d.onset_t_s = f.num("onset_t_s");
     d.detected_t_s = f.num_or("detected_t_s", d.onset_t_s);
-    d.state = f.str_or("state", "");
+    d.state = f.word_or("state", parse_phase, "a state", Phase::kHealthy);
     d.duration_s = f.num_or("duration_s", -1);
     d.reason = f.str_or("reason", "");
     return d;
@@ -577,7 +629,7 @@ json to_json(const LocalisationReport& l) {
   for (const auto& [g, r] : l.slow_groups) slow.push_back({{"group", group_id_hex(g)}, {"ratio", r}});
   json links = json::array();
   for (const auto& k : l.suspect_links) links.push_back({{"nodes", {k.node_a, k.node_b}}, {"ratio", k.ratio}});
-  json j = {{"cause", l.cause},         {"culprit", l.culprit},         {"culprit_node", l.culprit_node},
+  json j = {{"cause", name(l.cause)},         {"culprit", l.culprit},         {"culprit_node", l.culprit_node},
             {"kind", l.kind},           {"severity", l.severity},       {"score", l.score},
             {"group", group_id_hex(l.group)}, {"slow_groups", slow},     {"suspect_links", links},
             {"ranks_profiled", l.ranks_profiled}, {"ranks_expected", l.ranks_expected}};
@@ -595,10 +647,7 @@ json to_json(const LocalisationReport& l) {
 std::optional<LocalisationReport> parse_localisation_report(const json& detail, std::string* error) {
   return build_from<LocalisationReport>(detail, error, [](const Fields& f, const json& j) {
     LocalisationReport l;
-    l.cause = f.str("cause", 32);
-    if (!parse_cause(l.cause)) {
-      throw Invalid("cause: must be computation, communication or unknown");
-    }
+    l.cause = f.word("cause", parse_cause, "computation, communication or unknown");
     l.culprit = static_cast<int>(f.integer_or("culprit", -1, -1, kMaxRank));
     l.culprit_node = static_cast<int>(f.integer_or("culprit_node", -1, -1, kMaxRank));
     l.kind = f.str_or("kind", "NONE");
@@ -651,7 +700,7 @@ std::optional<BaselineReport> parse_baseline_report(const json& detail, std::str
 }
 
 json to_json(const PlanOutcome& o) {
-  return {{"epoch", o.epoch},     {"strategy", o.strategy},       {"action", o.action},
+  return {{"epoch", o.epoch},     {"strategy", name(o.strategy)}, {"action", name(o.action)},
           {"applied", o.applied}, {"unsupported", o.unsupported}, {"rejected", o.rejected},
           {"ranks", o.ranks},     {"from_iteration", o.from_iteration}};
 }
@@ -659,14 +708,14 @@ json to_json(const PlanOutcome& o) {
 std::optional<PlanOutcome> parse_plan_outcome(const json& detail, std::string* error) {
   return build_from<PlanOutcome>(detail, error, [](const Fields& f, const json&) {
     PlanOutcome o;
-    o.epoch = f.integer("epoch", 1, INT64_MAX);
-    o.strategy = f.str_or("strategy", "");
-    o.action = f.str_or("action", "");
+    o.epoch = f.integer("epoch", 1, kMaxCount);
+    o.strategy = f.word("strategy", parse_strategy, "S1, S2, S3 or S4");
+    o.action = f.word_or("action", parse_plan_action, "apply or revert", PlanAction::kApply);
     o.applied = static_cast<int>(f.integer_or("applied", 0, 0, kMaxRank));
     o.unsupported = static_cast<int>(f.integer_or("unsupported", 0, 0, kMaxRank));
     o.rejected = static_cast<int>(f.integer_or("rejected", 0, 0, kMaxRank));
     o.ranks = static_cast<int>(f.integer_or("ranks", 0, 0, kMaxRank));
-    o.from_iteration = f.integer_or("from_iteration", -1, -1, INT64_MAX);
+    o.from_iteration = f.integer_or("from_iteration", -1, -1, kMaxCount);
     return o;
   });
 }
@@ -684,7 +733,7 @@ std::optional<RestartRequest> parse_restart_request(const std::string& text, std
   return parse_with<RestartRequest>(text, error, [](const Fields& f, const json&) {
     RestartRequest r;
     r.rank = static_cast<int>(f.integer("rank", 0, kMaxRank));
-    r.epoch = f.integer_or("epoch", 0, 0, INT64_MAX);
+    r.epoch = f.integer_or("epoch", 0, 0, kMaxCount);
     r.reason = f.str_or("reason", "");
     r.exclude_nodes = f.ints_or_empty("exclude_nodes");
     r.exclude_ranks = f.ints_or_empty("exclude_ranks");
@@ -694,7 +743,7 @@ std::optional<RestartRequest> parse_restart_request(const std::string& text, std
     for (int x : r.exclude_ranks) {
       if (x < 0) throw Invalid("exclude_ranks: entries must be >= 0");
     }
-    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, INT64_MAX);
+    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return r;
   });
 }

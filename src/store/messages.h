@@ -14,12 +14,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "greyhound/vocabulary.h"
+
 namespace greyhound {
 
 // Values larger than this are rejected before parsing (a planted huge string must not cost memory or time).
 inline constexpr std::size_t kMaxMessageBytes = 1 << 20;
 // A Redis stream id ("1700000000000-0").
 bool valid_stream_id(const std::string& id);
+// Stream order of two valid ids: < 0, 0, > 0.
+int compare_stream_ids(const std::string& a, const std::string& b);
+
+// The longest free text (a reason, an ack's detail) a reader accepts, and the check a writer of such a text
+// makes first: "" when `text` is at most kMaxTextBytes of valid UTF-8, else what is wrong.
+inline constexpr std::size_t kMaxTextBytes = 4096;
+std::string text_error(std::string_view text);
 
 // The largest rank, node or group size any reader accepts.
 inline constexpr std::int64_t kMaxRank = 1 << 24;
@@ -117,7 +126,7 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
 
 struct Incident {
   std::int64_t id = 0;
-  std::string status = "open";  // "open", "closed"
+  IncidentStatus status = IncidentStatus::kOpen;
   double onset_t_s = 0;
   double detected_t_s = 0;
   double closed_t_s = -1;
@@ -133,7 +142,7 @@ std::optional<Incident> parse_incident(const std::string& text, std::string* err
 
 struct MasterState {
   std::string cursor = "0-0";   // last event-stream id processed
-  std::string state = "healthy";
+  Phase state = Phase::kHealthy;
   std::int64_t open_incident = -1;
   std::int64_t incidents_total = 0;
   double last_closed_t_s = -1;  // when the last incident closed (late reports of it are not new incidents)
@@ -165,8 +174,8 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
 // boundary and acknowledges per rank (hash "plan:acks").
 struct Plan {
   std::int64_t epoch = 0;
-  std::string strategy = "S1";       // "S1".."S4"
-  std::string action = "apply";      // "apply", or "revert" (back to the original configuration)
+  Strategy strategy = Strategy::kS1;
+  PlanAction action = PlanAction::kApply;  // or kRevert: back to the original configuration
   std::int64_t incident = -1;
   std::string reason;
   std::vector<int> microbatches;     // S2 (and revert): by DP index; empty: unchanged
@@ -184,7 +193,7 @@ struct PlanAck {
   int rank = -1;
   std::int64_t epoch = 0;
   std::int64_t iteration = -1;       // the job's iteration from which it applies
-  std::string status = "applied";    // "applied", "unsupported", "rejected"
+  AckStatus status = AckStatus::kApplied;
   std::string detail;
   std::int64_t t_unix_ms = 0;
 };
@@ -247,7 +256,7 @@ struct IncidentDetail {
   std::vector<int> nodes;
   double onset_t_s = 0;
   double detected_t_s = 0;
-  std::string state;        // the master's phase after the event
+  Phase state = Phase::kHealthy;  // the master's phase after the event
   double duration_s = -1;   // incident_close: closed - onset
   std::string reason;       // incident_close: why
 };
@@ -260,7 +269,7 @@ struct SuspectLinkReport {
   double ratio = 1;
 };
 struct LocalisationReport {
-  std::string cause = "unknown";  // "computation", "communication", "unknown"
+  Cause cause = Cause::kUnknown;
   int culprit = -1;
   int culprit_node = -1;
   std::string kind = "NONE";
@@ -293,8 +302,8 @@ std::optional<BaselineReport> parse_baseline_report(const nlohmann::json& detail
 // plan_applied, plan_rejected, plan_timeout (master): how the job answered a plan.
 struct PlanOutcome {
   std::int64_t epoch = 0;
-  std::string strategy;
-  std::string action;
+  Strategy strategy = Strategy::kS1;
+  PlanAction action = PlanAction::kApply;
   int applied = 0, unsupported = 0, rejected = 0;
   int ranks = 0;
   std::int64_t from_iteration = -1;

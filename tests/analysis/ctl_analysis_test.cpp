@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,7 +24,8 @@ struct Result {
 std::string fixture(const std::string& name) { return std::string(ANALYSIS_FIXTURES) + "/" + name; }
 
 Result run(const std::string& args) {
-  const std::string err_path = testing::TempDir() + "greyhoundctl_stderr.txt";
+  // One file per test process: ctest runs the tests of this binary in parallel.
+  const std::string err_path = testing::TempDir() + "greyhoundctl_stderr." + std::to_string(getpid()) + ".txt";
   const std::string cmd = std::string(GREYHOUNDCTL_PATH) + " " + args + " 2>" + err_path;
   Result r;
   FILE* p = popen(cmd.c_str(), "r");

@@ -199,7 +199,7 @@ TEST_F(FaultTolerance, MalformedValuesAreLoggedOnceAndIgnored) {
   }
   ASSERT_TRUE(st);
   EXPECT_EQ(st->incidents_total, 1);
-  EXPECT_EQ(st->state, "slow");
+  EXPECT_EQ(st->state, Phase::kSlow);
   EXPECT_EQ(st->events_rejected, 8);
   EXPECT_EQ(kill(master, 0), 0) << "the master died";
   kill(master, SIGTERM);

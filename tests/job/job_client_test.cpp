@@ -61,7 +61,7 @@ class JobClientTest : public ::testing::Test {
   void publish(std::int64_t epoch, const std::string& strategy, std::vector<int> mb) {
     Plan p;
     p.epoch = epoch;
-    p.strategy = strategy;
+    p.strategy = *parse_strategy(strategy);
     p.microbatches = std::move(mb);
     p.reason = "test plan " + std::to_string(epoch);
     p.predicted_iteration_s = 0.25;
@@ -127,9 +127,45 @@ TEST_F(JobClientTest, ReadsANewPlanOnceAndAcksAreReadBack) {
     ASSERT_TRUE(a.value) << a.error;
     EXPECT_EQ(a.value->epoch, 1);
     EXPECT_EQ(a.value->iteration, 17);
-    EXPECT_EQ(a.value->status, a.value->rank == 3 ? "rejected" : "applied");
+    EXPECT_EQ(a.value->status, a.value->rank == 3 ? AckStatus::kRejected : AckStatus::kApplied);
     EXPECT_EQ(a.value->detail, a.value->rank == 3 ? "no room" : "");
   }
+}
+
+TEST_F(JobClientTest, AcksAndReasonsTheMasterWouldRejectAreRefusedHere) {
+  const std::string long_text(kMaxTextBytes + 1, 'x');
+  EXPECT_EQ(greyhound_job_ack_v1(client_, 0, 1, 17, GREYHOUND_JOB_ACK_APPLIED, long_text.c_str()), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_NE(std::string(greyhound_job_last_error_v1(client_)).find("longer than 4096"), std::string::npos);
+  EXPECT_EQ(greyhound_job_ack_v1(client_, 0, 1, 17, GREYHOUND_JOB_ACK_APPLIED, "bad \xff byte"), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_NE(std::string(greyhound_job_last_error_v1(client_)).find("UTF-8"), std::string::npos);
+  EXPECT_EQ(greyhound_job_ack_v1(client_, 0, 1, 17, GREYHOUND_JOB_ACK_APPLIED, "caf\xc3\xa9"), GREYHOUND_JOB_OK);
+  const int nodes[] = {1};
+  EXPECT_EQ(greyhound_job_request_restart_v1(client_, 0, 0, long_text.c_str(), nodes, 1, nullptr, 0),
+            GREYHOUND_JOB_ERR_INVALID);
+  auto acks = store_->plan_acks();
+  ASSERT_TRUE(acks);
+  ASSERT_EQ(acks->size(), 1u);
+  EXPECT_TRUE((*acks)[0].value) << (*acks)[0].error;
+}
+
+// A job restarted (a new client, as a new process would have) does not take the plan its ranks have
+// already acknowledged as new.
+TEST_F(JobClientTest, ARestartedJobStartsAfterTheEpochItsRanksAcknowledged) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  publish(3, "S2", {6, 2});
+  greyhound_job_plan p{};
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  ASSERT_EQ(greyhound_job_ack_v1(client_, 0, 3, 10, GREYHOUND_JOB_ACK_APPLIED, nullptr), GREYHOUND_JOB_OK);
+  greyhound_job_client* again = nullptr;
+  char err[256] = "";
+  ASSERT_EQ(greyhound_job_open_v1("job1", server_->url().c_str(), &again, err, sizeof err), GREYHOUND_JOB_OK) << err;
+  std::swap(again, client_);
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  publish(4, "S2", {5, 3});
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  EXPECT_EQ(p.epoch, 4);
+  greyhound_job_close_v1(again);
 }
 
 TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne) {

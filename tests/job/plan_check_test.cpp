@@ -24,7 +24,7 @@ JobLayout layout(std::vector<std::string> caps = {"S2"}) {
 Plan s2(std::int64_t epoch, std::vector<int> mb) {
   Plan p;
   p.epoch = epoch;
-  p.strategy = "S2";
+  p.strategy = Strategy::kS2;
   p.microbatches = std::move(mb);
   return p;
 }
@@ -75,7 +75,7 @@ TEST(PlanCheck, RejectsAnS2PlanWithoutMicrobatches) {
 TEST(PlanCheck, AStrategyNotAdvertisedIsUnsupported) {
   Plan p;
   p.epoch = 1;
-  p.strategy = "S4";
+  p.strategy = Strategy::kS4;
   p.exclude_nodes = {1};
   const auto c = check_plan(layout(), p, 0);
   EXPECT_EQ(c.verdict, Verdict::kUnsupported);
@@ -85,16 +85,16 @@ TEST(PlanCheck, AStrategyNotAdvertisedIsUnsupported) {
 
 TEST(PlanCheck, RevertsAndS1AreAlwaysAcceptable) {
   Plan revert = s2(2, {4, 4, 4});
-  revert.strategy = "S3";
-  revert.action = "revert";
+  revert.strategy = Strategy::kS3;
+  revert.action = PlanAction::kRevert;
   EXPECT_EQ(check_plan(layout({}), revert, 1).verdict, Verdict::kAccept);
   Plan s1;
   s1.epoch = 2;
-  s1.strategy = "S1";
-  s1.action = "revert";
+  s1.strategy = Strategy::kS1;
+  s1.action = PlanAction::kRevert;
   s1.microbatches = {4, 4, 4};
   EXPECT_EQ(check_plan(layout({}), s1, 1).verdict, Verdict::kAccept);
-  s1.action = "apply";
+  s1.action = PlanAction::kApply;
   s1.microbatches.clear();
   EXPECT_EQ(check_plan(layout({}), s1, 1).verdict, Verdict::kAccept);
   // ... but their micro-batches must still fit.
@@ -114,7 +114,7 @@ TEST(PlanCheck, S3PlacementMustPlaceEveryRankOnce) {
   const JobLayout l = layout({"S3"});
   Plan p;
   p.epoch = 1;
-  p.strategy = "S3";
+  p.strategy = Strategy::kS3;
   p.placement = placement(l);
   std::swap(p.placement[0]["rank"], p.placement[11]["rank"]);  // ranks 0 and 11 trade roles
   const auto ok = check_plan(l, p, 0);
@@ -140,7 +140,7 @@ TEST(PlanCheck, S4ExclusionsMustBeInsideTheJob) {
   const JobLayout l = layout({"S4"});
   Plan p;
   p.epoch = 1;
-  p.strategy = "S4";
+  p.strategy = Strategy::kS4;
   EXPECT_EQ(check_plan(l, p, 0).reason, "exclude_nodes/exclude_ranks: an S4 plan must exclude something");
   p.exclude_nodes = {1};
   p.exclude_ranks = {7};

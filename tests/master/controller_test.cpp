@@ -103,12 +103,12 @@ ControllerConfig no_baselines() {
 
 TEST(Controller, IncidentLifecycleWithPauseFreeLocalisation) {
   Driven d(no_baselines());
-  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
   EXPECT_FALSE(d.c.needs(at(0)).registry);
 
   auto commit = d.feed({change(event_type::kSlowdown, 3, 20, 300, 400)}, at(21));
   EXPECT_EQ(commit.state.cursor, "1-0");
-  EXPECT_EQ(commit.state.state, "slow");
+  EXPECT_EQ(commit.state.state, Phase::kSlow);
   EXPECT_EQ(types(commit.events), std::vector<std::string>{"incident_open"});
   ASSERT_EQ(commit.incidents.size(), 1u);
   EXPECT_EQ(d.c.cursor(), "1-0");
@@ -122,7 +122,7 @@ TEST(Controller, IncidentLifecycleWithPauseFreeLocalisation) {
   EXPECT_DOUBLE_EQ(it.profile->command.duration_s, kDefaultProfileWindowS);
   EXPECT_EQ(it.profile->nodes, (std::vector<int>{0, 1}));
   EXPECT_TRUE(it.persist_state);
-  EXPECT_EQ(d.c.state().state, "profiling");
+  EXPECT_EQ(d.c.state().state, Phase::kProfiling);
   EXPECT_FALSE(d.c.needs(at(22)).groups);
 
   // Reports for another request are not this window's; all four for it complete it.
@@ -141,13 +141,13 @@ TEST(Controller, IncidentLifecycleWithPauseFreeLocalisation) {
   EXPECT_EQ(loc->ranks_profiled, 4);
   EXPECT_EQ(loc->ranks_expected, 4);
   EXPECT_EQ(it.events[0].incident, 1);
-  EXPECT_EQ(d.c.state().state, "slow");  // localised, nothing to mitigate with
+  EXPECT_EQ(d.c.state().state, Phase::kSlow);  // localised, nothing to mitigate with
   EXPECT_FALSE(d.c.profiling());
 
   // The rank recovers: the incident closes.
   commit = d.feed({change(event_type::kRecovery, 3, 60, 400, 302)}, at(61));
   EXPECT_EQ(types(commit.events), std::vector<std::string>{"incident_close"});
-  EXPECT_EQ(commit.state.state, "healthy");
+  EXPECT_EQ(commit.state.state, Phase::kHealthy);
   EXPECT_FALSE(d.c.open_incident());
 }
 
@@ -156,7 +156,7 @@ TEST(Controller, ProfilingWindowEndsAtItsDeadlineWithTheReportsItHas) {
   cfg.profile_s = 2;
   cfg.profile_grace_s = 1;
   Driven d(cfg);
-  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
   d.feed({change(event_type::kSlowdown, 1, 5, 300, 400)}, at(5));
   ASSERT_TRUE(d.c.step(at(5), registry()).profile);
   d.feed({profile(0, "profile-1-1.tag"), profile(1, "profile-1-1.tag")}, at(7));
@@ -178,7 +178,7 @@ TEST(Controller, BaselineScheduleAndDiscardOnAnOverlappingOnset) {
   cfg.baseline_every_s = 100;
   cfg.reprofile_s = 6;
   Driven d(cfg);
-  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
   EXPECT_FALSE(d.c.needs(at(9.9)).registry);
   ASSERT_TRUE(d.c.needs(at(10)).registry);
   Intents it = d.c.step(at(10), registry());
@@ -214,7 +214,7 @@ TEST(Controller, AnIncompleteBaselineIsRetriedAtTheNextChance) {
   cfg.baseline_after_s = 10;
   cfg.baseline_every_s = 100;
   Driven d(cfg);
-  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
   ASSERT_TRUE(d.c.step(at(10), registry()).profile);
   d.feed({profile(0, "baseline-0-1.tag"), profile(1, "baseline-0-1.tag", 0, 0)}, at(12));
   EXPECT_FALSE(d.c.needs(at(16.9)).groups);
@@ -238,7 +238,7 @@ TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
   Driven d(cfg);
   MasterState st;
   st.cursor = "7-0";
-  st.state = "mitigating";
+  st.state = Phase::kMitigating;
   st.open_incident = 2;
   st.incidents_total = 2;
   Incident open;
@@ -250,7 +250,7 @@ TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
   open.severity = 4.0 / 3;
   open.ranks = {3};
   d.id = 7;
-  d.c.load(st, open, 5, at(100));
+  d.c.load(st, open, 5, "7-0", at(100));
   ASSERT_TRUE(d.c.needs(at(100)).registry);
   Intents it = d.c.step(at(100), registry());
   ASSERT_TRUE(it.profile);
@@ -265,8 +265,8 @@ TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
   it = d.c.step(at(111), in);
   ASSERT_TRUE(it.plan);
   EXPECT_EQ(it.plan->epoch, 6);
-  EXPECT_EQ(it.plan->strategy, "S1");
-  EXPECT_EQ(it.plan->action, "revert");
+  EXPECT_EQ(it.plan->strategy, Strategy::kS1);
+  EXPECT_EQ(it.plan->action, PlanAction::kRevert);
   EXPECT_EQ(it.plan->microbatches, (std::vector<int>{4, 4}));
   EXPECT_EQ(it.plan->incident, 2);
   it = d.c.plan_published(*it.plan, at(111.1));
@@ -275,7 +275,7 @@ TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
 
   // Ack quorum: every rank of the layout must answer.
   EXPECT_TRUE(d.c.needs(at(112)).acks);
-  auto ack = [](int rank, std::int64_t epoch, const char* status) {
+  auto ack = [](int rank, std::int64_t epoch, AckStatus status) {
     PlanAck a;
     a.rank = rank;
     a.epoch = epoch;
@@ -284,9 +284,11 @@ TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
     return a;
   };
   in = JobInputs{};
-  in.acks = {ack(0, 6, "applied"), ack(1, 6, "applied"), ack(2, 6, "applied"), ack(3, 5, "applied")};
+  in.acks_read = true;
+  in.acks = {ack(0, 6, AckStatus::kApplied), ack(1, 6, AckStatus::kApplied), ack(2, 6, AckStatus::kApplied),
+             ack(3, 5, AckStatus::kApplied)};
   EXPECT_TRUE(d.c.step(at(112), in).events.empty());
-  in.acks[3] = ack(3, 6, "applied");
+  in.acks[3] = ack(3, 6, AckStatus::kApplied);
   it = d.c.step(at(113), in);
   ASSERT_EQ(types(it.events), std::vector<std::string>{"plan_applied"});
   std::string err;
@@ -305,7 +307,7 @@ TEST(Controller, AcksThatRefuseOrNeverComeEndThePlan) {
   cfg.ack_timeout_s = 20;
   for (const bool refuse : {true, false}) {
     Driven d(cfg);
-    d.c.load(MasterState{}, std::nullopt, 0, at(0));
+    d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
     d.feed({change(event_type::kSlowdown, 3, 20, 300, 400)}, at(21));
     d.feed({change(event_type::kRecovery, 3, 40, 400, 300)}, at(41));
     JobInputs in;
@@ -315,12 +317,13 @@ TEST(Controller, AcksThatRefuseOrNeverComeEndThePlan) {
     EXPECT_EQ(it.plan->epoch, 1);
     d.c.plan_published(*it.plan, at(41));
     in = JobInputs{};
+    in.acks_read = true;
     if (refuse) {
       for (int r = 0; r < 4; ++r) {
         PlanAck a;
         a.rank = r;
         a.epoch = 1;
-        a.status = r == 2 ? "rejected" : "applied";
+        a.status = r == 2 ? AckStatus::kRejected : AckStatus::kApplied;
         in.acks.push_back(a);
       }
       it = d.c.step(at(42), in);
@@ -334,11 +337,62 @@ TEST(Controller, AcksThatRefuseOrNeverComeEndThePlan) {
   }
 }
 
+// An earlier run committed an incident's close (with its state) and died before reverting: the close, read
+// from the stream up to the id the stream had at load, puts the original configuration back. A close this
+// run reads back after its own commits is not acted on twice.
+TEST(Controller, AnEarlierRunsCloseStillReverts) {
+  ControllerConfig cfg = no_baselines();
+  cfg.mitigate = true;
+  Driven d(cfg);
+  MasterState st;
+  st.cursor = "7-0";
+  st.incidents_total = 1;
+  d.id = 7;
+  d.c.load(st, std::nullopt, 4, "8-0", at(50));
+  Event close;
+  close.type = event_type::kIncidentClose;
+  close.t_s = 49;
+  close.source = "master";
+  close.incident = 1;
+  d.feed({close}, at(50));
+  ASSERT_TRUE(d.c.needs(at(50)).layout);
+  JobInputs in;
+  in.layout = layout({5, 3}, {4, 4});
+  Intents it = d.c.step(at(50), in);
+  ASSERT_TRUE(it.plan);
+  EXPECT_EQ(it.plan->action, PlanAction::kRevert);
+  EXPECT_EQ(it.plan->epoch, 5);
+  d.c.plan_published(*it.plan, at(50));
+  // Later master closes (id 9-0 on) are this run's own: no second revert.
+  d.feed({close}, at(60));
+  EXPECT_FALSE(d.c.needs(at(60)).layout);
+}
+
+TEST(Controller, AnUnreadableAckHashIsNoSilenceOfTheJob) {
+  ControllerConfig cfg = no_baselines();
+  cfg.mitigate = true;
+  cfg.ack_timeout_s = 20;
+  Driven d(cfg);
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  d.feed({change(event_type::kSlowdown, 3, 20, 300, 400)}, at(21));
+  d.feed({change(event_type::kRecovery, 3, 40, 400, 300)}, at(41));
+  JobInputs in;
+  in.layout = layout({5, 3}, {4, 4});
+  Intents it = d.c.step(at(41), in);
+  ASSERT_TRUE(it.plan);
+  d.c.plan_published(*it.plan, at(41));
+  EXPECT_TRUE(d.c.step(at(70), JobInputs{}).events.empty());  // past the deadline, but nothing could be read
+  EXPECT_TRUE(d.c.plan_in_flight());
+  in = JobInputs{};
+  in.acks_read = true;
+  ASSERT_EQ(types(d.c.step(at(71), in).events), std::vector<std::string>{"plan_timeout"});
+}
+
 TEST(Controller, APlanThatCouldNotBePublishedGivesItsEpochBack) {
   ControllerConfig cfg = no_baselines();
   cfg.mitigate = true;
   Driven d(cfg);
-  d.c.load(MasterState{}, std::nullopt, 3, at(0));
+  d.c.load(MasterState{}, std::nullopt, 3, "0-0", at(0));
   d.feed({change(event_type::kSlowdown, 3, 20, 300, 400)}, at(21));
   d.feed({change(event_type::kRecovery, 3, 40, 400, 300)}, at(41));
   JobInputs in;
@@ -352,7 +406,7 @@ TEST(Controller, APlanThatCouldNotBePublishedGivesItsEpochBack) {
 
 TEST(Controller, ACommitThatFailedIsNotAdopted) {
   Driven d(no_baselines());
-  d.c.load(MasterState{}, std::nullopt, 0, at(0));
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
   std::vector<Entry<Event>> entries = {{"1-0", change(event_type::kSlowdown, 3, 20, 300, 400), ""},
                                        {"2-0", std::nullopt, "t_s: missing"}};
   const store::MasterCommit c = d.c.apply(entries, at(21));
@@ -361,15 +415,15 @@ TEST(Controller, ACommitThatFailedIsNotAdopted) {
   EXPECT_EQ(d.c.cursor(), "0-0");  // not adopted yet
   d.c.discard();
   EXPECT_FALSE(d.c.loaded());
-  d.c.load(MasterState{}, std::nullopt, 0, at(22));
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(22));
   EXPECT_EQ(d.c.cursor(), "0-0");
   EXPECT_FALSE(d.c.open_incident());
 }
 
 TEST(Controller, TwoJobsAtOnceStayIndependent) {
   Driven a(no_baselines()), b(no_baselines());
-  a.c.load(MasterState{}, std::nullopt, 0, at(0));
-  b.c.load(MasterState{}, std::nullopt, 0, at(0));
+  a.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  b.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
   a.feed({change(event_type::kSlowdown, 1, 10, 300, 420)}, at(11));
   b.feed({change(event_type::kRecovery, 1, 10, 420, 300)}, at(11));  // a recovery with nothing open: ignored
   EXPECT_TRUE(a.c.open_incident());

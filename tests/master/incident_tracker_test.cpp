@@ -27,7 +27,7 @@ TEST(IncidentTracker, OneIncidentForAJobWideSlowdownClosedByAMajorityOfRecoverie
   EXPECT_EQ(d.emit[0].type, event_type::kIncidentOpen);
   EXPECT_EQ(d.emit[0].incident, 1);
   EXPECT_EQ(d.emit[0].t_s, 13.5);  // when it was decided
-  EXPECT_EQ(t.state().state, "slow");
+  EXPECT_EQ(t.state().state, Phase::kSlow);
   EXPECT_EQ(t.state().open_incident, 1);
   for (int r : {0, 1, 2, 4, 5, 6, 7}) {
     Decision more;
@@ -43,13 +43,13 @@ TEST(IncidentTracker, OneIncidentForAJobWideSlowdownClosedByAMajorityOfRecoverie
     t.apply(change(event_type::kRecovery, r, 24.1, 320, 261), rec);
     EXPECT_TRUE(rec.emit.empty());
   }
-  EXPECT_EQ(t.state().state, "slow");
+  EXPECT_EQ(t.state().state, Phase::kSlow);
   Decision close;
   t.apply(change(event_type::kRecovery, 4, 24.2, 320, 262, 1), close);
   ASSERT_EQ(close.emit.size(), 1u);
   EXPECT_EQ(close.emit[0].type, event_type::kIncidentClose);
   EXPECT_NEAR(close.emit[0].detail["duration_s"].get<double>(), 24.2 - 11.9, 1e-9);
-  EXPECT_EQ(t.state().state, "healthy");
+  EXPECT_EQ(t.state().state, Phase::kHealthy);
   EXPECT_EQ(t.state().open_incident, -1);
   EXPECT_FALSE(t.open_incident());
   // A late slowdown report of the closed incident is not a new one.
@@ -77,7 +77,7 @@ TEST(IncidentTracker, CompoundSlowdownUpdatesAndPartialRecoveryDoesNotClose) {
   t.apply(change(event_type::kRecovery, 0, 30, 200, 135), partial);  // back to 1.35x only
   ASSERT_EQ(partial.emit.size(), 1u);
   EXPECT_EQ(partial.emit[0].type, event_type::kIncidentUpdate);
-  EXPECT_EQ(t.state().state, "slow");
+  EXPECT_EQ(t.state().state, Phase::kSlow);
   Decision full;
   t.apply(change(event_type::kRecovery, 0, 40, 135, 101), full);
   ASSERT_EQ(full.emit.size(), 1u);
@@ -98,7 +98,7 @@ TEST(IncidentTracker, IgnoresWhatIsNotARankChangeFromAnAgent) {
   t.apply(orphan, d);
   EXPECT_TRUE(d.emit.empty());
   EXPECT_EQ(t.state().events_processed, 3);
-  EXPECT_EQ(t.state().state, "healthy");
+  EXPECT_EQ(t.state().state, Phase::kHealthy);
 }
 
 TEST(IncidentTracker, RestartsFromPersistedStateAndIncident) {

@@ -74,7 +74,7 @@ TEST(Localiser, NamesTheSlowGpuNotTheRanksThatWaitForIt) {
   EXPECT_EQ(loc.culprit, 3);
   EXPECT_EQ(loc.culprit_node, 0);
   EXPECT_EQ(loc.kind, "COMPUTE_STRAGGLER");
-  EXPECT_EQ(loc.cause, "computation");
+  EXPECT_EQ(loc.cause, Cause::kComputation);
   EXPECT_EQ(loc.severity, "warning");  // 10 iterations: a critical needs 20
   EXPECT_NEAR(loc.score, 0.18, 1e-9);  // its best group: DP {1,3}, (0.20 - 0.02) of the step
   EXPECT_EQ(loc.group, kDp[1]);
@@ -98,7 +98,7 @@ TEST(Localiser, TheSlowGpusOwnPipelineIsExplainedNotSuspect) {
   const std::vector<ProfileView> p = slow_gpu_profiles(0.12);
   const Localisation loc = localise(p, groups(), layout({8, 8}));
   EXPECT_EQ(loc.culprit, 3);
-  EXPECT_EQ(loc.cause, "computation");
+  EXPECT_EQ(loc.cause, Cause::kComputation);
   EXPECT_TRUE(loc.slow_groups.empty());
   EXPECT_TRUE(loc.suspect_links.empty());
 
@@ -119,7 +119,7 @@ TEST(Localiser, ACongestedLinkIsACommunicationSuspectWithoutACulprit) {
   const Localisation loc = localise(p, groups(), layout({8, 8}));
   EXPECT_EQ(loc.culprit, -1);
   EXPECT_EQ(loc.kind, "NONE");
-  EXPECT_EQ(loc.cause, "communication");
+  EXPECT_EQ(loc.cause, Cause::kCommunication);
   ASSERT_EQ(loc.slow_groups.size(), 1u);
   EXPECT_EQ(loc.slow_groups[0].first, kDp[2]);
   EXPECT_NEAR(loc.slow_groups[0].second, 3.0, 1e-9);
@@ -145,14 +145,14 @@ TEST(Localiser, AGroupSlightlyOverItsPeersButCostingNothingIsNoSuspect) {
   for (int r = 0; r < 8; ++r) p.push_back(profile(r, r < 2 ? 0.0079 : 0.007, 0.10, 0.05));
   const Localisation loc = localise(p, groups(), layout({8, 8}));
   EXPECT_TRUE(loc.slow_groups.empty());
-  EXPECT_EQ(loc.cause, "unknown");
+  EXPECT_EQ(loc.cause, Cause::kUnknown);
 
   for (int r = 0; r < 8; ++r) p[static_cast<std::size_t>(r)] = profile(r, r < 2 ? 0.079 : 0.05, 0.10, 0.05);
   const Localisation material = localise(p, groups(), layout({8, 8}));
   ASSERT_EQ(material.slow_groups.size(), 1u);
   EXPECT_EQ(material.slow_groups[0].first, kTp[0]);
   EXPECT_NEAR(material.slow_groups[0].second, 0.079 / 0.05, 1e-9);
-  EXPECT_EQ(material.cause, "communication");
+  EXPECT_EQ(material.cause, Cause::kCommunication);
 }
 
 TEST(Localiser, GroupsWithDifferentCallRatesAreNotCompared) {
@@ -165,7 +165,7 @@ TEST(Localiser, GroupsWithDifferentCallRatesAreNotCompared) {
   }
   const Localisation loc = localise(p, groups(), layout({8, 8}));
   EXPECT_TRUE(loc.slow_groups.empty());
-  EXPECT_EQ(loc.cause, "unknown");
+  EXPECT_EQ(loc.cause, Cause::kUnknown);
 }
 
 TEST(Localiser, AfterRebalancingTheDpArrivalOrderNamesNobody) {
@@ -175,7 +175,7 @@ TEST(Localiser, AfterRebalancingTheDpArrivalOrderNamesNobody) {
   for (int r = 0; r < 8; ++r) p.push_back(profile(r, 0.10, dp_of(r) == 0 ? 0.0 : 4.0 / 11, 0.05));
   const Localisation loc = localise(p, groups(), layout({10, 6}));
   EXPECT_EQ(loc.culprit, -1);
-  EXPECT_EQ(loc.cause, "unknown");
+  EXPECT_EQ(loc.cause, Cause::kUnknown);
   ASSERT_EQ(loc.replica_ms_per_microbatch.size(), 2u);
   EXPECT_NEAR(loc.replica_skew, 1.0, 1e-9);
   // The same profiles with an even split are a straggler finding in the DP groups.
@@ -249,9 +249,9 @@ TEST(Localiser, AgainstAHealthyBaselineALinkEveryComparableGroupCrossesIsFound) 
   }
   for (auto& p : slow) p.node = dp_of(p.rank) + 2 * pp_of(p.rank);  // nodes of 2 GPUs: {0,1} {2,3} {4,5} {6,7}
   const Localisation without = localise(slow, groups(), layout({8, 8}));
-  EXPECT_EQ(without.cause, "unknown");
+  EXPECT_EQ(without.cause, Cause::kUnknown);
   const Localisation with = localise(slow, groups(), layout({8, 8}), &*base);
-  EXPECT_EQ(with.cause, "communication");
+  EXPECT_EQ(with.cause, Cause::kCommunication);
   ASSERT_EQ(with.slow_groups.size(), 2u);
   EXPECT_NEAR(with.slow_groups[0].second, 180.0 / 8.0, 1e-9);
   ASSERT_EQ(with.suspect_links.size(), 1u);
@@ -273,7 +273,7 @@ TEST(Localiser, AStragglersWaitingPeersDoNotMakeTheirGroupsSuspectAgainstTheBase
   const std::vector<ProfileView> p = slow_gpu_profiles();
   const Localisation loc = localise(p, groups(), layout({8, 8}), &*base);
   EXPECT_EQ(loc.culprit, 3);
-  EXPECT_EQ(loc.cause, "computation");
+  EXPECT_EQ(loc.cause, Cause::kComputation);
   EXPECT_TRUE(loc.slow_groups.empty());
 }
 

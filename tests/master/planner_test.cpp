@@ -28,7 +28,7 @@ JobLayout layout(std::vector<std::string> capabilities) {
 
 Localisation slow_replica(double healthy_per_slot, double slow_per_slot) {
   Localisation loc;
-  loc.cause = "computation";
+  loc.cause = Cause::kComputation;
   loc.culprit = 3;
   loc.culprit_node = 0;
   loc.kind = "COMPUTE_STRAGGLER";
@@ -53,8 +53,8 @@ TEST(Planner, RebalancesMicrobatchesOnceTheLossPaysForItThenRevertsAfterRecovery
   }
   ASSERT_TRUE(plan);
   EXPECT_EQ(iterations, 4);
-  EXPECT_EQ(plan->strategy, "S2");
-  EXPECT_EQ(plan->action, "apply");
+  EXPECT_EQ(plan->strategy, Strategy::kS2);
+  EXPECT_EQ(plan->action, PlanAction::kApply);
   EXPECT_EQ(plan->incident, 7);
   // Makespan per replica m_i * t_i: [8,8] -> 576; [10,6] -> max(480, 432) = 480 (m_i multiples of P = 2).
   EXPECT_EQ(plan->microbatches, (std::vector<int>{10, 6}));
@@ -75,7 +75,7 @@ TEST(Planner, RebalancesMicrobatchesOnceTheLossPaysForItThenRevertsAfterRecovery
   std::optional<Plan> revert;
   for (int i = 0; i < 200 && !revert; ++i) revert = p->observe(0.480);
   ASSERT_TRUE(revert);
-  EXPECT_EQ(revert->action, "revert");
+  EXPECT_EQ(revert->action, PlanAction::kRevert);
   EXPECT_EQ(revert->microbatches, (std::vector<int>{8, 8}));
   p->applied(*revert);
   EXPECT_TRUE(p->reverted_to_original());
@@ -100,7 +100,7 @@ TEST(Planner, StartedWhileAnEarlierPlanIsInForceItRevertsAfterRecovery) {
   std::optional<Plan> revert;
   for (int i = 0; i < 200 && !revert; ++i) revert = p->observe(0.480);
   ASSERT_TRUE(revert);
-  EXPECT_EQ(revert->action, "revert");
+  EXPECT_EQ(revert->action, PlanAction::kRevert);
   EXPECT_EQ(revert->microbatches, (std::vector<int>{8, 8}));
 }
 
@@ -119,7 +119,7 @@ TEST(Planner, AJobThatCanApplyNothingIsNotPlannedFor) {
   EXPECT_NE(why.find("none of S2, S3, S4"), std::string::npos);
   // A congested link: S2 cannot help; with only S2 on offer nothing is ever published.
   Localisation link;
-  link.cause = "communication";
+  link.cause = Cause::kCommunication;
   link.slow_groups = {{0x22, 3.0}};
   link.replica_ms_per_microbatch = {48, 60};
   auto p = Planner::start({}, incident(430), link, layout({"S2"}), &why);
@@ -163,7 +163,7 @@ JobLayout four_nodes(std::vector<std::string> capabilities) {
 TEST(Planner, S3MovesACongestedLinkOffTheDpRingOntoAPipelineEdge) {
   // The link between nodes 2 and 3 runs at a fifth: stage 1's gradient all-reduce takes 5x as long.
   Localisation loc;
-  loc.cause = "communication";
+  loc.cause = Cause::kCommunication;
   loc.slow_groups = {{0x22, 5.0}};
   loc.suspect_links = {{2, 3, 5.0}};
   loc.replica_ms_per_microbatch = {48, 48};
@@ -182,7 +182,7 @@ TEST(Planner, S3MovesACongestedLinkOffTheDpRingOntoAPipelineEdge) {
   }
   ASSERT_TRUE(plan);
   EXPECT_EQ(iterations, 5);  // S2 is skipped for a link; 5 x 0.47 s of loss pays the 2 s pause
-  EXPECT_EQ(plan->strategy, "S3");
+  EXPECT_EQ(plan->strategy, Strategy::kS3);
   EXPECT_TRUE(plan->microbatches.empty());
   ASSERT_TRUE(plan->placement.is_array());
   ASSERT_EQ(plan->placement.size(), 4u);
@@ -207,7 +207,7 @@ TEST(Planner, S3MovesACongestedLinkOffTheDpRingOntoAPipelineEdge) {
   std::optional<Plan> revert;
   for (int i = 0; i < 200 && !revert; ++i) revert = p->observe(0.470);
   ASSERT_TRUE(revert);
-  EXPECT_EQ(revert->action, "revert");
+  EXPECT_EQ(revert->action, PlanAction::kRevert);
   ASSERT_TRUE(revert->placement.is_array());
   for (const auto& r : revert->placement) {
     EXPECT_EQ(r["rank"].get<int>(), r["dp"].get<int>() + 2 * r["pp"].get<int>()) << revert->placement.dump();
@@ -220,7 +220,7 @@ TEST(Planner, S3NeedsToKnowHowRanksFillNodes) {
   JobLayout l = four_nodes({"S3"});
   l.gpus_per_node = 0;
   Localisation loc;
-  loc.cause = "communication";
+  loc.cause = Cause::kCommunication;
   loc.suspect_links = {{2, 3, 5.0}};
   std::string why;
   EXPECT_FALSE(Planner::start({}, incident(430), loc, l, &why));
@@ -234,7 +234,7 @@ TEST(Planner, S4RestartsWithoutTheCulpritsNode) {
   std::optional<Plan> plan;
   for (int i = 0; i < 100 && !plan; ++i) plan = p->observe(0.587);
   ASSERT_TRUE(plan);
-  EXPECT_EQ(plan->strategy, "S4");
+  EXPECT_EQ(plan->strategy, Strategy::kS4);
   EXPECT_EQ(plan->exclude_ranks, (std::vector<int>{3}));
   EXPECT_EQ(plan->exclude_nodes, (std::vector<int>{0}));
   EXPECT_NE(plan->reason.find("without rank(s) [3] on node(s) [0]"), std::string::npos) << plan->reason;
@@ -244,7 +244,7 @@ TEST(Planner, S4ForALinkExcludesBothEndsAndNothingNamedMeansNoRestart) {
   PlannerConfig cfg;
   cfg.ski.s4_restart_s = 1.0;
   Localisation link;
-  link.cause = "communication";
+  link.cause = Cause::kCommunication;
   link.suspect_links = {{2, 3, 5.0}};
   auto p = Planner::start(cfg, incident(430), link, four_nodes({"S4"}), nullptr);
   ASSERT_TRUE(p);
@@ -255,7 +255,7 @@ TEST(Planner, S4ForALinkExcludesBothEndsAndNothingNamedMeansNoRestart) {
   EXPECT_TRUE(plan->exclude_ranks.empty());
 
   Localisation nothing;
-  nothing.cause = "communication";
+  nothing.cause = Cause::kCommunication;
   auto q = Planner::start(cfg, incident(430), nothing, four_nodes({"S4"}), nullptr);
   ASSERT_TRUE(q);
   for (int i = 0; i < 100; ++i) EXPECT_FALSE(q->observe(0.9)) << i;

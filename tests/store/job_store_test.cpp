@@ -200,7 +200,7 @@ TEST_F(JobStoreTest, RegistryRoundTrip) {
 TEST_F(JobStoreTest, MasterCommitIsOneTransaction) {
   MasterCommit c;
   c.state.cursor = "5-0";
-  c.state.state = "slow";
+  c.state.state = Phase::kSlow;
   c.state.open_incident = 1;
   c.state.incidents_total = 1;
   Incident inc;
@@ -221,7 +221,7 @@ TEST_F(JobStoreTest, MasterCommitIsOneTransaction) {
   d.ranks = {3};
   d.onset_t_s = 10;
   d.detected_t_s = 12;
-  d.state = "slow";
+  d.state = Phase::kSlow;
   e.detail = to_json(d);
   c.events.push_back(e);
   ASSERT_TRUE(store_->commit(c));
@@ -241,7 +241,7 @@ TEST_F(JobStoreTest, MasterCommitIsOneTransaction) {
   auto back = parse_incident_detail((*ev)[0].value->detail, &err);
   ASSERT_TRUE(back) << err;
   EXPECT_EQ(back->ranks, std::vector<int>{3});
-  EXPECT_EQ(back->state, "slow");
+  EXPECT_EQ(back->state, Phase::kSlow);
   EXPECT_EQ(*JobStore::jobs(*client_), std::vector<std::string>{"job1"});
 }
 
@@ -251,7 +251,7 @@ TEST_F(JobStoreTest, PlanChannelLayoutAcksAndRestart) {
   EXPECT_FALSE(*none);
   Plan p;
   p.epoch = 3;
-  p.strategy = "S2";
+  p.strategy = Strategy::kS2;
   p.incident = 1;
   p.microbatches = {10, 6};
   p.predicted_iteration_s = 0.5;
@@ -268,7 +268,7 @@ TEST_F(JobStoreTest, PlanChannelLayoutAcksAndRestart) {
   a.rank = 2;
   a.epoch = 3;
   a.iteration = 40;
-  a.status = "rejected";
+  a.status = AckStatus::kRejected;
   a.detail = "micro-batch vector does not fit this job";
   ASSERT_TRUE(store_->write_ack(a));
   raw({"HSET", keys::plan_acks("job1"), "7", to_json(a).dump()});  // stored under another rank
@@ -353,6 +353,22 @@ TEST_F(JobStoreTest, HostileValuesInEveryKeyAreMalformedNotFatal) {
   ASSERT_TRUE(c);
   ASSERT_EQ(c->size(), 1u);
   EXPECT_FALSE((*c)[0].value);
+  // Values far over the cap are cut by the server before they cross the connection and read as too large.
+  const std::string huge(3 << 20, '{');
+  raw({"SET", keys::iter("job1", 1), huge});
+  raw({"HSET", keys::plan_acks("job1"), "1", huge});
+  raw({"XADD", keys::events("job1"), "*", "json", huge});
+  raw({"SADD", keys::agents("job1"), huge, "2"});
+  EXPECT_NE(store_->iteration(1).error().find("too large"), std::string::npos) << store_->iteration(1).error();
+  acks = store_->plan_acks();
+  ASSERT_TRUE(acks);
+  ASSERT_EQ(acks->size(), 2u);
+  for (const auto& e : *acks) EXPECT_NE(e.error.find(e.id == "1" ? "too large" : "nested"), std::string::npos);
+  auto ev = store_->read_events("0-0", 10);
+  ASSERT_TRUE(ev);
+  ASSERT_EQ(ev->size(), 1u);
+  EXPECT_NE((*ev)[0].error.find("too large"), std::string::npos) << (*ev)[0].error;
+  EXPECT_EQ(*store_->agents(), std::vector<int>{2});
   // A key of the wrong type is a refusal of that read, not of the store.
   raw({"DEL", keys::layout("job1")});
   raw({"LPUSH", keys::layout("job1"), "x"});

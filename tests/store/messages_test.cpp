@@ -63,7 +63,7 @@ TEST(Messages, JobLayoutRoundTripAndChecks) {
 TEST(Messages, PlanRoundTripAndChecks) {
   Plan p;
   p.epoch = 3;
-  p.strategy = "S2";
+  p.strategy = Strategy::kS2;
   p.incident = 1;
   p.reason = "replica 1 is slow";
   p.microbatches = {10, 6};
@@ -72,14 +72,14 @@ TEST(Messages, PlanRoundTripAndChecks) {
   const auto back = parse_plan(to_json(p).dump(), &err);
   ASSERT_TRUE(back) << err;
   EXPECT_EQ(back->epoch, 3);
-  EXPECT_EQ(back->strategy, "S2");
-  EXPECT_EQ(back->action, "apply");
+  EXPECT_EQ(back->strategy, Strategy::kS2);
+  EXPECT_EQ(back->action, PlanAction::kApply);
   EXPECT_EQ(back->incident, 1);
   EXPECT_EQ(back->microbatches, p.microbatches);
   EXPECT_TRUE(back->placement.is_null());
   Plan s4;
   s4.epoch = 4;
-  s4.strategy = "S4";
+  s4.strategy = Strategy::kS4;
   s4.exclude_nodes = {0};
   s4.exclude_ranks = {3};
   const auto s4_back = parse_plan(to_json(s4).dump(), &err);
@@ -104,7 +104,7 @@ TEST(Messages, PlanAckRoundTripAndChecks) {
   a.rank = 5;
   a.epoch = 2;
   a.iteration = 40;
-  a.status = "unsupported";
+  a.status = AckStatus::kUnsupported;
   a.detail = "S3 needs a framework plugin";
   std::string err;
   const auto back = parse_plan_ack(to_json(a).dump(), &err);
@@ -112,7 +112,7 @@ TEST(Messages, PlanAckRoundTripAndChecks) {
   EXPECT_EQ(back->rank, 5);
   EXPECT_EQ(back->epoch, 2);
   EXPECT_EQ(back->iteration, 40);
-  EXPECT_EQ(back->status, "unsupported");
+  EXPECT_EQ(back->status, AckStatus::kUnsupported);
   auto bad = [](const char* text) { return error_of<PlanAck>(text, parse_plan_ack); };
   EXPECT_NE(bad(R"({"rank":-1,"epoch":1,"status":"applied"})").find("rank"), std::string::npos);
   EXPECT_NE(bad(R"({"rank":1,"epoch":1,"status":"done"})").find("status"), std::string::npos);

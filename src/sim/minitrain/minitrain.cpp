@@ -40,7 +40,9 @@
 
 #include "common/args.h"
 #include "greyhound/config.h"
+#include "greyhound/hash.h"
 #include "greyhound/job.h"
+#include "greyhound/parallel_shape.h"
 #include "sim/pipeline_schedule.h"
 
 namespace {
@@ -78,17 +80,10 @@ std::uint64_t mono_ns() {
           .count());
 }
 
-std::uint64_t splitmix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // Deterministic values in [-1, 1) from a seed.
 void fill_uniform(std::vector<float>& v, std::uint64_t seed) {
   for (std::size_t i = 0; i < v.size(); ++i) {
-    v[i] = static_cast<float>(static_cast<double>(splitmix(seed ^ (i * 0x632be59bd9b4e019ull)) >> 11) * 0x1.0p-52 - 1.0);
+    v[i] = static_cast<float>(static_cast<double>(greyhound::splitmix64(seed ^ (i * 0x632be59bd9b4e019ull)) >> 11) * 0x1.0p-52 - 1.0);
   }
 }
 
@@ -244,7 +239,7 @@ class PlanChannel {
       l.tp = T;
       l.dp = D;
       l.pp = P;
-      l.world = T * D * P;
+      l.world = greyhound::ParallelShape{T, D, P}.world();
       l.microbatches = alloc.data();
       l.microbatches_len = alloc.size();
       l.initial_microbatches = initial_alloc.data();
@@ -285,29 +280,9 @@ class PlanChannel {
   bool layout_due_ = true;
 };
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  const std::vector<std::string> argvv(argv + 1, argv + argc);
-  greyhound::Args args({}, {}, {});
-  try {
-    args = greyhound::Args(argvv,
-                           {"tp", "dp", "pp", "microbatches", "iterations", "duration-s", "hidden", "rows", "layers",
-                            "rdzv", "group-init", "dp-sync", "seed", "call-log", "lr", "redis", "job"},
-                           {"help", "plan"});
-  } catch (const greyhound::ArgError& e) {
-    std::fprintf(stderr, "greyhound-minitrain: %s\n", e.what());
-    return 2;
-  }
-  if (args.flag("help")) {
-    std::printf(
-        "usage: greyhound-minitrain --tp T --dp D --pp P --microbatches M (--iterations N | --duration-s S)\n"
-        "         --rdzv DIR [--hidden H] [--rows B] [--layers L] [--group-init split|uniqueid]\n"
-        "         [--dp-sync allreduce|rs-ag] [--seed N] [--lr X] [--call-log FILE]\n"
-        "         [--plan [--redis URL] [--job J]]   apply greyhound's mitigation plans\n"
-        "env: RANK, WORLD_SIZE, LOCAL_RANK (set by the launcher); GREYHOUND_REDIS, GREYHOUND_JOB with --plan\n");
-    return 0;
-  }
+// Everything the command line decides.
+struct Options {
   int T = 0, D = 0, P = 0, M = 0, H = 0, B = 0, L = 0;
   std::int64_t iterations = 0;
   double duration_s = 0, lr = 0;
@@ -315,32 +290,65 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 0;
   bool plan_mode = false;
   std::string redis_url;  // empty: GREYHOUND_REDIS
+};
+
+void usage() {
+  std::printf(
+      "usage: greyhound-minitrain --tp T --dp D --pp P --microbatches M (--iterations N | --duration-s S)\n"
+      "         --rdzv DIR [--hidden H] [--rows B] [--layers L] [--group-init split|uniqueid]\n"
+      "         [--dp-sync allreduce|rs-ag] [--seed N] [--lr X] [--call-log FILE]\n"
+      "         [--plan [--redis URL] [--job J]]   apply greyhound's mitigation plans\n"
+      "env: RANK, WORLD_SIZE, LOCAL_RANK (set by the launcher); GREYHOUND_REDIS, GREYHOUND_JOB with --plan\n");
+}
+
+// Throws ArgError or std::invalid_argument with a message for the user; *help when --help was given.
+Options parse_options(const std::vector<std::string>& argvv, bool* help) {
+  const greyhound::Args args(argvv,
+                             {"tp", "dp", "pp", "microbatches", "iterations", "duration-s", "hidden", "rows", "layers",
+                              "rdzv", "group-init", "dp-sync", "seed", "call-log", "lr", "redis", "job"},
+                             {"help", "plan"});
+  Options o;
+  *help = args.flag("help");
+  if (*help) return o;
+  o.T = static_cast<int>(args.integer_in("tp", 1, 1, 1024));
+  o.D = static_cast<int>(args.integer_in("dp", 1, 1, 1 << 20));
+  o.P = static_cast<int>(args.integer_in("pp", 1, 1, 1024));
+  o.M = static_cast<int>(args.integer_in("microbatches", 4, 1, 1 << 16));
+  o.H = static_cast<int>(args.integer_in("hidden", 64, 1, 1 << 14));
+  o.B = static_cast<int>(args.integer_in("rows", 32, 1, 1 << 16));
+  o.L = static_cast<int>(args.integer_in("layers", 2, 1, 1024));
+  o.iterations = args.integer_in("iterations", 0, 0, 1 << 30);
+  o.duration_s = args.number("duration-s", 0.0);
+  o.lr = args.number("lr", 1e-3);
+  o.seed = static_cast<std::uint64_t>(args.integer("seed", 1));
+  o.rdzv = args.str("rdzv");
+  o.group_init = args.str("group-init", "split");
+  o.dp_sync = args.str("dp-sync", "allreduce");
+  o.call_log = args.str("call-log", "");
+  o.plan_mode = args.flag("plan");
+  if (o.plan_mode) {
+    o.redis_url = args.str("redis", "");
+    o.job = args.str("job", greyhound::read_env_config().job);
+  }
+  if ((o.iterations > 0) == (o.duration_s > 0)) throw greyhound::ArgError("give exactly one of --iterations, --duration-s");
+  if (o.group_init != "split" && o.group_init != "uniqueid") throw greyhound::ArgError("--group-init: split or uniqueid");
+  if (o.dp_sync != "allreduce" && o.dp_sync != "rs-ag") throw greyhound::ArgError("--dp-sync: allreduce or rs-ag");
+  if (o.dp_sync == "rs-ag" && (static_cast<std::int64_t>(o.L) * o.H * o.H) % o.D != 0) {
+    throw greyhound::ArgError("--dp-sync rs-ag needs layers*hidden*hidden divisible by --dp");
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
   try {
-    T = static_cast<int>(args.integer_in("tp", 1, 1, 1024));
-    D = static_cast<int>(args.integer_in("dp", 1, 1, 1 << 20));
-    P = static_cast<int>(args.integer_in("pp", 1, 1, 1024));
-    M = static_cast<int>(args.integer_in("microbatches", 4, 1, 1 << 16));
-    H = static_cast<int>(args.integer_in("hidden", 64, 1, 1 << 14));
-    B = static_cast<int>(args.integer_in("rows", 32, 1, 1 << 16));
-    L = static_cast<int>(args.integer_in("layers", 2, 1, 1024));
-    iterations = args.integer_in("iterations", 0, 0, 1 << 30);
-    duration_s = args.number("duration-s", 0.0);
-    lr = args.number("lr", 1e-3);
-    seed = static_cast<std::uint64_t>(args.integer("seed", 1));
-    rdzv = args.str("rdzv");
-    group_init = args.str("group-init", "split");
-    dp_sync = args.str("dp-sync", "allreduce");
-    call_log = args.str("call-log", "");
-    plan_mode = args.flag("plan");
-    if (plan_mode) {
-      redis_url = args.str("redis", "");
-      job = args.str("job", greyhound::read_env_config().job);
-    }
-    if ((iterations > 0) == (duration_s > 0)) throw greyhound::ArgError("give exactly one of --iterations, --duration-s");
-    if (group_init != "split" && group_init != "uniqueid") throw greyhound::ArgError("--group-init: split or uniqueid");
-    if (dp_sync != "allreduce" && dp_sync != "rs-ag") throw greyhound::ArgError("--dp-sync: allreduce or rs-ag");
-    if (dp_sync == "rs-ag" && (static_cast<std::int64_t>(L) * H * H) % D != 0) {
-      throw greyhound::ArgError("--dp-sync rs-ag needs layers*hidden*hidden divisible by --dp");
+    bool help = false;
+    o = parse_options(std::vector<std::string>(argv + 1, argv + argc), &help);
+    if (help) {
+      usage();
+      return 0;
     }
   } catch (const greyhound::ArgError& e) {
     std::fprintf(stderr, "greyhound-minitrain: %s\n", e.what());
@@ -349,6 +357,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "greyhound-minitrain: %s\n", e.what());
     return 2;
   }
+  const int T = o.T, D = o.D, P = o.P, M = o.M, H = o.H, B = o.B, L = o.L;
+  const std::int64_t iterations = o.iterations;
+  const double duration_s = o.duration_s, lr = o.lr;
+  const std::string &rdzv = o.rdzv, &group_init = o.group_init, &dp_sync = o.dp_sync, &call_log = o.call_log;
+  const std::uint64_t seed = o.seed;
+  const bool plan_mode = o.plan_mode;
+  const std::string &job = o.job, &redis_url = o.redis_url;
   std::unique_ptr<PlanChannel> plans;
   if (plan_mode) {
     std::string err;
@@ -362,9 +377,11 @@ int main(int argc, char** argv) {
   g_rank = env_int("RANK");
   const int world = env_int("WORLD_SIZE");
   const int local_rank = env_int("LOCAL_RANK");
-  if (world != T * D * P) die("WORLD_SIZE=%d but --tp %d x --dp %d x --pp %d = %d", world, T, D, P, T * D * P);
+  const greyhound::ParallelShape shape{T, D, P};
+  if (world != shape.world()) die("WORLD_SIZE=%d but --tp %d x --dp %d x --pp %d = %d", world, T, D, P, shape.world());
   if (g_rank >= world) die("RANK=%d outside WORLD_SIZE=%d", g_rank, world);
-  const Layout lay{g_rank % T, (g_rank / T) % D, g_rank / (T * D), T, D, P};
+  const greyhound::RankCoords me = shape.coords(g_rank);
+  const Layout lay{me.tp, me.dp, me.pp, T, D, P};
   const bool first_stage = lay.pp == 0;
   const bool last_stage = lay.pp == P - 1;
 
@@ -415,7 +432,7 @@ int main(int argc, char** argv) {
     // W_l = (I + 0.05 U) / T on every TP shard, so the sum over shards stays near the identity.
     std::vector<float> w(nparams), noise(hh);
     for (int l = 0; l < L; ++l) {
-      fill_uniform(noise, splitmix(seed * 1000003 + static_cast<std::uint64_t>(lay.pp * L + l) * 131 + lay.tp));
+      fill_uniform(noise, greyhound::splitmix64(seed * 1000003 + static_cast<std::uint64_t>(lay.pp * L + l) * 131 + lay.tp));
       for (std::size_t i = 0; i < hh; ++i) {
         const bool diag = (i % static_cast<std::size_t>(H)) == (i / static_cast<std::size_t>(H));
         w[static_cast<std::size_t>(l) * hh + i] = ((diag ? 1.0f : 0.0f) + 0.05f * noise[i]) / static_cast<float>(T);
@@ -434,7 +451,7 @@ int main(int argc, char** argv) {
   int my_mb = M, first_mb = lay.dp * M, global_mb = D * M;
   auto load_batch = [&](float* dst, std::uint64_t iter, int mb, std::uint64_t salt) {
     const auto g = static_cast<std::uint64_t>(first_mb + mb);
-    fill_uniform(host_batch, splitmix(seed ^ (iter * 0x9e37ull) ^ (g << 20) ^ salt));
+    fill_uniform(host_batch, greyhound::splitmix64(seed ^ (iter * 0x9e37ull) ^ (g << 20) ^ salt));
     CUDA_CHECK(cudaMemcpyAsync(dst, host_batch.data(), hb * sizeof(float), cudaMemcpyHostToDevice, stream));
   };
 

@@ -132,14 +132,15 @@ std::string format_timeline(const nlohmann::json& report) {
         master_lines.push_back({e.t_s, "LOCATE (malformed detail: " + err + ")"});
         continue;
       }
-      const bool communication = l->cause == "communication";
+      const bool communication = l->cause == Cause::kCommunication;
+      const std::string cause(name(l->cause));
       if (communication) {
         std::snprintf(buf, sizeof buf, "LOCATE cause communication");
       } else if (l->culprit >= 0) {
         std::snprintf(buf, sizeof buf, "LOCATE rank %d (node %d): %s, cause %s", l->culprit, l->culprit_node,
-                      l->kind.c_str(), l->cause.c_str());
+                      l->kind.c_str(), cause.c_str());
       } else {
-        std::snprintf(buf, sizeof buf, "LOCATE no straggler, cause %s", l->cause.c_str());
+        std::snprintf(buf, sizeof buf, "LOCATE no straggler, cause %s", cause.c_str());
       }
       std::string text = buf;
       if (!l->replica_ms_per_microbatch.empty()) {  // the replica skew is written with the per-replica times
@@ -169,7 +170,8 @@ std::string format_timeline(const nlohmann::json& report) {
         master_lines.push_back({e.t_s, "PLAN   (malformed detail: " + err + ")"});
         continue;
       }
-      std::string text = "PLAN   epoch " + std::to_string(p->epoch) + " " + p->strategy + " " + p->action;
+      std::string text = "PLAN   epoch " + std::to_string(p->epoch) + " " + std::string(name(p->strategy)) + " " +
+                         std::string(name(p->action));
       if (!p->microbatches.empty()) {
         text += ", micro-batches per DP replica " + nlohmann::json(p->microbatches).dump();
       }

@@ -25,6 +25,7 @@
 #include "common/args.h"
 #include "common/clock.h"
 #include "greyhound/config.h"
+#include "greyhound/parallel_shape.h"
 #include "greyhound/ring.h"
 #include "sim/fault_schedule.h"
 #include "sim/sim_model.h"
@@ -81,7 +82,7 @@ struct Options {
   std::int64_t iterations = 0, seed = 1, timeout_s = 0;
   double duration_s = 0;
   std::vector<std::string> minitrain_extra;
-  int world() const { return T * D * P; }
+  int world() const { return greyhound::ParallelShape{T, D, P}.world(); }
   int nodes() const { return (world() + G - 1) / G; }
 };
 
