@@ -37,17 +37,7 @@ SimRun run_job(const std::string& root, const std::string& name, const std::stri
                           name + " --redis " + redis_url + " --external-master --work-dir " + r.dir + " --report " +
                           r.dir + "/report.json --faults " + r.dir + "/faults.in.json > " + r.dir +
                           "/simcluster.log 2>&1";
-  const int status = std::system(cmd.c_str());
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(r.dir + "/report.json");
-  if (in) {
-    try {
-      in >> r.report;
-    } catch (const json::exception&) {
-      r.report = nullptr;
-    }
-  }
-  return r;
+  return itest::run_command(std::move(r), cmd);
 }
 
 class MultiJob : public ::testing::Test {

@@ -104,17 +104,8 @@ SimRun run_on_a_quiet_machine(Once once, const std::vector<std::pair<double, dou
   return r;
 }
 
-// Runs the 8-rank cluster as job `name` in root/name with `args` (faults, duration, flags) appended.
-inline SimRun run_simcluster(const std::string& root, const std::string& name, const std::string& args,
-                             int microbatches = 4, int gpus_per_node = 4) {
-  SimRun r;
-  r.dir = root + "/" + name;
-  std::system(("mkdir -p " + r.dir).c_str());
-  const std::string cmd = std::string(GREYHOUND_SIMCLUSTER) +
-                          " --tp 2 --dp 2 --pp 2 --gpus-per-node " + std::to_string(gpus_per_node) +
-                          " --microbatches " + std::to_string(microbatches) +
-                          " --quiet --job " + name + " --work-dir " + r.dir + " --report " + r.dir + "/report.json " +
-                          args + " > " + r.dir + "/simcluster.log 2>&1";
+// Runs a greyhound-simcluster command line whose report goes to r.dir/report.json, and reads it back.
+inline SimRun run_command(SimRun r, const std::string& cmd) {
   const int status = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   std::ifstream in(r.dir + "/report.json");
@@ -126,6 +117,20 @@ inline SimRun run_simcluster(const std::string& root, const std::string& name, c
     }
   }
   return r;
+}
+
+// Runs the 8-rank cluster as job `name` in root/name with `args` (faults, duration, flags) appended.
+inline SimRun run_simcluster(const std::string& root, const std::string& name, const std::string& args,
+                             int microbatches = 4, int gpus_per_node = 4) {
+  SimRun r;
+  r.dir = root + "/" + name;
+  std::system(("mkdir -p " + r.dir).c_str());
+  const std::string cmd = std::string(GREYHOUND_SIMCLUSTER) +
+                          " --tp 2 --dp 2 --pp 2 --gpus-per-node " + std::to_string(gpus_per_node) +
+                          " --microbatches " + std::to_string(microbatches) +
+                          " --quiet --job " + name + " --work-dir " + r.dir + " --report " + r.dir + "/report.json " +
+                          args + " > " + r.dir + "/simcluster.log 2>&1";
+  return run_command(std::move(r), cmd);
 }
 
 }  // namespace greyhound::itest
