@@ -144,12 +144,10 @@ void Controller::take(Decision d, const Now& now, Intents& out) {
   if (d.incident) out.incidents.push_back(*d.incident);
   out.persist_state = true;
   for (Event& m : d.emit) {
-    emit(m, out);
+    out.events.push_back(m);
     react(m, now);
   }
 }
-
-void Controller::emit(Event e, Intents& out) { out.events.push_back(std::move(e)); }
 
 bool Controller::due_reprofile(const Now& now) const {
   return planner_ && !profiling_ && now.mono_s - last_profile_s_ >= cfg_.reprofile_s;
@@ -253,7 +251,7 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
       Event e = master_event(event_type::kBaseline, now);
       e.detail = to_json(BaselineReport{p.id, baseline_->ranks, static_cast<int>(baseline_->least_ms.size()),
                                         baseline_->step_ms});
-      emit(std::move(e), out);
+      out.events.push_back(std::move(e));
       out.persist_state = true;
     } else {
       spdlog::info("baseline {} incomplete ({} of {} ranks with iterations); trying again later", p.id, views.size(),
@@ -272,7 +270,7 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   report.request = p.id;
   report.ranks_expected = static_cast<int>(p.expected.size());
   e.detail = to_json(report);
-  emit(std::move(e), out);
+  out.events.push_back(std::move(e));
   out.persist_state = true;
   if (!tracker_->open_incident()) return;  // it closed meanwhile
 
@@ -303,24 +301,21 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
 void Controller::propose_plan(Plan plan, Intents& out) {
   plan.epoch = ++epoch_;
   out.plan = std::move(plan);
-  plan_proposed_ = true;
 }
 
 Intents Controller::plan_published(const Plan& plan, const Now& now) {
   Intents out;
-  plan_proposed_ = false;
   Event e = master_event(event_type::kPlan, now);
   e.t_unix_ms = plan.t_unix_ms != 0 ? plan.t_unix_ms : now.unix_ms;
   e.incident = plan.incident;
   e.detail = to_json(plan);
-  emit(std::move(e), out);
+  out.events.push_back(std::move(e));
   out.persist_state = true;
   pending_ = PendingPlan{plan, now.mono_s + cfg_.ack_timeout_s};
   return out;
 }
 
 void Controller::plan_failed(const Plan& plan) {
-  plan_proposed_ = false;
   if (plan.epoch == epoch_) --epoch_;
   warn_once("plan", "could not publish a plan");
 }
@@ -359,13 +354,13 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   Event e = master_event(type, now);
   e.incident = pending_->plan.incident;
   e.detail = to_json(o);
-  emit(std::move(e), out);
+  out.events.push_back(std::move(e));
   out.persist_state = true;
   pending_.reset();
 }
 
 void Controller::drive_planner(const JobInputs& in, Intents& out) {
-  if (!planner_ || pending_ || out.plan || plan_proposed_ || !in.pace) return;
+  if (!planner_ || pending_ || out.plan || !in.pace) return;
   const IterationUpdate& u = *in.pace;
   if (last_iteration_index_ < 0 || u.index < last_iteration_index_) {  // first look, or a new period lock
     last_iteration_index_ = u.index;

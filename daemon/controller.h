@@ -152,7 +152,6 @@ class Controller {
   void drive_planner(const JobInputs& in, Intents& out);
   void revert(std::int64_t incident, Intents& out);
   Event master_event(const char* type, const Now& now) const;
-  void emit(Event e, Intents& out);
   void take(Decision d, const Now& now, Intents& out);
   void propose_plan(Plan plan, Intents& out);
   void warn_once(const std::string& kind, const std::string& message);
@@ -181,7 +180,6 @@ class Controller {
   std::int64_t last_iteration_index_ = -1;
   std::int64_t epoch_ = 0;
   std::optional<PendingPlan> pending_;
-  bool plan_proposed_ = false;   // the driver is publishing one
   // An incident closed while mitigating: put the original configuration back at the next step.
   struct Revert {
     std::int64_t incident = -1;

@@ -6,7 +6,6 @@
 #include <functional>
 #include <set>
 
-#include "common/record_json.h"
 #include "greyhound/analysis/comparable_clusters.h"
 #include "greyhound/analysis/rank_straggler.h"
 #include "greyhound/analysis/robust_stats.h"

@@ -19,7 +19,10 @@ enum class Errc {
 
 struct Error {
   Errc code = Errc::kInvalid;
-  std::string message;
+  std::string reason;   // what is wrong
+  std::string subject;  // what it is about (a Redis key, ...); empty: the call itself
+  // The sentence to show: "<subject>: <reason>", or the reason alone.
+  std::string message() const { return subject.empty() ? reason : subject + ": " + reason; }
 };
 
 template <class T>
@@ -28,7 +31,11 @@ class Result {
   Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor): return by value
   Result(Error error) : error_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
   static Result failure(std::string message, Errc code = Errc::kInvalid) {
-    return Result(Error{code, std::move(message)});
+    return Result(Error{code, std::move(message), {}});
+  }
+  // A failure about one thing (a key): error() names it first, status() keeps both parts apart.
+  static Result failure_about(std::string subject, std::string reason, Errc code = Errc::kInvalid) {
+    return Result(Error{code, std::move(reason), std::move(subject)});
   }
 
   bool ok() const { return value_.has_value(); }
@@ -40,7 +47,7 @@ class Result {
   T& operator*() & { return *value_; }
   const T* operator->() const { return &*value_; }
   T* operator->() { return &*value_; }
-  const std::string& error() const { return error_.message; }  // empty when ok()
+  std::string error() const { return error_.message(); }  // empty when ok()
   Errc code() const { return error_.code; }
   const Error& status() const { return error_; }
 

@@ -8,7 +8,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
-#include "common/record_json.h"
 
 namespace greyhound::agent {
 

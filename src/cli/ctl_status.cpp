@@ -29,11 +29,8 @@ class Notes {
   std::optional<T> take(Result<std::optional<T>> r, std::string* malformed = nullptr) {
     if (r.ok()) return std::move(*r);
     if (r.code() == Errc::kUnavailable) throw std::runtime_error(r.error());
-    // The store names the key first ("<key>: <field>: <why>"); keys hold no spaces.
-    const std::string& e = r.error();
-    const auto cut = e.find(": ");
-    const std::string where = cut == std::string::npos ? std::string() : e.substr(0, cut);
-    const std::string why = cut == std::string::npos ? e : e.substr(cut + 2);
+    const std::string& where = r.status().subject;  // the key
+    const std::string& why = r.status().reason;
     note(where, why);
     if (malformed != nullptr && r.code() == Errc::kInvalid) *malformed = why;
     return std::nullopt;
@@ -43,7 +40,7 @@ class Notes {
   std::vector<T> list(Result<std::vector<T>> r) {
     if (r.ok()) return std::move(*r);
     if (r.code() == Errc::kUnavailable) throw std::runtime_error(r.error());
-    note("list", r.error());
+    note(r.status().subject, r.status().reason);
     return {};
   }
   void note(const std::string& where, const std::string& why) {

@@ -78,28 +78,10 @@ std::string decode_placement(const JobLayout& layout, const nlohmann::json& j, s
 }  // namespace
 
 std::string check_layout(const JobLayout& l) {
-  if (l.tp < 1 || l.dp < 1 || l.pp < 1) return "tp, dp and pp must be >= 1";
-  if (static_cast<std::int64_t>(l.tp) * l.dp * l.pp != l.world) return "world: must be tp * dp * pp";
-  if (l.world > kMaxRank) return "world: too large";
-  if (l.microbatches.size() != static_cast<std::size_t>(l.dp)) return "microbatches: one per DP replica";
-  if (!l.initial_microbatches.empty() && l.initial_microbatches.size() != l.microbatches.size()) {
-    return "initial_microbatches: one per DP replica";
-  }
-  for (int m : l.microbatches) {
-    if (m < 1) return "microbatches: every entry must be >= 1";
-  }
-  for (int m : l.initial_microbatches) {
-    if (m < 1) return "initial_microbatches: every entry must be >= 1";
-  }
-  if (!l.initial_microbatches.empty() && total(l.initial_microbatches) != total(l.microbatches)) {
-    return "initial_microbatches: must add up to the same global batch";
-  }
+  if (auto why = layout_error(l); !why.empty()) return why;
   for (const auto& c : l.capabilities) {
     const auto s = parse_strategy(c);
     if (!s || *s == Strategy::kS1) return "capabilities: '" + c + "' is not S2, S3 or S4";
-  }
-  if (l.gpus_per_node < 0 || (l.gpus_per_node > 0 && (l.world % l.gpus_per_node != 0 || l.gpus_per_node % l.tp != 0))) {
-    return "gpus_per_node: must divide world and be a multiple of tp";
   }
   return {};
 }
@@ -110,16 +92,16 @@ PlanCheck check_plan(const JobLayout& layout, const Plan& plan, std::int64_t las
     return reject(Verdict::kStale, "epoch " + std::to_string(plan.epoch) + " is older than the last plan seen (" +
                                        std::to_string(last_epoch) + ")");
   }
-  const std::optional<Strategy> strategy = plan.strategy;  // the reader admits only the vocabulary's names
+  const Strategy strategy = plan.strategy;
   const bool revert = plan.action == PlanAction::kRevert;
   const std::string strategy_name(name(plan.strategy));
   const bool advertised =
       std::find(layout.capabilities.begin(), layout.capabilities.end(), strategy_name) != layout.capabilities.end();
-  if (!revert && *strategy != Strategy::kS1 && !advertised) {
+  if (!revert && strategy != Strategy::kS1 && !advertised) {
     return reject(Verdict::kUnsupported, "strategy " + strategy_name + " is not among this job's capabilities " +
                                              list(layout.capabilities));
   }
-  const bool needs_microbatches = !revert && *strategy == Strategy::kS2;
+  const bool needs_microbatches = !revert && strategy == Strategy::kS2;
   if (needs_microbatches && plan.microbatches.empty()) {
     return reject(Verdict::kRejected, "microbatches: an S2 plan must give one entry per DP replica");
   }
@@ -130,7 +112,7 @@ PlanCheck check_plan(const JobLayout& layout, const Plan& plan, std::int64_t las
   }
   PlanCheck ok{Verdict::kAccept, {}, {}};
   const bool has_placement = !plan.placement.is_null();
-  if (!revert && *strategy == Strategy::kS3 && !has_placement) {
+  if (!revert && strategy == Strategy::kS3 && !has_placement) {
     return reject(Verdict::kRejected, "placement: an S3 plan must place every rank");
   }
   if (has_placement) {
@@ -138,7 +120,7 @@ PlanCheck check_plan(const JobLayout& layout, const Plan& plan, std::int64_t las
       return reject(Verdict::kRejected, why);
     }
   }
-  if (!revert && *strategy == Strategy::kS4 && plan.exclude_nodes.empty() && plan.exclude_ranks.empty()) {
+  if (!revert && strategy == Strategy::kS4 && plan.exclude_nodes.empty() && plan.exclude_ranks.empty()) {
     return reject(Verdict::kRejected, "exclude_nodes/exclude_ranks: an S4 plan must exclude something");
   }
   for (int r : plan.exclude_ranks) {

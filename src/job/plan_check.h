@@ -44,8 +44,8 @@ struct PlanCheck {
 // `last_epoch`: the newest epoch this job has seen (0: none).
 PlanCheck check_plan(const JobLayout& layout, const Plan& plan, std::int64_t last_epoch);
 
-// Whether a layout is one a job may publish (the rules parse_job_layout enforces on read); empty when it is,
-// else the reason. Capabilities must be "S2", "S3" or "S4".
+// Whether a layout is one a job may publish: the rules every reader enforces (layout_error, messages.h) and
+// capabilities among "S2", "S3", "S4". Empty when it is, else the reason.
 std::string check_layout(const JobLayout& layout);
 
 }  // namespace greyhound::job

@@ -82,6 +82,43 @@ end
 return out
 )lua";
 
+// One command: the reply, kUnavailable when Redis could not be reached, kRefused (about the command's key)
+// for an error reply.
+Result<RedisReply> run_on(RedisClient& client, const std::vector<std::string>& argv) {
+  if (!client.ensure_connected()) return Result<RedisReply>::failure(client.last_error(), Errc::kUnavailable);
+  auto r = client.command(argv);
+  if (!r) return Result<RedisReply>::failure(client.last_error(), Errc::kUnavailable);
+  if (r->is_error()) {
+    const std::string& key = argv[0] == "EVAL" ? argv[3] : argv[1];  // a script: name its key, not its text
+    return Result<RedisReply>::failure_about(key, r->str, Errc::kRefused);
+  }
+  return std::move(*r);
+}
+
+// Several commands in one round trip: the replies (error replies among them), or kUnavailable.
+Result<std::vector<RedisReply>> pipeline_on(RedisClient& client, const std::vector<std::vector<std::string>>& cmds) {
+  using R = Result<std::vector<RedisReply>>;
+  if (!client.ensure_connected()) return R::failure(client.last_error(), Errc::kUnavailable);
+  auto r = client.pipeline(cmds);
+  if (!r) return R::failure(client.last_error(), Errc::kUnavailable);
+  return std::move(*r);
+}
+
+// A set's members, bounded by kSetScript.
+Result<RedisReply> set_members(RedisClient& client, const std::string& key) {
+  auto r = run_on(client, {"EVAL", kSetScript, "1", key, std::to_string(kMaxSetMembers), std::to_string(kMaxMemberBytes)});
+  if (r && r->type != Type::kArray) return Result<RedisReply>::failure_about(key, "not a set");
+  return r;
+}
+
+// kRefused with the first error reply of a pipeline, about `what`.
+Status first_refusal(const std::vector<RedisReply>& replies, const std::string& what) {
+  for (const auto& reply : replies) {
+    if (reply.is_error()) return Status::failure(what + " refused: " + reply.str, Errc::kRefused);
+  }
+  return ok_status();
+}
+
 bool to_int(const std::string& s, long lo, long hi, long* out) {
   if (s.empty() || s.size() > 20) return false;
   char* end = nullptr;
@@ -122,7 +159,7 @@ Entry<GroupRecord> parse_group(const std::string& hex, const RedisReply& hash) {
     } else if (k.rfind("member:", 0) == 0) {
       long gr = 0;
       if (!to_int(k.substr(7), 0, kMaxRank, &gr) || !to_int(v, 0, kMaxRank, &x)) {
-        note(k + ": not a rank");
+        note(printable(k, 32) + ": not a rank");
         bad_member = true;
       } else {
         g.members[static_cast<int>(gr)] = static_cast<int>(x);
@@ -138,7 +175,7 @@ Entry<GroupRecord> parse_group(const std::string& hex, const RedisReply& hash) {
       long rank = 0;
       auto j = parse_bounded(v);
       if (!to_int(k.substr(4), 0, kMaxRank, &rank) || !j || !j->is_object()) {
-        note(k + ": not op counts");
+        note(printable(k, 32) + ": not op counts");
         continue;
       }
       std::map<std::string, std::uint64_t> counts;
@@ -153,7 +190,7 @@ Entry<GroupRecord> parse_group(const std::string& hex, const RedisReply& hash) {
       if (ok) {
         g.ops[static_cast<int>(rank)] = std::move(counts);
       } else {
-        note(k + ": not op counts");
+        note(printable(k, 32) + ": not op counts");
       }
     }
   }
@@ -205,22 +242,13 @@ void AgentUpdate::heartbeat(const AgentHeartbeat& h) {
 
 JobStore::JobStore(RedisClient& client, std::string job) : client_(client), job_(std::move(job)) {}
 
-Result<RedisReply> JobStore::run(const std::vector<std::string>& argv) {
-  if (!client_.ensure_connected()) return Result<RedisReply>::failure(client_.last_error(), Errc::kUnavailable);
-  auto r = client_.command(argv);
-  if (!r) return Result<RedisReply>::failure(client_.last_error(), Errc::kUnavailable);
-  if (r->is_error()) {
-    const std::string& key = argv[0] == "EVAL" ? argv[3] : argv[1];  // a script: name its key, not its text
-    return Result<RedisReply>::failure(key + ": " + r->str, Errc::kRefused);
-  }
-  return std::move(*r);
-}
+Result<RedisReply> JobStore::run(const std::vector<std::string>& argv) { return run_on(client_, argv); }
 
 Result<std::optional<std::string>> JobStore::get(const std::string& key) {
   // At most one byte more than a message may have: a longer value is reported as too large, never fetched.
   auto r = run({"GETRANGE", key, "0", std::to_string(kMaxMessageBytes)});
   if (!r) return r.status();
-  if (r->type != Type::kString) return Result<std::optional<std::string>>::failure(key + ": not a string value");
+  if (r->type != Type::kString) return Result<std::optional<std::string>>::failure_about(key, "not a string value");
   if (r->str.empty()) return std::optional<std::string>();  // absent (an empty value is no message either)
   return std::optional<std::string>(std::move(r->str));
 }
@@ -232,7 +260,7 @@ Result<std::optional<T>> JobStore::get_as(const std::string& key, Parse parse) {
   if (!*text) return std::optional<T>();
   std::string err;
   auto v = parse(**text, &err);
-  if (!v) return Result<std::optional<T>>::failure(key + ": " + err);
+  if (!v) return Result<std::optional<T>>::failure_about(key, err);
   return std::optional<T>(std::move(*v));
 }
 
@@ -269,45 +297,34 @@ Result<std::vector<Entry<T>>> JobStore::read_stream(const std::string& key, cons
   return out;
 }
 
-Result<RedisReply> JobStore::members(const std::string& key) {
-  auto r = run({"EVAL", kSetScript, "1", key, std::to_string(kMaxSetMembers), std::to_string(kMaxMemberBytes)});
-  if (r && r->type != Type::kArray) return Result<RedisReply>::failure(key + ": not a set");
-  return r;
-}
+Result<RedisReply> JobStore::members(const std::string& key) { return set_members(client_, key); }
 
 Result<RedisReply> JobStore::hash(const std::string& key) {
   auto r = run({"EVAL", kHashScript, "1", key, std::to_string(kMaxHashFields), std::to_string(kMaxMessageBytes)});
-  if (r && r->type != Type::kArray) return Result<RedisReply>::failure(key + ": not a hash");
+  if (r && r->type != Type::kArray) return Result<RedisReply>::failure_about(key, "not a hash");
   return r;
 }
 
 Result<std::string> JobStore::last_id(const std::string& key) {
   auto r = run({"EVAL", kLastIdScript, "1", key});
   if (!r) return r.status();
-  if (r->type != Type::kString || !valid_stream_id(r->str)) return Result<std::string>::failure(key + ": not a stream");
+  if (r->type != Type::kString || !valid_stream_id(r->str)) return Result<std::string>::failure_about(key, "not a stream");
   return std::move(r->str);
 }
 
 Status JobStore::transaction(std::vector<std::vector<std::string>> commands) {
   commands.insert(commands.begin(), {"MULTI"});
   commands.push_back({"EXEC"});
-  if (!client_.ensure_connected()) return Status::failure(client_.last_error(), Errc::kUnavailable);
-  auto r = client_.pipeline(commands);
-  if (!r) return Status::failure(client_.last_error(), Errc::kUnavailable);
-  for (const auto& reply : *r) {
-    if (reply.is_error()) return Status::failure("transaction refused: " + reply.str, Errc::kRefused);
-  }
+  auto r = pipeline_on(client_, commands);
+  if (!r) return r.status();
+  if (Status s = first_refusal(*r, "transaction"); !s) return s;
   if (r->back().type != Type::kArray) return Status::failure("transaction aborted", Errc::kRefused);
   return ok_status();
 }
 
 Result<std::vector<std::string>> JobStore::jobs(RedisClient& client) {
-  using R = Result<std::vector<std::string>>;
-  if (!client.ensure_connected()) return R::failure(client.last_error(), Errc::kUnavailable);
-  auto r = client.command({"EVAL", kSetScript, "1", keys::jobs(), std::to_string(kMaxSetMembers),
-                           std::to_string(kMaxMemberBytes)});
-  if (!r) return R::failure(client.last_error(), Errc::kUnavailable);
-  if (r->is_error()) return R::failure(keys::jobs() + ": " + r->str, Errc::kRefused);
+  auto r = set_members(client, keys::jobs());
+  if (!r) return r.status();
   std::vector<std::string> out;
   for (const auto& m : r->elements) {
     // Only names a job can have (what sanitize_job_name produces): anything else would build foreign keys.
@@ -318,10 +335,8 @@ Result<std::vector<std::string>> JobStore::jobs(RedisClient& client) {
 }
 
 Status JobStore::unregister_job(RedisClient& client, const std::string& job) {
-  if (!client.ensure_connected()) return Status::failure(client.last_error(), Errc::kUnavailable);
-  auto r = client.command({"SREM", keys::jobs(), job});
-  if (!r) return Status::failure(client.last_error(), Errc::kUnavailable);
-  if (r->is_error()) return Status::failure(keys::jobs() + ": " + r->str, Errc::kRefused);
+  auto r = run_on(client, {"SREM", keys::jobs(), job});
+  if (!r) return r.status();
   return ok_status();
 }
 
@@ -352,16 +367,12 @@ Result<std::string> JobStore::last_command_id(int node) { return last_id(keys::c
 
 Status JobStore::publish(const AgentUpdate& u) {
   if (u.empty()) return ok_status();
-  if (!client_.ensure_connected()) return Status::failure(client_.last_error(), Errc::kUnavailable);
   std::vector<std::vector<std::string>> commands = u.commands_;
   // The job is registered last, after its heartbeat: a master that finds it registered finds it alive.
   if (u.register_job_) commands.push_back({"SADD", keys::jobs(), job_});
-  auto r = client_.pipeline(commands);
-  if (!r) return Status::failure(client_.last_error(), Errc::kUnavailable);
-  for (const auto& reply : *r) {
-    if (reply.is_error()) return Status::failure("state update refused: " + reply.str, Errc::kRefused);
-  }
-  return ok_status();
+  auto r = pipeline_on(client_, commands);
+  if (!r) return r.status();
+  return first_refusal(*r, "state update");
 }
 
 Result<std::vector<int>> JobStore::ranks() { return int_members(keys::ranks(job_)); }
@@ -404,9 +415,8 @@ Result<std::vector<Entry<GroupRecord>>> JobStore::groups() {
       cmds.push_back({"EVAL", kHashScript, "1", keys::group(job_, valid[k]), std::to_string(kMaxHashFields),
                       std::to_string(kMaxMessageBytes)});
     }
-    if (!client_.ensure_connected()) return R::failure(client_.last_error(), Errc::kUnavailable);
-    auto replies = client_.pipeline(cmds);
-    if (!replies) return R::failure(client_.last_error(), Errc::kUnavailable);
+    auto replies = pipeline_on(client_, cmds);
+    if (!replies) return replies.status();
     for (std::size_t k = 0; k < replies->size(); ++k) {
       const std::string& hex = valid[first + k];
       const RedisReply& h = (*replies)[k];

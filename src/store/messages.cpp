@@ -348,6 +348,32 @@ json to_json(const JobLayout& l) {
           {"capabilities", l.capabilities}, {"gpus_per_node", l.gpus_per_node}, {"t_unix_ms", l.t_unix_ms}};
 }
 
+std::string layout_error(const JobLayout& l) {
+  if (l.tp < 1 || l.dp < 1 || l.pp < 1) return "tp, dp and pp must be >= 1";
+  // In 64 bits: an untrusted tp x dp x pp may overflow ParallelShape::world()'s int.
+  if (static_cast<std::int64_t>(l.tp) * l.dp * l.pp != l.world) return "world: must be tp * dp * pp";
+  if (l.world > kMaxRank) return "world: too large";
+  if (l.order != "tp-dp-pp") return "order: only \"tp-dp-pp\" is understood";
+  if (l.microbatches.size() != static_cast<std::size_t>(l.dp)) return "microbatches: one per DP replica";
+  for (int m : l.microbatches) {
+    if (m < 1) return "microbatches: every entry must be >= 1";
+  }
+  if (!l.initial_microbatches.empty()) {
+    if (l.initial_microbatches.size() != l.microbatches.size()) return "initial_microbatches: one per DP replica";
+    std::int64_t total = 0, initial_total = 0;
+    for (std::size_t i = 0; i < l.microbatches.size(); ++i) {
+      if (l.initial_microbatches[i] < 1) return "initial_microbatches: every entry must be >= 1";
+      total += l.microbatches[i];
+      initial_total += l.initial_microbatches[i];
+    }
+    if (total != initial_total) return "initial_microbatches: must add up to the same global batch";
+  }
+  if (l.gpus_per_node < 0 || (l.gpus_per_node > 0 && (l.world % l.gpus_per_node != 0 || l.gpus_per_node % l.tp != 0))) {
+    return "gpus_per_node: must divide world and be a multiple of tp";
+  }
+  return "";
+}
+
 std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error) {
   return parse_with<JobLayout>(text, error, [](const Fields& f, const json& j) {
     JobLayout l;
@@ -355,27 +381,9 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
     l.dp = static_cast<int>(f.integer("dp", 1, 1 << 20));
     l.pp = static_cast<int>(f.integer("pp", 1, 1 << 16));
     l.world = static_cast<int>(f.integer("world", 1, kMaxRank));
-    // In 64 bits: an untrusted tp x dp x pp may overflow ParallelShape::world()'s int.
-    if (static_cast<std::int64_t>(l.tp) * l.dp * l.pp != l.world) throw Invalid("world: must be tp * dp * pp");
     l.order = f.str_or("order", "tp-dp-pp");
-    if (l.order != "tp-dp-pp") throw Invalid("order: only \"tp-dp-pp\" is understood");
     l.microbatches = f.ints_or_empty("microbatches");
-    if (l.microbatches.size() != static_cast<std::size_t>(l.dp)) throw Invalid("microbatches: one per DP index");
-    for (int m : l.microbatches) {
-      if (m < 1) throw Invalid("microbatches: every entry must be >= 1");
-    }
     l.initial_microbatches = f.ints_or_empty("initial_microbatches");
-    if (l.initial_microbatches.empty()) l.initial_microbatches = l.microbatches;
-    if (l.initial_microbatches.size() != l.microbatches.size()) {
-      throw Invalid("initial_microbatches: one per DP index");
-    }
-    long total = 0, initial_total = 0;
-    for (std::size_t i = 0; i < l.microbatches.size(); ++i) {
-      if (l.initial_microbatches[i] < 1) throw Invalid("initial_microbatches: every entry must be >= 1");
-      total += l.microbatches[i];
-      initial_total += l.initial_microbatches[i];
-    }
-    if (total != initial_total) throw Invalid("initial_microbatches: must add up to the same global batch");
     if (f.has("capabilities")) {
       const json& c = j.at("capabilities");
       if (!c.is_array()) throw Invalid("capabilities: must be an array of strings");
@@ -385,9 +393,8 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
       }
     }
     l.gpus_per_node = static_cast<int>(f.integer_or("gpus_per_node", 0, 0, 1 << 16));
-    if (l.gpus_per_node > 0 && (l.world % l.gpus_per_node != 0 || l.gpus_per_node % l.tp != 0)) {
-      throw Invalid("gpus_per_node: must divide world and be a multiple of tp");
-    }
+    if (auto why = layout_error(l); !why.empty()) throw Invalid(why);
+    if (l.initial_microbatches.empty()) l.initial_microbatches = l.microbatches;
     l.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return l;
   });

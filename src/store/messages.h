@@ -169,6 +169,9 @@ struct JobLayout {
 };
 nlohmann::json to_json(const JobLayout& l);
 std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error);
+// The rules every layout meets (the reader enforces them; a job checks its own before publishing): "" when
+// it does, else what is wrong. An empty initial_microbatches stands for the allocation in force.
+std::string layout_error(const JobLayout& l);
 
 // A versioned mitigation plan (key "plan", and immutable "plan:<epoch>"). The job applies it at an iteration
 // boundary and acknowledges per rank (hash "plan:acks").

@@ -9,27 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "sim/redis_server.h"
+#include "../support/store_fixture.h"
 #include "store/job_store.h"
 #include "store/keys.h"
 
 namespace greyhound {
 namespace {
 
-class JobClientTest : public ::testing::Test {
+class JobClientTest : public greyhound::test_support::StoreFixture {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gh-job-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    std::string err;
-    server_ = sim::RedisServer::start({dir_, 0, ""}, &err);
-    ASSERT_TRUE(server_) << err;
-    RedisClient::Options o;
-    o.endpoint = parse_redis_url(server_->url());
-    o.command_timeout = std::chrono::milliseconds(2000);
-    redis_ = std::make_unique<RedisClient>(o);
-    store_ = std::make_unique<store::JobStore>(*redis_, "job1");
+    StoreFixture::SetUp();
+    if (HasFatalFailure()) return;
     char error[256] = "unset";
     ASSERT_EQ(greyhound_job_open_v1("job1", server_->url().c_str(), &client_, error, sizeof error), GREYHOUND_JOB_OK)
         << error;
@@ -37,10 +28,7 @@ class JobClientTest : public ::testing::Test {
   }
   void TearDown() override {
     greyhound_job_close_v1(client_);
-    store_.reset();
-    redis_.reset();
-    server_.reset();
-    std::system(("rm -rf " + dir_).c_str());
+    StoreFixture::TearDown();
   }
   // TP 1 x DP 2 x PP 2, 4 micro-batches per replica, S2 advertised.
   int publish_layout(std::vector<int32_t> mb = {4, 4}) {
@@ -67,17 +55,8 @@ class JobClientTest : public ::testing::Test {
     p.predicted_iteration_s = 0.25;
     ASSERT_TRUE(store_->publish_plan(p));
   }
-  // Plants a raw value, as a broken writer would.
-  void raw(const std::vector<std::string>& argv) {
-    auto r = redis_->command(argv);
-    ASSERT_TRUE(r && !r->is_error()) << argv[0];
-  }
   std::vector<int> vec(const int32_t* p, size_t n) { return std::vector<int>(p, p + n); }
 
-  std::string dir_;
-  std::unique_ptr<sim::RedisServer> server_;
-  std::unique_ptr<RedisClient> redis_;
-  std::unique_ptr<store::JobStore> store_;
   greyhound_job_client* client_ = nullptr;
 };
 

@@ -8,45 +8,14 @@
 #include <memory>
 #include <string>
 
+#include "../support/store_fixture.h"
 #include "common/record_json.h"
-#include "sim/redis_server.h"
 #include "store/keys.h"
 
 namespace greyhound::store {
 namespace {
 
-class JobStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gh-store-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    std::string err;
-    server_ = sim::RedisServer::start({dir_, 0, ""}, &err);
-    ASSERT_TRUE(server_) << err;
-    RedisClient::Options o;
-    o.endpoint = parse_redis_url(server_->url());
-    o.command_timeout = std::chrono::milliseconds(2000);
-    client_ = std::make_unique<RedisClient>(o);
-    store_ = std::make_unique<JobStore>(*client_, "job1");
-  }
-  void TearDown() override {
-    store_.reset();
-    client_.reset();
-    server_.reset();
-    std::system(("rm -rf " + dir_).c_str());
-  }
-  // Plants a raw value, as a hostile or broken writer would.
-  void raw(const std::vector<std::string>& argv) {
-    auto r = client_->command(argv);
-    ASSERT_TRUE(r && !r->is_error()) << argv[0];
-  }
-
-  std::string dir_;
-  std::unique_ptr<sim::RedisServer> server_;
-  std::unique_ptr<RedisClient> client_;
-  std::unique_ptr<JobStore> store_;
-};
+using JobStoreTest = greyhound::test_support::StoreFixture;
 
 // 100k levels of nesting in 200 kB: well under the 1 MiB cap, deep enough to overflow a recursive copy.
 std::string deep() { return std::string(100000, '[') + std::string(100000, ']'); }
@@ -162,7 +131,7 @@ TEST_F(JobStoreTest, RegistryRoundTrip) {
   u.heartbeat(hb);
   ASSERT_TRUE(store_->publish(u));
 
-  EXPECT_EQ(*JobStore::jobs(*client_), std::vector<std::string>{"job1"});
+  EXPECT_EQ(*JobStore::jobs(*redis_), std::vector<std::string>{"job1"});
   EXPECT_EQ(*store_->ranks(), std::vector<int>{5});
   EXPECT_EQ(*store_->agents(), std::vector<int>{1});
   auto r = store_->rank(5);
@@ -180,7 +149,7 @@ TEST_F(JobStoreTest, RegistryRoundTrip) {
   ASSERT_TRUE(absent);
   EXPECT_FALSE(*absent);
   // TTLs: the liveness keys expire.
-  auto ttl = client_->command({"TTL", keys::agent("job1", 1)});
+  auto ttl = redis_->command({"TTL", keys::agent("job1", 1)});
   ASSERT_TRUE(ttl);
   EXPECT_GT(ttl->integer, 0);
   EXPECT_LE(ttl->integer, keys::kHeartbeatTtl.count());
@@ -242,7 +211,7 @@ TEST_F(JobStoreTest, MasterCommitIsOneTransaction) {
   ASSERT_TRUE(back) << err;
   EXPECT_EQ(back->ranks, std::vector<int>{3});
   EXPECT_EQ(back->state, Phase::kSlow);
-  EXPECT_EQ(*JobStore::jobs(*client_), std::vector<std::string>{"job1"});
+  EXPECT_EQ(*JobStore::jobs(*redis_), std::vector<std::string>{"job1"});
 }
 
 TEST_F(JobStoreTest, PlanChannelLayoutAcksAndRestart) {
@@ -348,7 +317,7 @@ TEST_F(JobStoreTest, HostileValuesInEveryKeyAreMalformedNotFatal) {
   EXPECT_EQ((*g)[0].error, "created_by: not a JSON string");
   EXPECT_FALSE((*g)[1].value);
   EXPECT_EQ(*store_->ranks(), std::vector<int>{3});
-  EXPECT_EQ(*JobStore::jobs(*client_), std::vector<std::string>{"job1"});
+  EXPECT_EQ(*JobStore::jobs(*redis_), std::vector<std::string>{"job1"});
   auto c = store_->read_commands(0, "0-0", 4);
   ASSERT_TRUE(c);
   ASSERT_EQ(c->size(), 1u);
