@@ -166,6 +166,9 @@ struct GroupScan {
   std::vector<analysis::GroupTiming> timings;
   std::map<std::uint64_t, const GroupMembers*> by_id;
   std::vector<double> dp_least, pp_least;  // per DP / PP group: its least member time (~ the transfer itself)
+  std::map<std::uint64_t, int> late;       // per group with a finding (warning or critical): its late arrival
+  std::map<std::uint64_t, double> least;   // per fully profiled group: its least member time per iteration
+  std::map<std::uint64_t, std::string> signature;  // ... and what it compares with (signature@rate bucket)
 };
 
 // A slow rank is the late arrival in every group it belongs to, while a rank that merely waits for it (its
@@ -204,6 +207,7 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
     const analysis::StragglerFinding f = analysis::rank_straggler(windows);
     const bool comparable_work = !(lg.uneven && lg.dp.count(g.group) != 0);
     if (comparable_work && f.severity != analysis::StragglerSeverity::kNone) {
+      out.late[g.group] = f.culprit;
       GroupScan::Named& named = out.named[f.culprit];
       named.total += f.score;
       if (f.score > named.best.score) {
@@ -221,7 +225,10 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
         if (auto r = it->second->group_rate.find(g.group); r != it->second->group_rate.end()) rate = r->second;
       }
       const long bucket = rate > 0 ? std::lround(std::log(rate) / std::log(kRateBucketRatio)) : 0;
-      out.timings.push_back({g.group, g.signature + "@" + std::to_string(bucket), sum / n});
+      const std::string signature = g.signature + "@" + std::to_string(bucket);
+      out.timings.push_back({g.group, signature, sum / n});
+      out.least[g.group] = least;
+      out.signature[g.group] = signature;
     }
   }
   return out;
@@ -260,9 +267,75 @@ std::vector<std::pair<std::uint64_t, double>> suspect_groups(const GroupScan& sc
   return out;
 }
 
+// The inter-node links a group's ring crosses (consecutive members, and last to first), as (lower, higher).
+std::set<std::pair<int, int>> ring_links(const GroupMembers& g, const ByRank& by_rank) {
+  std::set<std::pair<int, int>> out;
+  for (std::size_t i = 0; i < g.members.size(); ++i) {
+    const auto a = by_rank.find(g.members[i]), b = by_rank.find(g.members[(i + 1) % g.members.size()]);
+    if (a == by_rank.end() || b == by_rank.end() || a->second->node < 0 || b->second->node < 0 ||
+        a->second->node == b->second->node) {
+      continue;
+    }
+    out.emplace(std::min(a->second->node, b->second->node), std::max(a->second->node, b->second->node));
+  }
+  return out;
+}
+
+// A host straggler (CPU contention: its launches are slow, not its GPU nor its links): the culprit is the late
+// arrival in every group of its with a finding (two at least), and the links its groups cross are at their
+// reference. A link is judged by the other groups crossing it (the culprit's own time inside a call carries
+// its launch delays, so its own groups cannot tell): each one's least member time (the member that waited
+// least, ~ the transfer itself) at most kBaselineGrowth x its healthy baseline, or without one, x the median
+// of its comparable groups' (the same data at the same rate). Links that no other group crosses, or whose
+// groups have no reference, decide nothing; a culprit with inter-node links none of which could be judged
+// is no host straggler.
+bool late_everywhere_on_healthy_links(int culprit, const GroupScan& scan, const ByRank& by_rank,
+                                      const GroupBaseline* baseline, double step_ms) {
+  const auto has_culprit = [&](const GroupMembers& g) {
+    return std::find(g.members.begin(), g.members.end(), culprit) != g.members.end();
+  };
+  int late = 0;
+  std::set<std::pair<int, int>> links;
+  for (const auto& [gid, g] : scan.by_id) {
+    if (!has_culprit(*g)) continue;
+    if (auto it = scan.late.find(gid); it != scan.late.end()) {
+      if (it->second != culprit) return false;
+      ++late;
+    }
+    for (const auto& l : ring_links(*g, by_rank)) links.insert(l);
+  }
+  if (late < 2) return false;
+  int judged = 0;
+  std::vector<double> peers, scratch;
+  for (const auto& [gid, g] : scan.by_id) {
+    if (has_culprit(*g)) continue;
+    auto least = scan.least.find(gid);
+    if (least == scan.least.end()) continue;
+    const auto crossed = ring_links(*g, by_rank);
+    if (std::none_of(crossed.begin(), crossed.end(), [&](const auto& l) { return links.count(l) != 0; })) continue;
+    double reference = 0;
+    if (baseline != nullptr) {
+      if (auto b = baseline->least_ms.find(gid); b != baseline->least_ms.end()) reference = b->second;
+    } else {
+      peers.clear();
+      const std::string& sig = scan.signature.at(gid);
+      for (const auto& [other, t] : scan.least) {
+        if (other != gid && scan.signature.at(other) == sig) peers.push_back(t);
+      }
+      if (!peers.empty()) reference = analysis::median(peers, scratch);
+    }
+    if (!(reference > 0)) continue;
+    ++judged;
+    if (least->second > kBaselineGrowth * reference && least->second - reference > kBaselineMinShare * step_ms) {
+      return false;  // a link it uses carries slower transfers than it did: communication, not the host
+    }
+  }
+  return links.empty() || judged > 0;
+}
+
 // 3. The culprit (largest vote; ties go to the lower rank) and the cause.
 void name_culprit_and_cause(const GroupScan& scan, const ByRank& by_rank, const std::optional<JobLayout>& layout,
-                            Localisation& out) {
+                            const GroupBaseline* baseline, double step_ms, Localisation& out) {
   analysis::StragglerFinding best;
   best.kind = analysis::StragglerKind::kNone;
   double best_total = 0;
@@ -280,8 +353,11 @@ void name_culprit_and_cause(const GroupScan& scan, const ByRank& by_rank, const 
     out.score = best.score;
     if (auto it = by_rank.find(best.culprit); it != by_rank.end()) out.culprit_node = it->second->node;
   }
-  if (best.kind == analysis::StragglerKind::kComputeStraggler) {
-    out.cause = Cause::kComputation;
+  const bool compute = best.kind == analysis::StragglerKind::kComputeStraggler;
+  const bool host = !compute && best.severity != analysis::StragglerSeverity::kNone &&
+                    late_everywhere_on_healthy_links(best.culprit, scan, by_rank, baseline, step_ms);
+  if (compute || host) {
+    out.cause = compute ? Cause::kComputation : Cause::kHost;
     // The culprit's own groups look slow because its peers wait for it: explained, not suspects.
     // So are, with the layout, the groups inside the culprit's DP replica: its pipeline runs at the slow
     // GPU's pace (its tensor-parallel peers wait for it and make their pipeline neighbours wait in turn).
@@ -301,18 +377,11 @@ void name_culprit_and_cause(const GroupScan& scan, const ByRank& by_rank, const 
   }
 }
 
-// Links a suspect group's ring crosses between nodes (consecutive members, and last to first).
+// Links a suspect group's ring crosses between nodes, each with the slowest suspect group crossing it.
 std::vector<SuspectLink> suspect_links(const Localisation& loc, const GroupScan& scan, const ByRank& by_rank) {
   std::vector<SuspectLink> out;
   for (const auto& [gid, ratio] : loc.slow_groups) {
-    const GroupMembers& g = *scan.by_id.at(gid);
-    for (std::size_t i = 0; i < g.members.size(); ++i) {
-      const auto a = by_rank.find(g.members[i]), b = by_rank.find(g.members[(i + 1) % g.members.size()]);
-      if (a == by_rank.end() || b == by_rank.end() || a->second->node < 0 || b->second->node < 0 ||
-          a->second->node == b->second->node) {
-        continue;
-      }
-      const int lo = std::min(a->second->node, b->second->node), hi = std::max(a->second->node, b->second->node);
+    for (const auto& [lo, hi] : ring_links(*scan.by_id.at(gid), by_rank)) {
       auto it = std::find_if(out.begin(), out.end(), [&](const SuspectLink& l) { return l.node_a == lo && l.node_b == hi; });
       if (it == out.end()) {
         out.push_back({lo, hi, ratio});
@@ -378,7 +447,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   out.slow_groups = suspect_groups(scan, by_rank, groups, baseline, step_ms, measured_step_ms > 0);
   if (!scan.dp_least.empty()) out.dp_transfer_ms = analysis::median(scan.dp_least, scratch);
   if (!scan.pp_least.empty()) out.pp_transfer_ms = analysis::median(scan.pp_least, scratch);
-  name_culprit_and_cause(scan, by_rank, layout, out);
+  name_culprit_and_cause(scan, by_rank, layout, baseline, step_ms, out);
   out.suspect_links = suspect_links(out, scan, by_rank);
   if (layout && layout->world == static_cast<int>(by_rank.size())) replica_times(by_rank, groups, *layout, step_ms, out);
   return out;

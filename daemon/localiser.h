@@ -13,9 +13,13 @@
 //     With a healthy baseline (group_baseline), also every group whose least member time per iteration
 //     grew by more than half over its baseline (and by more than 2 % of the iteration): waiting removed,
 //     what remains slower is the transfer.
-//  3. Cause: computation when a compute straggler is named (its own groups, slow because its peers wait for
-//     it, are then no suspects); communication when suspect groups remain; unknown otherwise. Suspect
-//     links: the inter-node hops of the remaining suspect groups' rings.
+//  3. Cause: computation when a compute straggler is named; host when the culprit is the late arrival in
+//     every group of its with a finding while the links its groups cross are at their reference (judged
+//     by the other groups crossing them, against the healthy baseline, else their comparable groups): a
+//     contended CPU delays its launches, not its GPU or links. Either
+//     way its own groups (slow because its peers wait for it) are then no suspects. Communication when
+//     suspect groups remain; unknown otherwise. Suspect links: the inter-node hops of the remaining suspect
+//     groups' rings.
 //  4. With the job's layout: each DP replica's own time per pipeline slot, (iteration - time inside the DP
 //     gradient collective) / (micro-batches + stages - 1), the input of the S2 solver; the replica of the
 //     culprit.

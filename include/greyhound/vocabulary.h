@@ -14,8 +14,9 @@ namespace greyhound {
 // S1..S4 of the paper: S1 ignore, S2 adjust micro-batches, S3 re-place stages, S4 checkpoint and restart.
 enum class Strategy { kS1, kS2, kS3, kS4 };
 enum class PlanAction { kApply, kRevert };
-// What a fail-slow is attributed to.
-enum class Cause { kComputation, kCommunication, kUnknown };
+// What a fail-slow is attributed to: a slow GPU (computation), a congested link (communication), a rank
+// whose host is contended (late everywhere while its links are at their baseline: host), or not known.
+enum class Cause { kComputation, kCommunication, kUnknown, kHost };
 // The master's per-job state.
 enum class Phase { kHealthy, kSlow, kProfiling, kValidating, kMitigating };
 enum class IncidentStatus { kOpen, kClosed };
@@ -34,9 +35,9 @@ inline constexpr std::array<Entry<Strategy>, 4> kStrategies{{
     {Strategy::kS1, "S1"}, {Strategy::kS2, "S2"}, {Strategy::kS3, "S3"}, {Strategy::kS4, "S4"}}};
 inline constexpr std::array<Entry<PlanAction>, 2> kPlanActions{{
     {PlanAction::kApply, "apply"}, {PlanAction::kRevert, "revert"}}};
-inline constexpr std::array<Entry<Cause>, 3> kCauses{{
+inline constexpr std::array<Entry<Cause>, 4> kCauses{{
     {Cause::kComputation, "computation"}, {Cause::kCommunication, "communication"},
-    {Cause::kUnknown, "unknown"}}};
+    {Cause::kUnknown, "unknown"}, {Cause::kHost, "host"}}};
 inline constexpr std::array<Entry<Phase>, 5> kPhases{{
     {Phase::kHealthy, "healthy"}, {Phase::kSlow, "slow"}, {Phase::kProfiling, "profiling"},
     {Phase::kValidating, "validating"}, {Phase::kMitigating, "mitigating"}}};

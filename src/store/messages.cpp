@@ -654,7 +654,7 @@ json to_json(const LocalisationReport& l) {
 std::optional<LocalisationReport> parse_localisation_report(const json& detail, std::string* error) {
   return build_from<LocalisationReport>(detail, error, [](const Fields& f, const json& j) {
     LocalisationReport l;
-    l.cause = f.word("cause", parse_cause, "computation, communication or unknown");
+    l.cause = f.word("cause", parse_cause, "computation, communication, host or unknown");
     l.culprit = static_cast<int>(f.integer_or("culprit", -1, -1, kMaxRank));
     l.culprit_node = static_cast<int>(f.integer_or("culprit_node", -1, -1, kMaxRank));
     l.kind = f.str_or("kind", "NONE");

@@ -111,6 +111,56 @@ TEST(Localiser, TheSlowGpusOwnPipelineIsExplainedNotSuspect) {
   EXPECT_EQ(blind.suspect_links[0].node_b, 1);
 }
 
+// Rank 5's host is contended (its launches are slow): it arrives last in all its groups, TP {4,5}, DP {5,7}
+// and PP {1,5}, and its own time inside each call carries its launch delays (0.07 of the step in TP, where
+// the others spend 0.01). Its peers wait for it: rank 4 in TP, rank 7 in DP, rank 1 in PP. Its extra time
+// outside NCCL does not cover the gap (not a compute straggler). `pp04`: the share of PP group {0,4}, which
+// crosses the same link 0-1 as rank 5's PP group.
+std::vector<ProfileView> contended_host_profiles(double pp04 = 0.06) {
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) {
+    double tp = 0.01, dp = 0.014, pp = r == 0 || r == 4 ? pp04 : 0.06;
+    if (r == 5) tp = 0.07, dp = 0.02, pp = 0.07;
+    if (r == 4) tp = 0.25;
+    if (r == 7) dp = 0.27;
+    if (r == 1) pp = 0.36;
+    p.push_back(profile(r, tp, dp, pp, 596));
+  }
+  return p;
+}
+
+std::vector<ProfileView> healthy_profiles() {
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) p.push_back(profile(r, 0.01, 0.02, 0.08, 443));
+  return p;
+}
+
+TEST(Localiser, AContendedHostIsAHostStragglerNotALink) {
+  const auto baseline = group_baseline(healthy_profiles(), groups());
+  ASSERT_TRUE(baseline);
+  const Localisation loc = localise(contended_host_profiles(), groups(), layout({8, 8}), &*baseline);
+  EXPECT_EQ(loc.culprit, 5);
+  EXPECT_EQ(loc.kind, "STRAGGLER");  // its compute excess does not explain the gap
+  EXPECT_EQ(loc.cause, Cause::kHost);
+  EXPECT_TRUE(loc.suspect_links.empty());  // its own groups and its replica's are explained
+  EXPECT_EQ(loc.culprit_replica, 0);
+  // Without a baseline the other groups crossing its link compare with their comparable groups: the same.
+  const Localisation blind = localise(contended_host_profiles(), groups(), layout({8, 8}));
+  EXPECT_EQ(blind.cause, Cause::kHost);
+  EXPECT_EQ(to_json(loc.report())["cause"], "host");
+}
+
+TEST(Localiser, ALateRankOnACongestedLinkIsNoHostStraggler) {
+  // The same lateness, but PP group {0,4}, which crosses rank 5's link 0-1 and does not contain it, now
+  // spends 3x its baseline even in its least waiting member: that link is slow, so the cause is not the host.
+  const auto baseline = group_baseline(healthy_profiles(), groups());
+  ASSERT_TRUE(baseline);
+  const Localisation loc = localise(contended_host_profiles(0.35), groups(), layout({8, 8}), &*baseline);
+  EXPECT_EQ(loc.culprit, 5);
+  EXPECT_EQ(loc.cause, Cause::kCommunication);
+  EXPECT_FALSE(loc.suspect_links.empty());
+}
+
 TEST(Localiser, ACongestedLinkIsACommunicationSuspectWithoutACulprit) {
   // DP group {4,6} crosses a congested link: both members spend 3x the time of the other DP groups inside
   // it; nobody arrives late anywhere.
