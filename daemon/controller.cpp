@@ -31,6 +31,12 @@ void Controller::load(MasterState state, std::optional<Incident> open, std::int6
   proposed_events_.clear();
   resume_open_incident_ = tracker_->open_incident().has_value();
   epoch_ = std::max(epoch_, latest_epoch);
+  // The fail-slows it holds continue (their accounts once the planner knows the job); an incident without
+  // any is localised again before a remedy is touched.
+  accounts_.clear();
+  settled_ = !(tracker_->open_incident() && tracker_->state().fail_slows.empty());
+  planner_.reset();
+  layout_wanted_ = cfg_.mitigate;
   if (!ever_loaded_) {  // a reload (after a reconnect) keeps what this run has seen and made
     ever_loaded_ = true;
     earlier_run_until_ = valid_stream_id(last_event_id) ? last_event_id : "0-0";
@@ -120,23 +126,19 @@ void Controller::react(const Event& e, const Now& now) {
       spdlog::info("the baseline overlapped the onset of this slowdown; discarded");
       baseline_.reset();
     }
+    if (e.type == event_type::kIncidentOpen) {
+      mitigated_ = false;
+      // Without a healthy baseline, the level before the first incident is the job's healthy time.
+      if (tracker_->state().healthy_ms <= 0 && e.before_ms > 0) tracker_->mutable_state().healthy_ms = e.before_ms;
+    }
     want_profile_ = true;
     want_profile_why_ = e.type == event_type::kIncidentOpen ? "incident opened" : "incident worsened";
   }
   if (e.type == event_type::kIncidentClose) {
     healthy_since_s_ = now.mono_s;
-    if (cfg_.mitigate) {
-      // Closed by recovery reports while a remedy is in force (also one applied before this master
-      // restarted: the job's layout says so): put the original configuration back.
-      revert_ = Revert{};
-      revert_->incident = e.incident;
-      if (planner_) {
-        // A plan still in flight may change what runs: then the layout in force decides, once it is answered.
-        if (!pending_) revert_->changed = !planner_->reverted_to_original();
-        revert_->to = planner_->original_microbatches();
-      }
-      planner_.reset();
-    }
+    mitigated_ = false;
+    // The job is back at its level: the fail-slows still open (a remedy may hide them) are checked soon.
+    if (!tracker_->state().fail_slows.empty()) last_profile_end_s_ = -1e18;
   }
 }
 
@@ -149,13 +151,29 @@ void Controller::take(Decision d, const Now& now, Intents& out) {
   }
 }
 
+
+double Controller::window_s() const {
+  if (cfg_.profile_iterations > 0 && last_iteration_s_ > 0) {
+    return std::clamp(cfg_.profile_iterations * last_iteration_s_, 1.0, 30.0);
+  }
+  return cfg_.profile_s;
+}
+
+double Controller::reprofile_gap_s() const {
+  const double gap = last_iteration_s_ > 0 ? cfg_.reprofile_iterations * last_iteration_s_ : cfg_.reprofile_s;
+  // An incident in which nothing has been found yet is looked at less often.
+  return tracker_->state().fail_slows.empty() ? std::max(gap, cfg_.reprofile_s) : gap;
+}
+
 bool Controller::due_reprofile(const Now& now) const {
-  return planner_ && !profiling_ && now.mono_s - last_profile_s_ >= cfg_.reprofile_s;
+  const bool watching = !tracker_->state().fail_slows.empty() || tracker_->open_incident().has_value();
+  return watching && settled_ && !profiling_ && !want_profile_ && now.mono_s - last_profile_end_s_ >= reprofile_gap_s();
 }
 
 bool Controller::due_baseline(const Now& now) const {
-  return cfg_.baseline_every_s > 0 && !profiling_ && !tracker_->open_incident() && !pending_ &&
-         now.mono_s - healthy_since_s_ >= cfg_.baseline_after_s &&
+  const bool original = !planner_ || (!planner_->split_in_force() && !planner_->moved());
+  return cfg_.baseline_every_s > 0 && !profiling_ && !tracker_->open_incident() && !pending_ && original &&
+         tracker_->state().fail_slows.empty() && now.mono_s - healthy_since_s_ >= cfg_.baseline_after_s &&
          (!baseline_ || now.mono_s - baseline_at_s_ >= cfg_.baseline_every_s) &&
          now.mono_s - last_profile_s_ >= cfg_.reprofile_s;
 }
@@ -167,10 +185,10 @@ bool Controller::profiling_complete(const Now& now) const {
 Needs Controller::needs(const Now& now) const {
   Needs n;
   if (!tracker_) return n;
-  const bool resume = resume_open_incident_ && tracker_->open_incident() && !planner_;
+  const bool resume = resume_open_incident_ && tracker_->open_incident() && !profiling_;
   n.registry = !profiling_ && (want_profile_ || resume || due_reprofile(now) || due_baseline(now));
   n.groups = profiling_complete(now);
-  n.layout = n.groups || revert_.has_value();
+  n.layout = n.groups || layout_wanted_;
   n.acks = pending_.has_value();
   return n;
 }
@@ -178,39 +196,46 @@ Needs Controller::needs(const Now& now) const {
 Intents Controller::step(const Now& now, const JobInputs& in) {
   Intents out;
   if (!tracker_) return out;
+  if (in.pace && in.pace->iter_ms > 0) last_iteration_s_ = in.pace->iter_ms * 1e-3;
   if (want_profile_) {
     want_profile_ = false;
     start_profiling(want_profile_why_, false, in, now, out);
   }
-  // A revert waits for a plan in flight to be answered (it may have changed what runs).
-  if (revert_ && !pending_) {
-    if (in.layout) layout_ = in.layout;
-    const bool changed = revert_->changed ? *revert_->changed
-                                          : layout_ && layout_->microbatches != layout_->initial_microbatches;
-    if (changed && layout_) {
-      Plan p;
-      p.strategy = Strategy::kS1;
-      p.action = PlanAction::kRevert;
-      p.incident = revert_->incident;
-      p.microbatches = revert_->to.empty() ? layout_->initial_microbatches : revert_->to;
-      p.reason = "incident closed: back to the original configuration";
-      propose_plan(std::move(p), out);
+  if (in.layout) {
+    if (!pending_) layout_ = in.layout;  // the job republishes it after each plan
+    layout_wanted_ = false;
+  }
+  if (cfg_.mitigate && !planner_ && layout_) {
+    planner_.emplace(cfg_.planner, *layout_);
+    const auto& open = tracker_->state().fail_slows;
+    if (planner_->split_in_force() || planner_->moved()) {
+      if (open.empty() && tracker_->open_incident()) {
+        adopt_split_ = true;  // an incident from before fail-slows were tracked: its localisation adopts the split
+      } else {
+        for (const FailSlow& f : open) {
+          if (f.account.rung == Strategy::kS2) split_for_.insert(f.id);
+          if (f.account.rung == Strategy::kS3) placement_for_.insert(f.id);
+        }
+        if (split_for_.empty() && planner_->split_in_force()) split_for_.insert(0);  // serves nothing: reconcile reverts
+        if (placement_for_.empty() && planner_->moved()) placement_for_.insert(0);
+      }
     }
-    revert_.reset();
+    for (const FailSlow& f : open) open_account(f);
   }
   if (profiling_complete(now)) finish_profiling(in, now, out);
-  // An incident left open by an earlier run of this master (or across a Redis restart): localise it again,
-  // which also resumes its planning (the job's layout says what is in force).
+  // An incident left open by an earlier run of this master (or across a Redis restart): localise it again.
   if (resume_open_incident_) {
     resume_open_incident_ = false;
-    if (tracker_->open_incident() && !planner_ && !profiling_) start_profiling("resuming the open incident", false, in, now, out);
+    if (tracker_->open_incident() && !profiling_) start_profiling("resuming the open incident", false, in, now, out);
   }
   if (in.acks_read) check_acks(in, now, out);
-  drive_planner(in, out);
-  // While a remedy is in force, keep measuring: the fail-slow may have ended.
-  if (due_reprofile(now)) start_profiling("re-profiling while mitigating", false, in, now, out);
+  observe_iterations(in, now, out);
+  reconcile(now, out);
+  // While fail-slows (or an incident) are open, keep measuring: one may have ended, another begun.
+  if (due_reprofile(now)) start_profiling("re-profiling", false, in, now, out);
   // While healthy, a reference profile now and then: what each group's transfers take when all is well.
   if (due_baseline(now)) start_profiling("healthy baseline", true, in, now, out);
+  if (out.persist_state || !out.events.empty()) sync_accounts();
   return out;
 }
 
@@ -222,14 +247,15 @@ void Controller::start_profiling(const std::string& why, bool baseline, const Jo
   p.id = (baseline ? "baseline-" : "profile-") + std::to_string(tracker_->state().incidents_total) + "-" +
          std::to_string(++profiles_requested_) + "." + run_tag_;
   p.expected.insert(in.ranks.begin(), in.ranks.end());
-  p.deadline_s = now.mono_s + cfg_.profile_s + cfg_.profile_grace_s;
+  const double window = std::clamp(window_s(), kMinProfileWindowS, kMaxProfileWindowS);
+  p.deadline_s = now.mono_s + window + cfg_.profile_grace_s;
   ProfileRequest req;
   req.command.cmd = "profile";
   req.command.id = p.id;
-  req.command.duration_s = cfg_.profile_s;
+  req.command.duration_s = window;
   req.nodes = in.agents;
   out.profile = std::move(req);
-  spdlog::info("{}: profiling {} ranks ({})", why, p.expected.size(), p.id);
+  spdlog::info("{}: profiling {} ranks for {:.2f} s ({})", why, p.expected.size(), window, p.id);
   profiling_ = std::move(p);
   last_profile_s_ = now.mono_s;
   if (!baseline && tracker_->open_incident() && tracker_->state().state == Phase::kSlow) {
@@ -241,6 +267,7 @@ void Controller::start_profiling(const std::string& why, bool baseline, const Jo
 void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& out) {
   Profiling p = std::move(*profiling_);
   profiling_.reset();
+  last_profile_end_s_ = now.mono_s;
   std::vector<ProfileView> views;
   for (const auto& [r, v] : p.got) views.push_back(v);
   if (p.baseline) {
@@ -248,6 +275,7 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
       baseline_ = std::move(b);
       baseline_at_s_ = now.mono_s;
       baseline_end_t_s_ = now.job_s;
+      if (baseline_->step_ms > 0) tracker_->mutable_state().healthy_ms = baseline_->step_ms;
       Event e = master_event(event_type::kBaseline, now);
       e.detail = to_json(BaselineReport{p.id, baseline_->ranks, static_cast<int>(baseline_->least_ms.size()),
                                         baseline_->step_ms});
@@ -260,7 +288,7 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
     }
     return;
   }
-  if (in.layout && !pending_) layout_ = in.layout;  // the job republishes it after each plan
+  if (in.layout && !pending_) layout_ = in.layout;
   const Localisation loc = localise(views, in.groups, layout_, baseline_ ? &*baseline_ : nullptr);
   Event e = master_event(event_type::kLocalised, now);
   e.rank = loc.culprit;
@@ -272,34 +300,312 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   e.detail = to_json(report);
   out.events.push_back(std::move(e));
   out.persist_state = true;
-  if (!tracker_->open_incident()) return;  // it closed meanwhile
-
-  if (planner_) {
-    planner_->update(loc);
-  } else if (cfg_.mitigate && layout_) {
-    std::string why;
-    planner_ = Planner::start(cfg_.planner, *tracker_->open_incident(), loc, *layout_, &why);
-    if (planner_) {
-      last_iteration_index_ = -1;
-      tracker_->set_phase(Phase::kMitigating);
-    } else {
-      warn_once("planner:" + why, "no mitigation: " + why);
-    }
-  } else if (tracker_->state().state == Phase::kProfiling) {
-    tracker_->set_phase(Phase::kSlow);
+  last_loc_ = loc;
+  track_fail_slows(loc, now, out);
+  if (tracker_->open_incident()) {
+    const bool any = !tracker_->state().fail_slows.empty();
+    tracker_->set_phase(cfg_.mitigate && planner_ && any ? Phase::kMitigating : Phase::kSlow);
   }
-  // The remedy is back to the original configuration and the straggler is gone: the incident is over.
-  if (planner_ && planner_->reverted_to_original() && planner_->was_mitigated() && !pending_ &&
-      !planner_->fail_slow_present()) {
-    planner_.reset();
-    Decision d;
-    tracker_->close(now.job_s, "straggler gone (profile) and configuration reverted", d);
-    take(std::move(d), now, out);
+  maybe_close_incident(now, out);
+}
+
+void Controller::track_fail_slows(const Localisation& loc, const Now& now, Intents& out) {
+  MasterState& st = tracker_->mutable_state();
+  const auto& incident = tracker_->open_incident();
+  const bool may_open = incident.has_value() || !st.fail_slows.empty();
+  const FailSlowChanges ch =
+      track(st.fail_slows, st.fail_slows_total, loc, layout_, incident ? incident->id : -1,
+            incident ? incident->onset_t_s : now.job_s, now.job_s, may_open, cfg_.fail_slows);
+  for (const FailSlow& f : ch.ended) {
+    accounts_.erase(f.id);
+    Event e = master_event(event_type::kFailSlowEnd, now);
+    e.rank = f.rank;
+    e.node = f.node;
+    e.incident = f.incident;
+    e.detail = to_json(FailSlowDetail{f, "the profile no longer shows it"});
+    out.events.push_back(std::move(e));
+  }
+  for (const FailSlow& f : ch.opened) {
+    open_account(f);
+    if (adopt_split_ && (f.cause == Cause::kComputation || f.cause == Cause::kHost)) {
+      auto it = accounts_.find(f.id);
+      if (it != accounts_.end() && it->second.ski) it->second.ski->resume(mitigate::Strategy::kS2Microbatches);
+      split_for_.insert(f.id);
+    }
+    Event e = master_event(event_type::kFailSlowOpen, now);
+    e.rank = f.rank;
+    e.node = f.node;
+    e.incident = f.incident;
+    e.detail = to_json(FailSlowDetail{f, "localised"});
+    out.events.push_back(std::move(e));
+  }
+  if (adopt_split_) {
+    adopt_split_ = false;
+    if (split_for_.empty() && planner_ && planner_->split_in_force()) split_for_.insert(0);
+  }
+  settled_ = true;
+  out.persist_state = true;
+}
+
+double Controller::healthy_s() const {
+  if (tracker_->state().healthy_ms > 0) return tracker_->state().healthy_ms * 1e-3;
+  if (tracker_->open_incident() && tracker_->open_incident()->before_ms > 0) return tracker_->open_incident()->before_ms * 1e-3;
+  return last_iteration_s_;
+}
+
+// A fail-slow's ski rental, once the planner knows what the job can apply; continued from its account.
+void Controller::open_account(const FailSlow& f) {
+  if (!planner_ || accounts_.count(f.id) != 0) return;
+  mitigate::SkiRentalIncident si;
+  si.cause = ski_cause(f.cause);
+  si.healthy_iteration_s = healthy_s();
+  si.s2_available = planner_->available(Strategy::kS2, f.cause);
+  si.s3_available = planner_->available(Strategy::kS3, f.cause);
+  si.s4_available = planner_->available(Strategy::kS4, f.cause);
+  auto ski = mitigate::SkiRental::create(cfg_.planner.ski, si);
+  if (!ski) {
+    warn_once("ski:" + ski.error(), "no mitigation for fail-slow " + std::to_string(f.id) + ": " + ski.error());
+    accounts_[f.id] = Account{};
+    return;
+  }
+  mitigate::SkiRentalState st;
+  st.strategy = rung_of(f.account.rung);
+  st.previous = rung_of(f.account.previous);
+  st.loss_s = f.account.loss_s;
+  st.strategy_loss_s = f.account.rung_loss_s;
+  st.last_iteration_s = f.account.last_iteration_s;
+  st.window = f.account.window_s;
+  st.s2_available = f.account.s2;
+  st.s3_available = f.account.s3;
+  st.s4_available = f.account.s4;
+  ski->restore(st);
+  accounts_[f.id] = Account{std::move(ski).value()};
+}
+
+void Controller::sync_accounts() {
+  for (FailSlow& f : tracker_->mutable_state().fail_slows) {
+    auto it = accounts_.find(f.id);
+    if (it == accounts_.end() || !it->second.ski) continue;
+    const mitigate::SkiRentalState st = it->second.ski->state();
+    f.account.rung = strategy_of(st.strategy);
+    f.account.previous = strategy_of(st.previous);
+    f.account.loss_s = st.loss_s;
+    f.account.rung_loss_s = st.strategy_loss_s;
+    f.account.last_iteration_s = st.last_iteration_s;
+    f.account.window_s = st.window;
+    f.account.s2 = st.s2_available;
+    f.account.s3 = st.s3_available;
+    f.account.s4 = st.s4_available;
   }
 }
 
-void Controller::propose_plan(Plan plan, Intents& out) {
+std::set<std::int64_t> Controller::wanting(Strategy s) const {
+  std::set<std::int64_t> out;
+  for (const auto& [id, a] : accounts_) {
+    if (a.ski && strategy_of(a.ski->strategy()) == s) out.insert(id);
+  }
+  return out;
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+std::string ids(const std::set<std::int64_t>& s) {
+  std::string out;
+  for (std::int64_t id : s) {
+    if (id <= 0) continue;
+    out += (out.empty() ? "" : ",") + std::to_string(id);
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+// Once per iteration of the job: every fail-slow's ski rental, and the remedy being checked.
+void Controller::observe_iterations(const JobInputs& in, const Now& now, Intents& out) {
+  if (!in.pace) return;
+  const IterationUpdate& u = *in.pace;
+  if (last_iteration_index_ < 0 || u.index < last_iteration_index_) {  // first look, or a new period lock
+    last_iteration_index_ = u.index;
+    return;
+  }
+  const std::int64_t n = std::min<std::int64_t>(u.index - last_iteration_index_, 64);
+  last_iteration_index_ = u.index;
+  const double t = u.iter_ms * 1e-3;
+  if (!(t > 0)) return;
+  // One observation per iteration (the latest time stands in for any the master missed between polls).
+  for (std::int64_t i = 0; i < n; ++i) {
+    recent_s_.push_back(t);
+    if (recent_s_.size() > 16) recent_s_.erase(recent_s_.begin());
+    for (auto& [id, a] : accounts_) {
+      if (!a.ski) continue;
+      const auto d = a.ski->observe({t, true});
+      if (d.action == mitigate::SkiRentalAction::kApply) {
+        spdlog::info("fail-slow {}: {}", id, d.reason);
+        out.persist_state = true;
+      }
+    }
+    if (check_) {
+      if (check_->settle > 0) {
+        --check_->settle;
+      } else {
+        check_->measured_s.push_back(t);
+        if (static_cast<int>(check_->measured_s.size()) >= cfg_.check_iterations) {
+          judge(now, out);
+        }
+      }
+    }
+    if (++unsaved_iterations_ >= 10) {  // the accounts reach the store now and then, not every iteration
+      unsaved_iterations_ = 0;
+      out.persist_state = true;
+    }
+  }
+}
+
+// The remedy in force against the configuration it replaced: kept when it pays, else undone and not tried
+// again for its fail-slows.
+void Controller::judge(const Now& now, Intents& out) {
+  Check c = std::move(*check_);
+  check_.reset();
+  RemedyCheck r;
+  r.epoch = c.plan.epoch;
+  r.strategy = c.plan.strategy;
+  r.fail_slows.assign(c.fail_slows.begin(), c.fail_slows.end());
+  r.before_ms = c.before_s * 1e3;
+  r.predicted_ms = c.plan.predicted_iteration_s * 1e3;
+  r.measured_ms = median_of(c.measured_s) * 1e3;
+  r.iterations = static_cast<int>(c.measured_s.size());
+  r.pays = r.before_ms > 0 && r.measured_ms < r.before_ms * (1.0 - cfg_.pay_margin);
+  char buf[192];
+  std::snprintf(buf, sizeof buf, "%.1f ms per iteration under it vs %.1f ms before (predicted %.1f ms)", r.measured_ms,
+                r.before_ms, r.predicted_ms);
+  r.reason = std::string(r.pays ? "pays: " : "does not pay: ") + buf;
+  Event e = master_event(event_type::kRemedyCheck, now);
+  e.incident = c.plan.incident;
+  e.before_ms = r.before_ms;
+  e.after_ms = r.measured_ms;
+  e.detail = to_json(r);
+  out.events.push_back(std::move(e));
+  out.persist_state = true;
+  if (r.pays) return;
+  spdlog::info("remedy of plan {} {}; undoing it", c.plan.epoch, r.reason);
+  for (std::int64_t id : c.fail_slows) {
+    auto it = accounts_.find(id);
+    if (it != accounts_.end() && it->second.ski) it->second.ski->decline(rung_of(c.plan.strategy));
+  }
+  if (!planner_ || pending_ || out.plan) return;
+  if (auto p = planner_->back_to(c.replaced, true, true, "plan " + std::to_string(c.plan.epoch) + " " + r.reason)) {
+    p->incident = c.plan.incident;
+    propose_plan(std::move(*p), {}, false, out);
+  }
+}
+
+// The remedies in force follow the fail-slows that want them.
+void Controller::reconcile(const Now& now, Intents& out) {
+  if (!cfg_.mitigate || !planner_ || !settled_ || pending_ || out.plan || check_) return;
+  // The open incident, else the last one (whose remedy a revert undoes).
+  const std::int64_t incident = tracker_->open_incident() ? tracker_->open_incident()->id
+                                                          : (tracker_->state().incidents_total > 0 ? tracker_->state().incidents_total : -1);
+  const std::set<std::int64_t> want2 = wanting(Strategy::kS2);
+  if (want2 != split_for_) {
+    if (want2.empty()) {
+      if (auto p = planner_->back_to(planner_->original(), true, false,
+                                     "no fail-slow wants the split any more (it served " + ids(split_for_) +
+                                         "): back to the original allocation")) {
+        p->incident = incident;
+        propose_plan(std::move(*p), {}, false, out);
+        return;
+      }
+      split_for_.clear();
+    } else if (last_loc_) {
+      if (auto p = planner_->s2(*last_loc_, last_iteration_s_, "S2 for fail-slow(s) " + ids(want2))) {
+        p->incident = incident;
+        propose_plan(std::move(*p), want2, p->action == PlanAction::kApply, out);
+        return;
+      }
+      // Nothing better than what runs: a split in force already serves them; else S2 cannot help them.
+      if (planner_->split_in_force()) {
+        split_for_ = want2;
+      } else {
+        for (std::int64_t id : want2) {
+          if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
+            it->second.ski->decline(mitigate::Strategy::kS2Microbatches);
+          }
+        }
+        out.persist_state = true;
+      }
+    }
+  }
+  const std::set<std::int64_t> want3 = wanting(Strategy::kS3);
+  if (want3 != placement_for_) {
+    if (want3.empty()) {
+      if (auto p = planner_->back_to(planner_->original(), false, true,
+                                     "no fail-slow wants the placement any more: back to the original placement")) {
+        p->incident = incident;
+        propose_plan(std::move(*p), {}, false, out);
+        return;
+      }
+      placement_for_.clear();
+    } else if (last_loc_) {
+      double onset = now.job_s;
+      for (const FailSlow& f : tracker_->state().fail_slows) {
+        if (want3.count(f.id)) onset = std::min(onset, f.onset_t_s);
+      }
+      // A fail-slow that lasted t is expected to last about t more.
+      if (auto p = planner_->s3(*last_loc_, 2.0 * std::max(0.0, now.job_s - onset), "S3 for fail-slow(s) " + ids(want3))) {
+        p->incident = incident;
+        propose_plan(std::move(*p), want3, p->action == PlanAction::kApply, out);
+        return;
+      }
+      for (std::int64_t id : want3) {
+        if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
+          it->second.ski->decline(mitigate::Strategy::kS3Topology);
+        }
+      }
+      out.persist_state = true;
+    }
+  }
+  for (const FailSlow& f : tracker_->state().fail_slows) {
+    auto it = accounts_.find(f.id);
+    if (it == accounts_.end() || !it->second.ski || it->second.ski->strategy() != mitigate::Strategy::kS4Restart ||
+        s4_sent_.count(f.id)) {
+      continue;
+    }
+    s4_sent_.insert(f.id);
+    if (auto p = planner_->s4(f, "S4 for fail-slow " + std::to_string(f.id))) {
+      propose_plan(std::move(*p), {f.id}, false, out);
+      return;
+    }
+    it->second.ski->decline(mitigate::Strategy::kS4Restart);
+  }
+}
+
+// The master's own evidence closes the incident: no fail-slow left, and the configuration back to the
+// original after a remedy (a mitigated job's iteration time may not change when the fault ends, so no
+// recovery report may come).
+void Controller::maybe_close_incident(const Now& now, Intents& out) {
+  if (!tracker_->open_incident() || !mitigated_ || !tracker_->state().fail_slows.empty() || pending_ || !planner_ ||
+      planner_->split_in_force() || planner_->moved()) {
+    return;
+  }
+  mitigated_ = false;
+  Decision d;
+  tracker_->close(now.job_s, "fail-slows gone (profile) and configuration back to the original", d);
+  take(std::move(d), now, out);
+}
+
+void Controller::propose_plan(Plan plan, std::set<std::int64_t> fail_slows, bool remedy, Intents& out) {
   plan.epoch = ++epoch_;
+  pending_meta_ = PendingPlan{};
+  pending_meta_->fail_slows = std::move(fail_slows);
+  pending_meta_->remedy = remedy;
+  pending_meta_->replaced = planner_ ? planner_->current() : JobConfig{};
   out.plan = std::move(plan);
 }
 
@@ -311,24 +617,30 @@ Intents Controller::plan_published(const Plan& plan, const Now& now) {
   e.detail = to_json(plan);
   out.events.push_back(std::move(e));
   out.persist_state = true;
-  pending_ = PendingPlan{plan, now.mono_s + cfg_.ack_timeout_s};
+  PendingPlan p = pending_meta_ ? std::move(*pending_meta_) : PendingPlan{};
+  pending_meta_.reset();
+  p.plan = plan;
+  p.deadline_s = now.mono_s + cfg_.ack_timeout_s;
+  pending_ = std::move(p);
   return out;
 }
 
 void Controller::plan_failed(const Plan& plan) {
   if (plan.epoch == epoch_) --epoch_;
+  pending_meta_.reset();
   warn_once("plan", "could not publish a plan");
 }
 
 void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   if (!pending_ || !layout_) return;
+  const Plan& plan = pending_->plan;
   PlanOutcome o;
-  o.epoch = pending_->plan.epoch;
-  o.strategy = pending_->plan.strategy;
-  o.action = pending_->plan.action;
+  o.epoch = plan.epoch;
+  o.strategy = plan.strategy;
+  o.action = plan.action;
   o.ranks = layout_->world;
   for (const PlanAck& a : in.acks) {
-    if (a.epoch != pending_->plan.epoch) continue;
+    if (a.epoch != plan.epoch) continue;
     if (a.status == AckStatus::kApplied) ++o.applied;
     if (a.status == AckStatus::kUnsupported) ++o.unsupported;
     if (a.status == AckStatus::kRejected) ++o.rejected;
@@ -336,45 +648,44 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   }
   const int acks = o.applied + o.unsupported + o.rejected;
   const char* type = nullptr;
+  const auto decline = [&] {
+    for (std::int64_t id : pending_->fail_slows) {
+      if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) it->second.ski->decline(rung_of(plan.strategy));
+    }
+  };
   if (acks >= layout_->world) {
     type = o.applied == layout_->world ? event_type::kPlanApplied : event_type::kPlanRejected;
     if (o.applied == layout_->world) {
-      if (planner_) planner_->applied(pending_->plan);
-      if (!pending_->plan.microbatches.empty()) layout_->microbatches = pending_->plan.microbatches;
-    } else if (planner_) {
-      planner_->rejected(pending_->plan);
+      if (planner_) planner_->applied(plan);
+      if (!plan.microbatches.empty()) layout_->microbatches = plan.microbatches;
+      if (!plan.microbatches.empty()) split_for_ = planner_ && planner_->split_in_force() ? pending_->fail_slows : std::set<std::int64_t>{};
+      if (plan.placement.is_array()) placement_for_ = planner_ && planner_->moved() ? pending_->fail_slows : std::set<std::int64_t>{};
+      if (pending_->remedy) {
+        if (tracker_->open_incident()) mitigated_ = true;
+        Check c;
+        c.plan = plan;
+        c.fail_slows = pending_->fail_slows;
+        c.replaced = pending_->replaced;
+        c.before_s = median_of(std::vector<double>(recent_s_.end() - std::min<std::ptrdiff_t>(5, recent_s_.size()), recent_s_.end()));
+        if (c.before_s > 0) check_ = std::move(c);
+      }
+    } else {
+      decline();
     }
-    last_profile_s_ = now.mono_s - cfg_.reprofile_s + 1.0;  // measure the new configuration soon
+    last_profile_end_s_ = std::min(last_profile_end_s_, now.mono_s - reprofile_gap_s() + 1.0);  // measure it soon
   } else if (now.mono_s >= pending_->deadline_s) {
     type = event_type::kPlanTimeout;
-    if (planner_) planner_->rejected(pending_->plan);
+    decline();
   } else {
     return;
   }
   Event e = master_event(type, now);
-  e.incident = pending_->plan.incident;
+  e.incident = plan.incident;
   e.detail = to_json(o);
   out.events.push_back(std::move(e));
   out.persist_state = true;
   pending_.reset();
-}
-
-void Controller::drive_planner(const JobInputs& in, Intents& out) {
-  if (!planner_ || pending_ || out.plan || !in.pace) return;
-  const IterationUpdate& u = *in.pace;
-  if (last_iteration_index_ < 0 || u.index < last_iteration_index_) {  // first look, or a new period lock
-    last_iteration_index_ = u.index;
-    return;
-  }
-  // One observation per iteration (the latest time stands in for any the master missed between polls).
-  for (std::int64_t i = last_iteration_index_ + 1; i <= u.index; ++i) {
-    if (auto plan = planner_->observe(u.iter_ms * 1e-3)) {
-      last_iteration_index_ = u.index;
-      propose_plan(std::move(*plan), out);
-      return;
-    }
-  }
-  last_iteration_index_ = u.index;
+  maybe_close_incident(now, out);
 }
 
 }  // namespace greyhound::master

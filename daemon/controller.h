@@ -12,12 +12,25 @@
 //    window, collects the ranks' profile reports until all are in or a deadline passes, and localises.
 //  - Healthy baselines: a reference profile once healthy for baseline_after_s and every baseline_every_s;
 //    one whose window overlapped a slowdown's onset is discarded.
-//  - Mitigation (mitigate): the Planner paced once per iteration of the job, plans published with growing
-//    epochs, their acknowledgements counted (every rank of the layout must answer; deadline ack_timeout_s),
-//    re-profiling while a remedy is in force, a revert when the incident closes, and the close of an
-//    incident whose straggler a profile shows gone once the configuration is back to the original.
-//  - A controller loaded with an incident open (a restarted master) profiles it again, and the planner
-//    resumes from the configuration the job's layout shows in force.
+//  - Fail-slows (daemon/fail_slows.h): each localisation is matched with the job's open fail-slows; each
+//    has its own evidence, ski-rental account (kept in the master's state, so across restarts), remedy and
+//    end. While any is open (or an incident is), the job is profiled again every few iterations; one whose
+//    evidence is gone ends, whatever else is still slow.
+//  - Mitigation (mitigate): each open fail-slow's ski rental is fed once per iteration of the job and says
+//    which rung it wants. The remedies in force follow from the set that remains: the micro-batch split is
+//    solved for the fail-slows that want S2 (again whenever that set changes), the placement for those that
+//    want S3; with none left, back to the original. Plans are published with growing epochs and their
+//    predicted iteration time, and acknowledged by every rank of the layout (deadline ack_timeout_s).
+//  - Every remedy is checked: once in force, `check_iterations` iterations (after one to settle) are
+//    compared with those before it; one that does not make iterations at least pay_margin faster is
+//    reverted to the configuration it replaced and not tried again for those fail-slows.
+//  - The incident closes on the agents' recovery reports, or on the master's own evidence: no fail-slow
+//    left and the configuration back to the original after a remedy.
+//  - Windows are sized in the job's iterations once its pace is known: a profile lasts profile_iterations,
+//    and the next one starts reprofile_iterations after the last one ended.
+//  - A controller loaded with fail-slows (a restarted master) continues them; one loaded with an incident
+//    open but no fail-slows (a state from before fail-slows were tracked) localises it again first, and
+//    its fail-slows adopt the split the layout shows in force.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/fail_slows.h"
 #include "daemon/incident_tracker.h"
 #include "daemon/localiser.h"
 #include "daemon/planner.h"
@@ -36,12 +50,18 @@ namespace greyhound::master {
 
 struct ControllerConfig {
   bool mitigate = false;                       // drive the planner and publish plans
-  double profile_s = kDefaultProfileWindowS;   // length of a profiling window
+  double profile_s = kDefaultProfileWindowS;   // a profiling window, until the job's iteration time is known
+  int profile_iterations = 4;                  // ... then this many iterations (within 1..30 s)
   double profile_grace_s = 4.0;                // wait this much after the window for the ranks' reports
-  double reprofile_s = 6.0;                    // while a remedy is in force, profile again this often
+  int reprofile_iterations = 2;                // while fail-slows or an incident are open: profile again this many
+                                               // iterations after the last window ended
+  double reprofile_s = 6.0;                    // ... or this many seconds while the iteration time is unknown
   double ack_timeout_s = 20.0;                 // all ranks must acknowledge a plan within this
+  int check_iterations = 3;                    // a remedy in force is judged on this many iterations
+  double pay_margin = 0.02;                    // ... and pays when they are this much faster than before it
   double baseline_after_s = 10.0;              // healthy this long (since start or the last incident): baseline
   double baseline_every_s = 600.0;             // and refresh it this often while healthy (0: never while healthy)
+  FailSlowRules fail_slows;
   PlannerConfig planner;
 };
 
@@ -111,6 +131,8 @@ class Controller {
   void adopt(const Now& now);
   void discard();
 
+  const std::vector<FailSlow>& fail_slows() const { return tracker_->state().fail_slows; }
+
   // Whose iteration times pace the planner and give the job clock.
   int pace_rank() const { return 0; }
   Needs needs(const Now& now) const;
@@ -125,6 +147,7 @@ class Controller {
   bool profiling() const { return profiling_.has_value(); }
   bool has_baseline() const { return baseline_.has_value(); }
   bool planning() const { return planner_.has_value(); }
+  bool checking() const { return check_.has_value(); }
   std::optional<std::int64_t> plan_in_flight() const {
     return pending_ ? std::optional<std::int64_t>(pending_->plan.epoch) : std::nullopt;
   }
@@ -137,24 +160,51 @@ class Controller {
     std::set<int> expected;
     std::map<int, ProfileView> got;
   };
+  // A plan in flight, and what it is for.
   struct PendingPlan {
     Plan plan;
     double deadline_s = 0;
+    std::set<std::int64_t> fail_slows;  // those it was made for (a remedy) or that gave it up (a revert)
+    bool remedy = false;                // a remedy to check once in force
+    JobConfig replaced;                 // the configuration it replaces
+  };
+  // A remedy in force being measured.
+  struct Check {
+    Plan plan;
+    std::set<std::int64_t> fail_slows;
+    JobConfig replaced;
+    double before_s = 0;
+    int settle = 1;                     // iterations to skip (the switch itself)
+    std::vector<double> measured_s;
+  };
+  // A fail-slow's ski rental.
+  struct Account {
+    std::optional<mitigate::SkiRental> ski;
   };
 
+  double window_s() const;
+  double reprofile_gap_s() const;
   bool due_baseline(const Now& now) const;
   bool due_reprofile(const Now& now) const;
   bool profiling_complete(const Now& now) const;
   void react(const Event& e, const Now& now);
   void start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now, Intents& out);
   void finish_profiling(const JobInputs& in, const Now& now, Intents& out);
+  void track_fail_slows(const Localisation& loc, const Now& now, Intents& out);
+  void open_account(const FailSlow& f);
+  void sync_accounts();
   void check_acks(const JobInputs& in, const Now& now, Intents& out);
-  void drive_planner(const JobInputs& in, Intents& out);
-  void revert(std::int64_t incident, Intents& out);
+  void observe_iterations(const JobInputs& in, const Now& now, Intents& out);
+  void judge(const Now& now, Intents& out);
+  void reconcile(const Now& now, Intents& out);
+  void maybe_close_incident(const Now& now, Intents& out);
   Event master_event(const char* type, const Now& now) const;
   void take(Decision d, const Now& now, Intents& out);
-  void propose_plan(Plan plan, Intents& out);
+  void propose_plan(Plan plan, std::set<std::int64_t> fail_slows, bool remedy, Intents& out);
   void warn_once(const std::string& kind, const std::string& message);
+  std::vector<FailSlow>& open_fail_slows() { return tracker_->mutable_state().fail_slows; }
+  std::set<std::int64_t> wanting(Strategy s) const;
+  double healthy_s() const;
 
   ControllerConfig cfg_;
   std::string run_tag_;
@@ -167,7 +217,8 @@ class Controller {
   std::optional<Profiling> profiling_;
   int profiles_requested_ = 0;
   bool resume_open_incident_ = false;
-  double last_profile_s_ = -1e18;
+  double last_profile_s_ = -1e18;     // when the last window started
+  double last_profile_end_s_ = -1e18; // ... and when it ended (reports in)
   std::optional<GroupBaseline> baseline_;
   double healthy_since_s_ = 0;
   double baseline_at_s_ = -1e18;
@@ -175,18 +226,25 @@ class Controller {
   bool want_profile_ = false;    // an incident asked for localisation: start at the next step
   std::string want_profile_why_;
 
+  std::map<std::int64_t, Account> accounts_;  // per open fail-slow
+  std::optional<Localisation> last_loc_;       // the latest localisation (what S2 and S3 are solved on)
+  bool settled_ = true;        // fail-slows are known (false: an incident loaded without them awaits a profile)
+  bool adopt_split_ = false;   // ... and the split in force becomes theirs
+  std::set<std::int64_t> split_for_, placement_for_;  // the fail-slows the split / placement in force serve
+  std::set<std::int64_t> s4_sent_;
+  bool mitigated_ = false;     // a remedy was applied during the open incident
+
   std::optional<Planner> planner_;
   std::optional<JobLayout> layout_;
+  bool layout_wanted_ = false;    // read the layout at the next step (the planner starts from it)
   std::int64_t last_iteration_index_ = -1;
+  double last_iteration_s_ = 0;
+  std::vector<double> recent_s_;  // the latest iteration times, newest last
   std::int64_t epoch_ = 0;
   std::optional<PendingPlan> pending_;
-  // An incident closed while mitigating: put the original configuration back at the next step.
-  struct Revert {
-    std::int64_t incident = -1;
-    std::optional<bool> changed;  // known from the planner; otherwise from the layout in force
-    std::vector<int> to;          // the planner's original allocation; empty: the layout's initial one
-  };
-  std::optional<Revert> revert_;
+  std::optional<PendingPlan> pending_meta_;  // what the plan proposed in this step is for, until published
+  std::optional<Check> check_;
+  int unsaved_iterations_ = 0;
   std::set<std::string> warned_;
 };
 

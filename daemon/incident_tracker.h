@@ -40,6 +40,8 @@ class IncidentTracker {
   void set_phase(Phase phase);
 
   const MasterState& state() const { return state_; }
+  // The parts of the state the controller keeps (its fail-slows, the healthy iteration time).
+  MasterState& mutable_state() { return state_; }
   const std::optional<Incident>& open_incident() const { return open_; }
 
  private:

@@ -26,124 +26,97 @@ std::string fmt_vec(const std::vector<int>& v) {
 
 }  // namespace
 
-const std::vector<Planner::Remedy>& Planner::remedies() {
-  static const std::vector<Remedy> kRemedies = {
-      // S2: per-replica times from the localisation, and more than one replica to move work between.
-      {Strategy::kS2, mitigate::Strategy::kS2Microbatches,
-       [](const JobLayout& l, const Localisation& loc) {
-         return loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(l.dp) && l.dp > 1;
-       },
-       &Planner::s2_plan},
-      // S3: the placement of ranks on nodes (the layout's GPUs per node, whole TP groups per node).
-      {Strategy::kS3, mitigate::Strategy::kS3Topology,
-       [](const JobLayout& l, const Localisation&) {
-         return l.gpus_per_node > 0 && l.gpus_per_node % l.tp == 0 && l.world % l.gpus_per_node == 0;
-       },
-       &Planner::s3_plan},
-      {Strategy::kS4, mitigate::Strategy::kS4Restart, [](const JobLayout&, const Localisation&) { return true; },
-       &Planner::s4_plan},
-  };
-  return kRemedies;
+mitigate::FailSlowCause ski_cause(Cause c) {
+  switch (c) {
+    case Cause::kComputation:
+    case Cause::kHost: return mitigate::FailSlowCause::kComputation;
+    case Cause::kCommunication: return mitigate::FailSlowCause::kCommunication;
+    case Cause::kUnknown: break;
+  }
+  return mitigate::FailSlowCause::kBoth;
 }
 
-std::optional<Planner> Planner::start(const PlannerConfig& config, const Incident& incident, const Localisation& loc,
-                                      const JobLayout& layout, std::string* why) {
-  mitigate::SkiRentalIncident si;
-  const Cause cause = loc.cause;
-  si.cause = cause == Cause::kComputation     ? mitigate::FailSlowCause::kComputation
-             : cause == Cause::kCommunication ? mitigate::FailSlowCause::kCommunication
-                                              : mitigate::FailSlowCause::kBoth;
-  si.healthy_iteration_s = incident.before_ms * 1e-3;
-  for (const Remedy& r : remedies()) {
-    const bool available = can(layout, r.strategy) && r.applicable(layout, loc);
-    if (r.rung == mitigate::Strategy::kS2Microbatches) si.s2_available = available;
-    if (r.rung == mitigate::Strategy::kS3Topology) si.s3_available = available;
-    if (r.rung == mitigate::Strategy::kS4Restart) si.s4_available = available;
-  }
-  if (!si.s2_available && !si.s3_available && !si.s4_available) {
-    if (why) *why = "the job can apply none of S2, S3, S4 for this incident";
-    return std::nullopt;
-  }
-  auto controller = mitigate::SkiRental::create(config.ski, si);
-  if (!controller) {
-    if (why) *why = controller.error();
-    return std::nullopt;
-  }
-  Planner p(config, std::move(controller).value(), incident, layout);
-  // Started by a restarted master while its earlier plan is in force (the layout's allocation is not the
-  // initial one): the controller continues from S2, so it reverts once the fail-slow is over.
-  if (p.mitigated_) p.controller_.resume(mitigate::Strategy::kS2Microbatches);
-  p.update(loc);
-  return p;
+// The ladders share their order: S1..S4 (the ski-rental one counts from 1).
+mitigate::Strategy rung_of(Strategy s) { return static_cast<mitigate::Strategy>(static_cast<int>(s) + 1); }
+Strategy strategy_of(mitigate::Strategy s) { return static_cast<Strategy>(static_cast<int>(s) - 1); }
+static_assert(static_cast<int>(mitigate::Strategy::kS4Restart) == static_cast<int>(Strategy::kS4) + 1 &&
+              static_cast<int>(mitigate::Strategy::kS1Ignore) == static_cast<int>(Strategy::kS1) + 1);
+
+Planner::Planner(const PlannerConfig& c, const JobLayout& l) : config_(c), layout_(l) {
+  original_.microbatches = l.initial_microbatches.size() == l.microbatches.size() ? l.initial_microbatches : l.microbatches;
+  original_.placement = mitigate::megatron_placement(l.dp, l.pp);
+  current_.microbatches = l.microbatches;
+  current_.placement = original_.placement;
 }
 
-Planner::Planner(const PlannerConfig& c, mitigate::SkiRental s, const Incident& i, const JobLayout& l)
-    : config_(c),
-      controller_(std::move(s)),
-      incident_(i.id),
-      layout_(l),
-      original_(l.initial_microbatches.size() == l.microbatches.size() ? l.initial_microbatches : l.microbatches),
-      current_(l.microbatches),
-      original_placement_(mitigate::megatron_placement(l.dp, l.pp)),
-      placement_(original_placement_),
-      mitigated_(current_ != original_) {}  // a remedy already in force (planned by an earlier master run)
-
-void Planner::update(const Localisation& loc) {
-  // Still there: a straggler is still named (a remedy may balance the replicas, not the straggler's own
-  // group), or the replicas are still skewed, or a communication suspect remains.
-  present_ = loc.culprit >= 0 || loc.cause != Cause::kUnknown || loc.replica_skew >= config_.still_slow_skew;
-  loc_ = loc;
-  if (loc.replica_ms_per_microbatch.size() == static_cast<std::size_t>(layout_.dp)) replica_ms_ = loc.replica_ms_per_microbatch;
+bool Planner::available(Strategy s, Cause cause) const {
+  if (s == Strategy::kS1) return true;
+  if (!can(layout_, s)) return false;
+  switch (s) {
+    case Strategy::kS1: return true;
+    case Strategy::kS2: return layout_.dp > 1 && cause != Cause::kCommunication;
+    case Strategy::kS3:
+      return layout_.gpus_per_node > 0 && layout_.gpus_per_node % layout_.tp == 0 &&
+             layout_.world % layout_.gpus_per_node == 0;
+    case Strategy::kS4: return true;
+  }
+  return false;
 }
 
-std::optional<Plan> Planner::s2_plan(const std::string& why) {
-  if (replica_ms_.size() != current_.size()) return std::nullopt;
+nlohmann::json Planner::placement_json(const mitigate::Placement& placement) const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : mitigate::rank_roles(placement, layout_.tp, layout_.dp, layout_.gpus_per_node)) {
+    out.push_back({{"rank", r.rank}, {"tp", r.tp}, {"dp", r.dp}, {"pp", r.pp}});
+  }
+  return out;
+}
+
+std::optional<Plan> Planner::s2(const Localisation& loc, double iteration_s, const std::string& why) const {
+  const std::vector<int>& cur = current_.microbatches;
+  const std::vector<double>& t = loc.replica_ms_per_microbatch;
+  if (t.size() != cur.size() || cur.empty()) return std::nullopt;
   mitigate::MicrobatchProblem pr;
-  pr.time_per_microbatch_ms = replica_ms_;
-  for (int m : current_) {
+  pr.time_per_microbatch_ms = t;
+  for (int m : cur) {
     pr.total_microbatches += m;
     pr.current.push_back(m);
   }
   // 1F1B wants multiples of the pipeline depth when the current split allows it (the paper's constraint).
-  const bool multiples = std::all_of(current_.begin(), current_.end(), [&](int m) { return m % layout_.pp == 0; });
+  const bool multiples = std::all_of(cur.begin(), cur.end(), [&](int m) { return m % layout_.pp == 0; });
   pr.pipeline_depth = multiples ? layout_.pp : 1;
   mitigate::MicrobatchSolver solver;
   auto sol = solver.solve(pr);
-  if (!sol) {
-    controller_.decline(mitigate::Strategy::kS2Microbatches);
-    return std::nullopt;
-  }
-  double now_ms = 0;
-  for (std::size_t i = 0; i < current_.size(); ++i) now_ms = std::max(now_ms, current_[i] * replica_ms_[i]);
-  if (sol->makespan_ms >= now_ms * 0.99) {  // nothing better than what runs
-    controller_.decline(mitigate::Strategy::kS2Microbatches);
-    return std::nullopt;
-  }
+  if (!sol) return std::nullopt;
+  // The 1F1B makespan of an allocation: its slowest replica's (m + P - 1) slots.
+  const auto makespan = [&](const auto& m) {
+    double ms = 0;
+    for (std::size_t i = 0; i < m.size(); ++i) ms = std::max(ms, (static_cast<double>(m[i]) + layout_.pp - 1) * t[i]);
+    return ms;
+  };
+  const double now_ms = makespan(cur);
+  const double new_ms = makespan(sol->microbatches);
+  if (!(now_ms > 0) || new_ms >= now_ms * 0.99) return std::nullopt;  // nothing better than what runs
   Plan p;
   p.strategy = Strategy::kS2;
   p.action = PlanAction::kApply;
-  p.incident = incident_;
   for (auto m : sol->microbatches) p.microbatches.push_back(static_cast<int>(m));
+  if (p.microbatches == original_.microbatches) p.action = PlanAction::kRevert;
+  p.predicted_iteration_s = iteration_s > 0 ? iteration_s * new_ms / now_ms : 0;
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s; replica times per micro-batch give makespan %.1f -> %.1f ms with %s", why.c_str(),
-                now_ms, sol->makespan_ms, fmt_vec(p.microbatches).c_str());
+                now_ms, new_ms, fmt_vec(p.microbatches).c_str());
   p.reason = buf;
-  p.predicted_iteration_s = 0;
   return p;
 }
 
-std::optional<Plan> Planner::s3_plan(const std::string& why) {
-  auto decline = [&]() -> std::optional<Plan> {
-    controller_.decline(mitigate::Strategy::kS3Topology);
-    return std::nullopt;
-  };
+std::optional<Plan> Planner::s3(const Localisation& loc, double horizon_s, const std::string& why) const {
   const int T = layout_.tp, D = layout_.dp, P = layout_.pp, G = layout_.gpus_per_node;
-  if (G <= 0 || replica_ms_.size() != static_cast<std::size_t>(D)) return decline();
+  if (G <= 0 || loc.replica_ms_per_microbatch.size() != static_cast<std::size_t>(D)) return std::nullopt;
   constexpr double kInterBps = 1e9, kIntraBps = 1e10;  // nominal: volumes below are derived at these rates
   std::vector<double> scratch;
-  std::vector<double> times = replica_ms_;
+  std::vector<double> times = loc.replica_ms_per_microbatch;
   const double healthy_slot_ms = analysis::median(times, scratch);
-  if (!(healthy_slot_ms > 0)) return decline();
+  if (!(healthy_slot_ms > 0)) return std::nullopt;
 
   mitigate::ClusterState cluster;
   cluster.nodes = layout_.world / G;
@@ -151,19 +124,18 @@ std::optional<Plan> Planner::s3_plan(const std::string& why) {
   cluster.inter_node_bytes_per_s = kInterBps;
   cluster.intra_node_bytes_per_s = kIntraBps;
   cluster.gpu_slowdown.assign(static_cast<std::size_t>(layout_.world), 1.0);
-  if (loc_.culprit >= 0 && loc_.culprit < layout_.world && loc_.culprit_replica >= 0 && loc_.culprit_replica < D) {
+  if (loc.culprit >= 0 && loc.culprit < layout_.world && loc.culprit_replica >= 0 && loc.culprit_replica < D) {
     // The culprit's GPU, where the current placement puts its (tp, dp, pp).
-    const RankCoords c = ParallelShape{T, D, P}.coords(loc_.culprit);
-    for (std::size_t s = 0; s < placement_.size(); ++s) {
-      if (placement_[s].dp == c.dp && placement_[s].pp == c.pp) {
+    const RankCoords c = ParallelShape{T, D, P}.coords(loc.culprit);
+    for (std::size_t s = 0; s < current_.placement.size(); ++s) {
+      if (current_.placement[s].dp == c.dp && current_.placement[s].pp == c.pp) {
         cluster.gpu_slowdown[s * static_cast<std::size_t>(T) + static_cast<std::size_t>(c.tp)] =
-            std::max(1.0, replica_ms_[static_cast<std::size_t>(loc_.culprit_replica)] / healthy_slot_ms);
+            std::max(1.0, loc.replica_ms_per_microbatch[static_cast<std::size_t>(loc.culprit_replica)] / healthy_slot_ms);
       }
     }
   }
-  for (const SuspectLink& l : loc_.suspect_links) {
-    // A computation cause: the slowness is the GPU's, whatever else waits for it.
-    if (loc_.cause == Cause::kComputation) break;
+  // Suspect links: those the culprit's lateness does not explain (the localiser removed those).
+  for (const SuspectLink& l : loc.suspect_links) {
     if (l.node_a < cluster.nodes && l.node_b < cluster.nodes && l.ratio > 1) {
       cluster.links.push_back({l.node_a, l.node_b, kInterBps / l.ratio});
     }
@@ -174,31 +146,28 @@ std::optional<Plan> Planner::s3_plan(const std::string& why) {
   job.pp = P;
   job.stage_compute_s.assign(static_cast<std::size_t>(P), healthy_slot_ms * 1e-3);
   std::int64_t m_total = 0;
-  for (int m : current_) {
+  for (int m : current_.microbatches) {
     job.microbatches.push_back(m);
     m_total += m;
   }
   const double m_mean = static_cast<double>(m_total) / D;
   // PP: each edge carries activations forward and gradients back per micro-batch; DP: a ring all-reduce.
-  job.activation_bytes = P > 1 ? loc_.pp_transfer_ms * 1e-3 * kInterBps / (2.0 * m_mean) : 0.0;
-  if (D > 1) job.gradient_bytes.assign(static_cast<std::size_t>(P), loc_.dp_transfer_ms * 1e-3 * kInterBps * D / (2.0 * (D - 1)));
+  job.activation_bytes = P > 1 ? loc.pp_transfer_ms * 1e-3 * kInterBps / (2.0 * m_mean) : 0.0;
+  if (D > 1) job.gradient_bytes.assign(static_cast<std::size_t>(P), loc.dp_transfer_ms * 1e-3 * kInterBps * D / (2.0 * (D - 1)));
   auto model = mitigate::CostModel::create(cluster, job);
-  if (!model) return decline();
+  if (!model) return std::nullopt;
   mitigate::TopologyPlanOptions opt;
   opt.pause_s = config_.ski.s3_pause_s;
-  opt.horizon_s = 2.0 * elapsed_s_;  // a fail-slow that lasted t is expected to last about t more
+  opt.horizon_s = horizon_s;
   opt.straggler_slowdown = 1.0;
   mitigate::TopologyPlanner planner(model.value());
-  auto tp_plan = planner.plan(placement_, opt);
-  if (!tp_plan || !tp_plan->worthwhile || tp_plan->placement == placement_) return decline();
+  auto tp_plan = planner.plan(current_.placement, opt);
+  if (!tp_plan || !tp_plan->worthwhile || tp_plan->placement == current_.placement) return std::nullopt;
   Plan p;
   p.strategy = Strategy::kS3;
   p.action = PlanAction::kApply;
-  p.incident = incident_;
-  p.placement = nlohmann::json::array();
-  for (const auto& r : mitigate::rank_roles(tp_plan->placement, T, D, G)) {
-    p.placement.push_back({{"rank", r.rank}, {"tp", r.tp}, {"dp", r.dp}, {"pp", r.pp}});
-  }
+  p.placement = placement_json(tp_plan->placement);
+  if (tp_plan->placement == original_.placement) p.action = PlanAction::kRevert;
   p.predicted_iteration_s = tp_plan->predicted_iteration_s;
   char buf[192];
   std::snprintf(buf, sizeof buf, "; cost model: %.3f -> %.3f s per iteration, %d slots moved; ",
@@ -207,62 +176,43 @@ std::optional<Plan> Planner::s3_plan(const std::string& why) {
   return p;
 }
 
-std::optional<Plan> Planner::s4_plan(const std::string& why) {
+std::optional<Plan> Planner::s4(const FailSlow& f, const std::string& why) const {
   Plan p;
   p.strategy = Strategy::kS4;
   p.action = PlanAction::kApply;
-  p.incident = incident_;
-  if (loc_.culprit >= 0 && loc_.cause != Cause::kCommunication) {
-    p.exclude_ranks.push_back(loc_.culprit);
-    if (loc_.culprit_node >= 0) p.exclude_nodes.push_back(loc_.culprit_node);
-  } else {
-    for (const SuspectLink& l : loc_.suspect_links) {
-      for (int n : {l.node_a, l.node_b}) {
-        if (std::find(p.exclude_nodes.begin(), p.exclude_nodes.end(), n) == p.exclude_nodes.end()) p.exclude_nodes.push_back(n);
-      }
-    }
+  p.incident = f.incident;
+  if (f.rank >= 0 && f.cause != Cause::kCommunication) {
+    p.exclude_ranks.push_back(f.rank);
+    if (f.node >= 0) p.exclude_nodes.push_back(f.node);
+  } else if (f.link_a >= 0) {
+    p.exclude_nodes = {f.link_a, f.link_b};
   }
-  if (p.exclude_ranks.empty() && p.exclude_nodes.empty()) {  // nothing named: a restart would change nothing
-    controller_.decline(mitigate::Strategy::kS4Restart);
-    return std::nullopt;
-  }
+  if (p.exclude_ranks.empty() && p.exclude_nodes.empty()) return std::nullopt;  // nothing named: a restart changes nothing
   p.reason = why + "; restart from the checkpoint without " +
              (p.exclude_ranks.empty() ? std::string() : "rank(s) " + fmt_vec(p.exclude_ranks) + " on ") + "node(s) " +
              fmt_vec(p.exclude_nodes);
   return p;
 }
 
-std::optional<Plan> Planner::observe(double iteration_s) {
-  elapsed_s_ += iteration_s;
-  const auto d = controller_.observe({iteration_s, present_});
-  if (d.action == mitigate::SkiRentalAction::kStay) return std::nullopt;
-  if (d.action == mitigate::SkiRentalAction::kRevert) {
-    if (reverted_to_original()) return std::nullopt;
-    Plan p;
-    p.strategy = Strategy::kS1;
-    p.action = PlanAction::kRevert;
-    p.incident = incident_;
-    p.microbatches = original_;
-    if (placement_ != original_placement_) {
-      p.placement = nlohmann::json::array();
-      for (const auto& r : mitigate::rank_roles(original_placement_, layout_.tp, layout_.dp, layout_.gpus_per_node)) {
-        p.placement.push_back({{"rank", r.rank}, {"tp", r.tp}, {"dp", r.dp}, {"pp", r.pp}});
-      }
-    }
-    p.reason = d.reason;
-    return p;
-  }
-  for (const Remedy& r : remedies()) {
-    if (r.rung == d.strategy) return (this->*r.build)(d.reason);
-  }
-  return std::nullopt;
+std::optional<Plan> Planner::back_to(const JobConfig& to, bool microbatches, bool placement, const std::string& why) const {
+  const bool split = microbatches && to.microbatches != current_.microbatches;
+  const bool place = placement && to.placement != current_.placement && layout_.gpus_per_node > 0;
+  if (!split && !place) return std::nullopt;
+  Plan p;
+  const bool original = (!split || to.microbatches == original_.microbatches) && (!place || to.placement == original_.placement);
+  p.action = original ? PlanAction::kRevert : PlanAction::kApply;
+  p.strategy = original ? Strategy::kS1 : (place ? Strategy::kS3 : Strategy::kS2);
+  if (split) p.microbatches = to.microbatches;
+  if (place) p.placement = placement_json(to.placement);
+  p.reason = why;
+  return p;
 }
 
 void Planner::applied(const Plan& plan) {
-  if (!plan.microbatches.empty()) current_ = plan.microbatches;
+  if (!plan.microbatches.empty()) current_.microbatches = plan.microbatches;
   if (plan.placement.is_array() && layout_.gpus_per_node > 0) {
     // Back from per-rank roles to the role of each slot (TP group): its first rank's.
-    mitigate::Placement placed(placement_.size());
+    mitigate::Placement placed(current_.placement.size());
     const int T = layout_.tp;
     for (const auto& r : plan.placement) {
       const int rank = r.value("rank", -1);
@@ -270,15 +220,9 @@ void Planner::applied(const Plan& plan) {
         placed[static_cast<std::size_t>(rank / T)] = {r.value("dp", 0), r.value("pp", 0)};
       }
     }
-    if (!mitigate::placement_error(placed, layout_.dp, layout_.pp)) placement_ = placed;
+    if (!mitigate::placement_error(placed, layout_.dp, layout_.pp)) current_.placement = placed;
   }
-  if (!reverted_to_original()) mitigated_ = true;
-}
-
-void Planner::rejected(const Plan& plan) {
-  for (const Remedy& r : remedies()) {
-    if (r.strategy == plan.strategy) controller_.decline(r.rung);
-  }
+  if (!plan.microbatches.empty()) layout_.microbatches = plan.microbatches;
 }
 
 }  // namespace greyhound::master

@@ -1,18 +1,21 @@
-// The master's Planner driver for one incident: the SkiRental controller fed once per iteration, and the
-// plans its decisions turn into. Pure: time and iterations enter as values; the master publishes the plans
-// and reports acknowledgements back.
-//  - S2: the MicrobatchSolver on the replicas' times per pipeline slot (from the localisation).
+// The master's Planner for one job: what the job runs now (micro-batch allocation and placement, from its
+// layout and the plans it applied) and the plans that change it. Pure: the controller decides *when* (each
+// fail-slow's ski rental, daemon/controller.h), the planner *what*:
+//  - S2: the MicrobatchSolver on the replicas' times per pipeline slot (from the latest localisation), from
+//    the allocation in force. Its prediction: the iteration time now scaled by the 1F1B makespan of the new
+//    split over that of the split in force, max over replicas of (m + P - 1) x time per slot.
 //  - S3: the TopologyPlanner on a CostModel built from the localisation (needs the layout's gpus_per_node):
 //    healthy stage time = the median replica's time per slot; the culprit's GPU slowed by its replica's
 //    time over the median; suspect links slowed by their group's ratio; DP gradient and PP activation
 //    volumes from the typical transfer times at a nominal bandwidth (1 GB/s between nodes, 10 GB/s inside
 //    one; only ratios matter). Ski rental has already judged that the loss pays for the pause if S3 removes
 //    it; the planner's own check (saving over a horizon > pause) then asks whether this placement removes
-//    enough of it. Horizon: twice the incident's duration so far (it has lasted t, and is expected to last
+//    enough of it. Horizon: twice the fail-slow's duration so far (it has lasted t, and is expected to last
 //    about t more), so a placement must win back about half the slowdown.
-//  - S4: restart from the checkpoint without the culprit (rank and node), or, for a communication cause,
-//    without the nodes of the suspect links.
-// A strategy that yields no plan is declined, and the controller carries on without it.
+//  - S4: restart from the checkpoint without the culprit (rank and node), or, for a link, without its nodes.
+//  - A revert: back to the original allocation and/or placement; or back to a given configuration (a remedy
+//    that did not pay).
+// A builder that finds nothing better than what runs returns nullopt.
 #pragma once
 
 #include <cstdint>
@@ -20,68 +23,59 @@
 #include <string>
 #include <vector>
 
-#include "store/messages.h"
 #include "daemon/localiser.h"
 #include "greyhound/mitigate/placement.h"
 #include "greyhound/mitigate/ski_rental.h"
 #include "greyhound/thresholds.h"
+#include "store/messages.h"
 
 namespace greyhound::master {
 
 struct PlannerConfig {
   mitigate::SkiRentalConfig ski;
-  double still_slow_skew = kPeerExcessRatio;  // a replica this much slower than the median per micro-batch: still there
+};
+
+// The ski-rental cause of a localised cause (a contended host is helped as a slow GPU is).
+mitigate::FailSlowCause ski_cause(Cause c);
+mitigate::Strategy rung_of(Strategy s);
+Strategy strategy_of(mitigate::Strategy s);
+
+// What runs: an allocation and a placement.
+struct JobConfig {
+  std::vector<int> microbatches;
+  mitigate::Placement placement;
+  bool operator==(const JobConfig&) const = default;
 };
 
 class Planner {
  public:
-  // Starts on a localised incident. nullopt (with *why) when the job cannot be helped (no layout, nothing
-  // the job can apply for this cause).
-  static std::optional<Planner> start(const PlannerConfig& config, const Incident& incident, const Localisation& loc,
-                                      const JobLayout& layout, std::string* why);
+  // The layout's allocation in force, and the placement it names (Megatron's order when it names none).
+  Planner(const PlannerConfig& config, const JobLayout& layout);
 
-  // A newer localisation (re-profiling): replica times and whether the fail-slow is still there.
-  void update(const Localisation& loc);
-  // One iteration ended. Returns a plan to publish (epoch filled by the caller) when the controller acts.
-  std::optional<Plan> observe(double iteration_s);
-  // The job acknowledged a plan (all ranks applied it), or could not.
-  void applied(const Plan& plan);
-  void rejected(const Plan& plan);
+  // Whether the job can apply `s` for a fail-slow of this cause: its capability, and what the layout
+  // allows (S2: more than one replica and not a link; S3: whole TP groups per node).
+  bool available(Strategy s, Cause cause) const;
 
-  bool fail_slow_present() const { return present_; }
-  mitigate::Strategy strategy() const { return controller_.strategy(); }
-  bool reverted_to_original() const { return current_ == original_ && placement_ == original_placement_; }
-  bool was_mitigated() const { return mitigated_; }  // some plan other than the original was applied
-  const std::vector<int>& original_microbatches() const { return original_; }
+  std::optional<Plan> s2(const Localisation& loc, double iteration_s, const std::string& why) const;
+  std::optional<Plan> s3(const Localisation& loc, double horizon_s, const std::string& why) const;
+  std::optional<Plan> s4(const FailSlow& f, const std::string& why) const;
+  // Back to `to` (the original configuration by default), in what differs; nullopt when nothing does.
+  std::optional<Plan> back_to(const JobConfig& to, bool microbatches, bool placement, const std::string& why) const;
+
+  void applied(const Plan& plan);  // the job acknowledged it on every rank
+
+  const JobLayout& layout() const { return layout_; }
+  const JobConfig& current() const { return current_; }
+  const JobConfig& original() const { return original_; }
+  bool split_in_force() const { return current_.microbatches != original_.microbatches; }
+  bool moved() const { return current_.placement != original_.placement; }
 
  private:
-  Planner(const PlannerConfig& c, mitigate::SkiRental s, const Incident& i, const JobLayout& l);
-  std::optional<Plan> s2_plan(const std::string& why);
-  std::optional<Plan> s3_plan(const std::string& why);
-  std::optional<Plan> s4_plan(const std::string& why);
-
-  // The remedies a decision can become, one entry each (planner.cpp): a new remedy is one entry there, its
-  // name in vocabulary.h and its rung, overhead and causes in SkiRental.
-  struct Remedy {
-    Strategy strategy;         // wire name, and the capability the job must advertise
-    mitigate::Strategy rung;   // its rung on the ski-rental ladder
-    bool (*applicable)(const JobLayout& layout, const Localisation& loc);  // beyond the capability
-    std::optional<Plan> (Planner::*build)(const std::string& why);
-  };
-  static const std::vector<Remedy>& remedies();
+  nlohmann::json placement_json(const mitigate::Placement& p) const;
 
   PlannerConfig config_;
-  mitigate::SkiRental controller_;
-  std::int64_t incident_;
   JobLayout layout_;
-  std::vector<int> original_;  // the allocation before the incident
-  std::vector<int> current_;   // what the job runs now
-  std::vector<double> replica_ms_;
-  Localisation loc_;                                // the latest
-  mitigate::Placement original_placement_, placement_;
-  double elapsed_s_ = 0;                            // iterations observed since the start
-  bool present_ = true;
-  bool mitigated_ = false;
+  JobConfig original_, current_;
 };
 
 }  // namespace greyhound::master

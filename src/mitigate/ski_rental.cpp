@@ -83,6 +83,37 @@ void SkiRental::resume(Strategy s) {
   window_.clear();
 }
 
+SkiRentalState SkiRental::state() const {
+  SkiRentalState st;
+  st.strategy = strategy_;
+  st.previous = previous_;
+  st.loss_s = loss_s_;
+  st.strategy_loss_s = strategy_loss_s_;
+  st.last_iteration_s = last_iteration_s_;
+  st.window.assign(window_.begin(), window_.end());
+  st.s2_available = incident_.s2_available;
+  st.s3_available = incident_.s3_available;
+  st.s4_available = incident_.s4_available;
+  return st;
+}
+
+void SkiRental::restore(const SkiRentalState& st) {
+  const auto finite_or = [](double v, double def) { return std::isfinite(v) && v >= 0.0 ? v : def; };
+  strategy_ = st.strategy;
+  previous_ = st.previous;
+  loss_s_ = finite_or(st.loss_s, 0.0);
+  strategy_loss_s_ = finite_or(st.strategy_loss_s, 0.0);
+  if (st.last_iteration_s > 0.0) last_iteration_s_ = finite_or(st.last_iteration_s, last_iteration_s_);
+  window_.clear();
+  for (double v : st.window) {
+    if (std::isfinite(v) && v >= 0.0) window_.push_back(v);
+  }
+  while (static_cast<int>(window_.size()) > config_.window) window_.pop_front();
+  incident_.s2_available = incident_.s2_available && st.s2_available;
+  incident_.s3_available = incident_.s3_available && st.s3_available;
+  incident_.s4_available = incident_.s4_available && st.s4_available;
+}
+
 SkiRentalDecision SkiRental::observe(const SkiRentalObservation& obs) {
   SkiRentalDecision d;
   d.strategy = strategy_;

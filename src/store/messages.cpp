@@ -501,7 +501,80 @@ std::optional<Incident> parse_incident(const std::string& text, std::string* err
   });
 }
 
+json to_json(const FailSlow& f) {
+  json a = {{"rung", name(f.account.rung)},
+            {"previous", name(f.account.previous)},
+            {"loss_s", f.account.loss_s},
+            {"rung_loss_s", f.account.rung_loss_s},
+            {"last_iteration_s", f.account.last_iteration_s},
+            {"window_s", f.account.window_s},
+            {"s2", f.account.s2},
+            {"s3", f.account.s3},
+            {"s4", f.account.s4}};
+  json j = {{"id", f.id},
+            {"incident", f.incident},
+            {"cause", name(f.cause)},
+            {"onset_t_s", f.onset_t_s},
+            {"localised_t_s", f.localised_t_s},
+            {"last_seen_t_s", f.last_seen_t_s},
+            {"ended_t_s", f.ended_t_s},
+            {"severity", f.severity},
+            {"misses", f.misses},
+            {"account", std::move(a)}};
+  if (f.rank >= 0) j["rank"] = f.rank;
+  if (f.node >= 0) j["node"] = f.node;
+  if (f.link_a >= 0) j["link"] = {f.link_a, f.link_b};
+  return j;
+}
+
+std::optional<FailSlow> fail_slow_from_json(const json& j, std::string* error) {
+  return build_from<FailSlow>(j, error, [](const Fields& f, const json& raw) {
+    FailSlow x;
+    x.id = f.integer("id", 1, kMaxCount);
+    x.incident = f.integer_or("incident", -1, -1, kMaxCount);
+    x.cause = f.word("cause", parse_cause, "computation, communication, host or unknown");
+    x.rank = static_cast<int>(f.integer_or("rank", -1, -1, kMaxRank));
+    x.node = static_cast<int>(f.integer_or("node", -1, -1, kMaxRank));
+    const std::vector<int> link = f.ints_or_empty("link", 2);
+    if (!link.empty()) {
+      if (link.size() != 2 || link[0] < 0 || link[1] < 0 || link[0] > kMaxRank || link[1] > kMaxRank) {
+        throw Invalid("link: must be two node ids");
+      }
+      x.link_a = link[0];
+      x.link_b = link[1];
+    }
+    x.onset_t_s = f.num("onset_t_s");
+    x.localised_t_s = f.num_or("localised_t_s", x.onset_t_s);
+    x.last_seen_t_s = f.num_or("last_seen_t_s", x.localised_t_s);
+    x.ended_t_s = f.num_or("ended_t_s", -1);
+    x.severity = f.num_or("severity", 1);
+    x.misses = static_cast<int>(f.integer_or("misses", 0, 0, 1 << 20));
+    if (f.has("account")) {
+      const Fields a(raw.at("account"));
+      x.account.rung = a.word_or("rung", parse_strategy, "S1, S2, S3 or S4", Strategy::kS1);
+      x.account.previous = a.word_or("previous", parse_strategy, "S1, S2, S3 or S4", Strategy::kS1);
+      x.account.loss_s = a.num_or("loss_s", 0);
+      x.account.rung_loss_s = a.num_or("rung_loss_s", 0);
+      x.account.last_iteration_s = a.num_or("last_iteration_s", 0);
+      x.account.window_s = doubles_or_empty(raw.at("account"), "window_s");
+      if (x.account.window_s.size() > 1024) throw Invalid("account.window_s: more than 1024 entries");
+      for (const char* k : {"s2", "s3", "s4"}) {
+        if (a.has(k) && !a.raw(k).is_boolean()) throw Invalid(std::string("account.") + k + ": must be a boolean");
+      }
+      x.account.s2 = !a.has("s2") || a.raw("s2").get<bool>();
+      x.account.s3 = !a.has("s3") || a.raw("s3").get<bool>();
+      x.account.s4 = !a.has("s4") || a.raw("s4").get<bool>();
+      if (x.account.loss_s < 0 || x.account.rung_loss_s < 0 || x.account.last_iteration_s < 0) {
+        throw Invalid("account: losses and times must be >= 0");
+      }
+    }
+    return x;
+  });
+}
+
 json to_json(const MasterState& s) {
+  json open = json::array();
+  for (const FailSlow& f : s.fail_slows) open.push_back(to_json(f));
   return {{"cursor", s.cursor},
           {"state", name(s.state)},
           {"open_incident", s.open_incident},
@@ -509,11 +582,14 @@ json to_json(const MasterState& s) {
           {"last_closed_t_s", s.last_closed_t_s},
           {"events_processed", s.events_processed},
           {"events_rejected", s.events_rejected},
-          {"updated_unix_ms", s.updated_unix_ms}};
+          {"updated_unix_ms", s.updated_unix_ms},
+          {"fail_slows", std::move(open)},
+          {"fail_slows_total", s.fail_slows_total},
+          {"healthy_ms", s.healthy_ms}};
 }
 
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error) {
-  return parse_with<MasterState>(text, error, [](const Fields& f, const json&) {
+  return parse_with<MasterState>(text, error, [](const Fields& f, const json& raw) {
     MasterState s;
     s.cursor = f.str("cursor", 64);
     if (!valid_stream_id(s.cursor)) throw Invalid("cursor: not a stream id");
@@ -524,6 +600,21 @@ std::optional<MasterState> parse_master_state(const std::string& text, std::stri
     s.events_processed = f.integer_or("events_processed", 0, 0, kMaxCount);
     s.events_rejected = f.integer_or("events_rejected", 0, 0, kMaxCount);
     s.updated_unix_ms = f.integer_or("updated_unix_ms", 0, 0, kMaxCount);
+    if (f.has("fail_slows")) {
+      const json& a = raw.at("fail_slows");
+      if (!a.is_array() || a.size() > kMaxOpenFailSlows) {
+        throw Invalid("fail_slows: must be an array of at most " + std::to_string(kMaxOpenFailSlows));
+      }
+      for (const json& x : a) {
+        std::string why;
+        auto fs = fail_slow_from_json(x, &why);
+        if (!fs) throw Invalid("fail_slows: " + why);
+        s.fail_slows.push_back(std::move(*fs));
+      }
+    }
+    s.fail_slows_total = f.integer_or("fail_slows_total", 0, 0, kMaxCount);
+    s.healthy_ms = f.num_or("healthy_ms", 0);
+    if (s.healthy_ms < 0) throw Invalid("healthy_ms: must be >= 0");
     return s;
   });
 }
@@ -752,6 +843,51 @@ std::optional<RestartRequest> parse_restart_request(const std::string& text, std
     }
     r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return r;
+  });
+}
+
+json to_json(const FailSlowDetail& d) {
+  json j = to_json(d.fail_slow);
+  if (!d.reason.empty()) j["reason"] = d.reason;
+  return j;
+}
+
+std::optional<FailSlowDetail> parse_fail_slow_detail(const json& detail, std::string* error) {
+  auto f = fail_slow_from_json(detail, error);
+  if (!f) return std::nullopt;
+  FailSlowDetail d;
+  d.fail_slow = std::move(*f);
+  if (detail.contains("reason") && detail.at("reason").is_string()) d.reason = detail.at("reason").get<std::string>();
+  return d;
+}
+
+json to_json(const RemedyCheck& c) {
+  return {{"epoch", c.epoch},           {"strategy", name(c.strategy)},     {"fail_slows", c.fail_slows},
+          {"before_ms", c.before_ms},   {"predicted_ms", c.predicted_ms},   {"measured_ms", c.measured_ms},
+          {"iterations", c.iterations}, {"pays", c.pays},                   {"reason", c.reason}};
+}
+
+std::optional<RemedyCheck> parse_remedy_check(const json& detail, std::string* error) {
+  return build_from<RemedyCheck>(detail, error, [](const Fields& f, const json& j) {
+    RemedyCheck c;
+    c.epoch = f.integer("epoch", 1, kMaxCount);
+    c.strategy = f.word("strategy", parse_strategy, "S1, S2, S3 or S4");
+    if (f.has("fail_slows")) {
+      const json& a = j.at("fail_slows");
+      if (!a.is_array() || a.size() > kMaxOpenFailSlows) throw Invalid("fail_slows: must be an array of ids");
+      for (const json& x : a) {
+        if (!x.is_number_integer() || x.get<std::int64_t>() < 1) throw Invalid("fail_slows: must be an array of ids");
+        c.fail_slows.push_back(x.get<std::int64_t>());
+      }
+    }
+    c.before_ms = f.num_or("before_ms", 0);
+    c.predicted_ms = f.num_or("predicted_ms", 0);
+    c.measured_ms = f.num_or("measured_ms", 0);
+    c.iterations = static_cast<int>(f.integer_or("iterations", 0, 0, 1 << 20));
+    if (!f.has("pays") || !f.raw("pays").is_boolean()) throw Invalid("pays: must be a boolean");
+    c.pays = f.raw("pays").get<bool>();
+    c.reason = f.str_or("reason", "");
+    return c;
   });
 }
 

@@ -51,6 +51,9 @@ inline constexpr const char* kPlan = "plan";                       // master: a 
 inline constexpr const char* kPlanApplied = "plan_applied";        // master: every rank acknowledged it
 inline constexpr const char* kPlanTimeout = "plan_timeout";        // master: not all ranks did in time
 inline constexpr const char* kPlanRejected = "plan_rejected";      // master: some rank could not apply it
+inline constexpr const char* kFailSlowOpen = "fail_slow_open";     // master: a localised fail-slow, tracked on its own
+inline constexpr const char* kFailSlowEnd = "fail_slow_end";       // master: its evidence is gone
+inline constexpr const char* kRemedyCheck = "remedy_check";        // master: a remedy measured against its prediction
 }  // namespace event_type
 
 struct Event {
@@ -140,6 +143,37 @@ struct Incident {
 nlohmann::json to_json(const Incident& i);
 std::optional<Incident> parse_incident(const std::string& text, std::string* error);
 
+// A fail-slow's ski-rental account (mitigate::SkiRental's state): the remedy it is under and the loss so far.
+struct SkiAccount {
+  Strategy rung = Strategy::kS1;      // the remedy it is under
+  Strategy previous = Strategy::kS1;  // the one before (a declined rung falls back to it)
+  double loss_s = 0;                  // over the fail-slow
+  double rung_loss_s = 0;             // since the rung took effect
+  double last_iteration_s = 0;
+  std::vector<double> window_s;       // iteration times under the rung, newest last (bounded by the window)
+  bool s2 = true, s3 = true, s4 = true;  // still worth trying (not declined, not found not to pay)
+};
+
+// One localised fail-slow of a job, tracked on its own (daemon/fail_slows.h): what it is, the evidence for
+// it, its account and remedy. The master keeps the open ones in its state, so a restart continues them.
+struct FailSlow {
+  std::int64_t id = 0;               // per job, growing
+  std::int64_t incident = -1;        // the incident it was found in
+  Cause cause = Cause::kUnknown;     // computation or host: `rank`; communication: the link `link_a`-`link_b`
+  int rank = -1, node = -1;
+  int link_a = -1, link_b = -1;
+  double onset_t_s = 0;              // job time: its incident's onset, or the profile that first showed it
+  double localised_t_s = 0;
+  double last_seen_t_s = 0;          // the last profile that still showed it
+  double ended_t_s = -1;             // -1: open
+  double severity = 1;               // at its last sighting: its replica's time over the median, or the link's ratio
+  int misses = 0;                    // profiles in a row that did not show it
+  SkiAccount account;
+};
+nlohmann::json to_json(const FailSlow& f);
+std::optional<FailSlow> fail_slow_from_json(const nlohmann::json& j, std::string* error);
+inline constexpr std::size_t kMaxOpenFailSlows = 64;  // a state holding more is refused
+
 struct MasterState {
   std::string cursor = "0-0";   // last event-stream id processed
   Phase state = Phase::kHealthy;
@@ -149,6 +183,9 @@ struct MasterState {
   std::int64_t events_processed = 0;
   std::int64_t events_rejected = 0;
   std::int64_t updated_unix_ms = 0;
+  std::vector<FailSlow> fail_slows;  // the open ones
+  std::int64_t fail_slows_total = 0;
+  double healthy_ms = 0;             // the job's healthy iteration time (baseline profile, else before the first incident)
 };
 nlohmann::json to_json(const MasterState& s);
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error);
@@ -313,6 +350,30 @@ struct PlanOutcome {
 };
 nlohmann::json to_json(const PlanOutcome& o);
 std::optional<PlanOutcome> parse_plan_outcome(const nlohmann::json& detail, std::string* error);
+
+// fail_slow_open / fail_slow_end: the FailSlow (fail_slow_from_json) and why.
+struct FailSlowDetail {
+  FailSlow fail_slow;
+  std::string reason;
+};
+nlohmann::json to_json(const FailSlowDetail& d);
+std::optional<FailSlowDetail> parse_fail_slow_detail(const nlohmann::json& detail, std::string* error);
+
+// remedy_check: a plan in force measured over a few iterations against the configuration it replaced and
+// its prediction; one that does not pay is reverted and not tried again for these fail-slows.
+struct RemedyCheck {
+  std::int64_t epoch = 0;
+  Strategy strategy = Strategy::kS2;
+  std::vector<std::int64_t> fail_slows;  // the fail-slows it was made for
+  double before_ms = 0;                  // iterations before it (median)
+  double predicted_ms = 0;               // 0: no prediction
+  double measured_ms = 0;                // iterations under it (median)
+  int iterations = 0;                    // how many were measured
+  bool pays = false;
+  std::string reason;
+};
+nlohmann::json to_json(const RemedyCheck& c);
+std::optional<RemedyCheck> parse_remedy_check(const nlohmann::json& detail, std::string* error);
 
 // The plan event's detail is the Plan itself (plan_from_json).
 

@@ -80,6 +80,18 @@ struct SkiRentalDecision {
   std::string reason;                       // why; empty for kStay
 };
 
+// What a SkiRental has learnt, to keep it across a restart of whoever owns it (the post-recovery rent is not
+// kept: the master ends a fail-slow on evidence, not on the rent after it).
+struct SkiRentalState {
+  Strategy strategy = Strategy::kS1Ignore;
+  Strategy previous = Strategy::kS1Ignore;
+  double loss_s = 0.0;
+  double strategy_loss_s = 0.0;
+  double last_iteration_s = 0.0;  // 0: not known
+  std::vector<double> window;     // newest last
+  bool s2_available = true, s3_available = true, s4_available = true;
+};
+
 class SkiRental {
  public:
   // Errors: healthy time not > 0, a negative or non-finite overhead, fixed_ratio < 1, window < 1.
@@ -94,6 +106,10 @@ class SkiRental {
   // `s` (S2 or S3) is already in force, applied before this controller existed (by an earlier run of the
   // master): continue from it, with the loss counted from now. Other strategies: no effect.
   void resume(Strategy s);
+
+  SkiRentalState state() const;
+  // Continues from `state` (its window cut to the configured length; availability only ever narrows).
+  void restore(const SkiRentalState& state);
 
   Strategy strategy() const { return strategy_; }
   double accumulated_loss_s() const { return loss_s_; }

@@ -1,0 +1,57 @@
+// The fail-slows of one job, each tracked on its own: what a localisation shows (findings), which open
+// fail-slow a finding is more evidence of, and when one ends. Pure: localisations in, changes out; the
+// controller (daemon/controller.h) keeps their ski-rental accounts and the remedies.
+//
+// Rules:
+//  - Findings of a localisation: its culprit when the cause is computation or host (one fail-slow at that
+//    rank), and every suspect link the culprit does not explain (one fail-slow per link).
+//  - An open fail-slow is still there when the localisation names its rank again (computation or host; the
+//    two may swap as evidence grows), or, with the layout, its rank's DP replica is still slower per
+//    pipeline slot than the median of the others by still_slow_ratio (a micro-batch split balances the
+//    waits, so the culprit may no longer arrive last); a link when it is still among the suspect links.
+//  - One that `end_after_misses` localisations in a row did not show has ended: its evidence is gone,
+//    whatever else is still slow.
+//  - A finding that no open fail-slow accounts for opens one (when opening is allowed: an incident is open,
+//    or fail-slows are).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "daemon/localiser.h"
+#include "greyhound/thresholds.h"
+#include "store/messages.h"
+
+namespace greyhound::master {
+
+struct Finding {
+  Cause cause = Cause::kUnknown;
+  int rank = -1, node = -1;    // computation / host
+  int link_a = -1, link_b = -1;  // communication
+  double severity = 1;
+};
+std::vector<Finding> findings(const Localisation& loc);
+
+struct FailSlowRules {
+  double still_slow_ratio = kPeerExcessRatio;
+  int end_after_misses = 1;
+};
+
+// Whether `loc` still shows `f` (and how severe it looks).
+std::optional<double> sighting(const Localisation& loc, const FailSlow& f, const std::optional<JobLayout>& layout,
+                               const FailSlowRules& rules);
+
+struct FailSlowChanges {
+  std::vector<FailSlow> opened;  // new, with ids from `total`
+  std::vector<FailSlow> ended;   // no longer in `open`
+  std::vector<FailSlow> seen;    // still open, updated
+};
+
+// Applies one localisation made at job time `t_s` to `open` (ids from `total`). `incident` and `onset_t_s`
+// go into the fail-slows it opens; `may_open`: whether a finding may open one.
+FailSlowChanges track(std::vector<FailSlow>& open, std::int64_t& total, const Localisation& loc,
+                      const std::optional<JobLayout>& layout, std::int64_t incident, double onset_t_s, double t_s,
+                      bool may_open, const FailSlowRules& rules);
+
+}  // namespace greyhound::master
