@@ -269,7 +269,11 @@ class PlanChannel {
         placed.push_back({static_cast<int32_t>(r), c.tp, c.dp, c.pp});
       }
       layout_due_ = greyhound_job_publish_layout_v2(client_, &l, placed.data(), placed.size()) != GREYHOUND_JOB_OK;
-      if (layout_due_) std::fprintf(stderr, "greyhound-minitrain: layout not published yet: %s\n", greyhound_job_last_error_v1(client_));
+      const std::string why = layout_due_ ? greyhound_job_last_error_v1(client_) : "";
+      if (!why.empty() && why != layout_error_) {  // once per reason, not once per iteration
+        std::fprintf(stderr, "greyhound-minitrain: layout not published yet (retried every iteration): %s\n", why.c_str());
+      }
+      layout_error_ = why;
     }
     greyhound_job_plan plan{};
     const int rc = greyhound_job_poll_plan_v1(client_, &plan);
@@ -308,6 +312,7 @@ class PlanChannel {
   explicit PlanChannel(greyhound_job_client* c) : client_(c) {}
   greyhound_job_client* client_;
   bool layout_due_ = true;
+  std::string layout_error_;  // why the last layout was not published ("" when it was)
 };
 
 
@@ -445,6 +450,13 @@ int main(int argc, char** argv) {
   bool last_stage = lay.pp == P - 1;
   int gpus_per_node = 0;  // published in the layout (S3 needs it); 0: unknown
   if (const char* g = std::getenv("LOCAL_WORLD_SIZE"); g != nullptr && *g != '\0') gpus_per_node = env_int("LOCAL_WORLD_SIZE");
+  if (gpus_per_node > 0 && (world % gpus_per_node != 0 || gpus_per_node % T != 0)) {
+    if (g_rank == 0) {
+      std::fprintf(stderr, "greyhound-minitrain: LOCAL_WORLD_SIZE=%d does not divide the world in whole TP groups; "
+                   "the layout says GPUs per node unknown\n", gpus_per_node);
+    }
+    gpus_per_node = 0;
+  }
 
   int ndev = 0;
   CUDA_CHECK(cudaGetDeviceCount(&ndev));
