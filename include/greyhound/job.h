@@ -129,6 +129,15 @@ GREYHOUND_JOB_EXPORT const char* greyhound_job_name_v1(const greyhound_job_clien
 GREYHOUND_JOB_EXPORT int greyhound_job_publish_layout_v1(greyhound_job_client* client,
                                                          const greyhound_job_layout* layout);
 
+/* The same, naming the placement in force (key "layout", field "placement"): `placement` one entry per rank
+ * in launch-rank order, each rank and each (tp, dp, pp) role once, whole TP groups per node when
+ * gpus_per_node is known; NULL / 0: Megatron's (launch rank r holds the role of global rank r). A job that
+ * applied an S3 plan publishes the placement it now runs. Plans are checked against this layout. */
+GREYHOUND_JOB_EXPORT int greyhound_job_publish_layout_v2(greyhound_job_client* client,
+                                                         const greyhound_job_layout* layout,
+                                                         const greyhound_job_placement* placement,
+                                                         size_t placement_len);
+
 /* Reads the latest plan and checks it. OK: a new plan to apply (*out filled, kept as the last good one);
  * NO_PLAN: nothing new; PLAN_REJECTED / PLAN_UNSUPPORTED / PLAN_STALE: *out holds what could be read and
  * out->verdict the reason (each bad plan is reported once). ERR_INVALID before any layout was published. */
@@ -140,6 +149,11 @@ GREYHOUND_JOB_EXPORT int greyhound_job_last_plan_v1(greyhound_job_client* client
  * job's iteration from which it is in force (-1: unknown), `detail` a sentence (NULL: none). */
 GREYHOUND_JOB_EXPORT int greyhound_job_ack_v1(greyhound_job_client* client, int32_t rank, int64_t epoch,
                                               int64_t iteration, int32_t status, const char* detail);
+
+/* The same, with `apply_s`: the job time (s, >= 0) this rank spent applying the plan (S3: new communicators
+ * and the handover of state; 0: not measured), so that the master can charge the strategy what it cost. */
+GREYHOUND_JOB_EXPORT int greyhound_job_ack_v2(greyhound_job_client* client, int32_t rank, int64_t epoch,
+                                              int64_t iteration, int32_t status, const char* detail, double apply_s);
 
 /* Asks for an S4 checkpoint-restart without the nodes / ranks given (key "restart"): `epoch` the S4 plan it
  * answers (0: the job's own decision). Arrays may be NULL when their length is 0. */

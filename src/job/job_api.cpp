@@ -3,6 +3,7 @@
 #include "greyhound/job.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -167,9 +168,17 @@ const char* greyhound_job_name_v1(const greyhound_job_client* client) {
 }
 
 int greyhound_job_publish_layout_v1(greyhound_job_client* client, const greyhound_job_layout* layout) {
+  return greyhound_job_publish_layout_v2(client, layout, nullptr, 0);
+}
+
+int greyhound_job_publish_layout_v2(greyhound_job_client* client, const greyhound_job_layout* layout,
+                                    const greyhound_job_placement* placement, size_t placement_len) {
   if (client == nullptr) return GREYHOUND_JOB_ERR_INVALID;
   return guarded(client, [&]() -> int {
     if (layout == nullptr) return fail(client, GREYHOUND_JOB_ERR_INVALID, "layout: must not be NULL");
+    if (placement == nullptr && placement_len > 0) {
+      return fail(client, GREYHOUND_JOB_ERR_INVALID, "placement: NULL with a non-zero length");
+    }
     greyhound::JobLayout l;
     l.tp = layout->tp;
     l.dp = layout->dp;
@@ -192,6 +201,9 @@ int greyhound_job_publish_layout_v1(greyhound_job_client* client, const greyhoun
       if (layout->capabilities & c.bit) l.capabilities.emplace_back(greyhound::name(c.strategy));
     }
     if (layout->capabilities & ~known) return fail(client, GREYHOUND_JOB_ERR_INVALID, "capabilities: unknown bits");
+    for (size_t i = 0; i < placement_len; ++i) {
+      l.placement.push_back({placement[i].rank, placement[i].tp, placement[i].dp, placement[i].pp});
+    }
     return done(client, client->impl->publish_layout(l));
   });
 }
@@ -230,10 +242,18 @@ int greyhound_job_last_plan_v1(greyhound_job_client* client, greyhound_job_plan*
 
 int greyhound_job_ack_v1(greyhound_job_client* client, int32_t rank, int64_t epoch, int64_t iteration, int32_t status,
                          const char* detail) {
+  return greyhound_job_ack_v2(client, rank, epoch, iteration, status, detail, 0.0);
+}
+
+int greyhound_job_ack_v2(greyhound_job_client* client, int32_t rank, int64_t epoch, int64_t iteration, int32_t status,
+                         const char* detail, double apply_s) {
   if (client == nullptr) return GREYHOUND_JOB_ERR_INVALID;
   return guarded(client, [&]() -> int {
     if (status < GREYHOUND_JOB_ACK_APPLIED || status > GREYHOUND_JOB_ACK_REJECTED) {
       return fail(client, GREYHOUND_JOB_ERR_INVALID, "status: not a GREYHOUND_JOB_ACK_* value");
+    }
+    if (!(apply_s >= 0) || !std::isfinite(apply_s)) {
+      return fail(client, GREYHOUND_JOB_ERR_INVALID, "apply_s: must be a finite number >= 0");
     }
     greyhound::PlanAck a;
     a.rank = rank;
@@ -241,6 +261,7 @@ int greyhound_job_ack_v1(greyhound_job_client* client, int32_t rank, int64_t epo
     a.iteration = iteration;
     a.status = static_cast<greyhound::AckStatus>(status);
     a.detail = detail != nullptr ? detail : "";
+    a.apply_s = apply_s;
     return done(client, client->impl->acknowledge(a));
   });
 }

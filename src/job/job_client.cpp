@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 
 #include "greyhound/ring.h"
@@ -101,6 +102,7 @@ Status JobClient::acknowledge(const PlanAck& ack) {
   if (ack.rank < 0 || ack.rank > kMaxRank) return Status::failure("ack: rank " + std::to_string(ack.rank) + " out of range");
   if (ack.epoch < 1) return Status::failure("ack: epoch must be >= 1");
   if (ack.iteration < -1) return Status::failure("ack: iteration must be >= 0 (or -1: unknown)");
+  if (!(ack.apply_s >= 0) || !std::isfinite(ack.apply_s)) return Status::failure("ack: apply_s must be a finite number >= 0");
   if (auto why = text_error(ack.detail); !why.empty()) return Status::failure("ack: detail " + why);
   PlanAck a = ack;
   if (a.t_unix_ms == 0) a.t_unix_ms = unix_ms_now();

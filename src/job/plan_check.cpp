@@ -1,8 +1,6 @@
 #include "job/plan_check.h"
 
 #include <algorithm>
-#include <set>
-#include <tuple>
 
 #include "greyhound/vocabulary.h"
 
@@ -44,14 +42,14 @@ std::string check_microbatches(const JobLayout& layout, const std::vector<int>& 
   return {};
 }
 
-// Decodes and checks a placement; empty error when it is a permutation of the layout's roles.
+// Decodes and checks a placement; empty error when it is a permutation of the layout's roles with whole TP
+// groups per node (placement_error).
 std::string decode_placement(const JobLayout& layout, const nlohmann::json& j, std::vector<PlacementEntry>* out) {
   if (!j.is_array()) return "placement: must be an array";
   if (j.size() != static_cast<std::size_t>(layout.world)) {
     return "placement: " + std::to_string(j.size()) + " entries for " + std::to_string(layout.world) + " ranks";
   }
-  std::set<int> ranks;
-  std::set<std::tuple<int, int, int>> roles;
+  std::vector<PlacementEntry> decoded;
   for (std::size_t i = 0; i < j.size(); ++i) {
     const std::string where = "placement[" + std::to_string(i) + "]";
     const auto& e = j[i];
@@ -64,14 +62,10 @@ std::string decode_placement(const JobLayout& layout, const nlohmann::json& j, s
       if (v < 0 || v > kMaxRank) return where + "." + name + ": out of range";
       *dst = static_cast<int>(v);
     }
-    if (p.rank >= layout.world || p.tp >= layout.tp || p.dp >= layout.dp || p.pp >= layout.pp) {
-      return where + ": outside the job's " + std::to_string(layout.tp) + "x" + std::to_string(layout.dp) + "x" +
-             std::to_string(layout.pp) + " layout";
-    }
-    if (!ranks.insert(p.rank).second) return where + ": rank " + std::to_string(p.rank) + " placed twice";
-    if (!roles.insert({p.tp, p.dp, p.pp}).second) return where + ": role taken twice";
-    out->push_back(p);
+    decoded.push_back(p);
   }
+  if (auto why = placement_error(layout, decoded); !why.empty()) return why;
+  *out = std::move(decoded);
   return {};
 }
 

@@ -9,7 +9,9 @@
 //   3. micro-batches (S2 needs them; S1 and reverts may leave them empty = unchanged): one entry per DP
 //      replica, every entry >= 1, and the same total as the allocation in force (the global batch is fixed).
 //   4. placement (S3 apply needs it; a revert may carry one): one entry per rank, each rank and each
-//      (tp, dp, pp) coordinate exactly once and within the layout.
+//      (tp, dp, pp) coordinate exactly once and within the layout, and, when the layout knows
+//      gpus_per_node, whole TP groups per node (placement_error, store/messages.h: the rule the layout's
+//      own placement meets too).
 //   5. exclusions (S4 apply needs at least one): ranks within the world, nodes within the job when the
 //      layout knows gpus_per_node.
 #pragma once
@@ -30,10 +32,8 @@ enum class Verdict {
   kRejected,     // does not fit this job (reason says why)
 };
 
-// One entry of an S3 placement: launch rank `rank` takes the role (tp, dp, pp).
-struct PlacementEntry {
-  int rank = -1, tp = -1, dp = -1, pp = -1;
-};
+// One entry of an S3 placement: launch rank `rank` takes the role (tp, dp, pp) (store/messages.h).
+using greyhound::PlacementEntry;
 
 struct PlanCheck {
   Verdict verdict = Verdict::kRejected;

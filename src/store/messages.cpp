@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cmath>
+#include <map>
 #include <set>
+#include <tuple>
 #include <stdexcept>
 
 namespace greyhound {
@@ -343,9 +345,48 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
 }
 
 json to_json(const JobLayout& l) {
+  json placement = json::array();
+  for (const auto& e : l.placement) placement.push_back({{"rank", e.rank}, {"tp", e.tp}, {"dp", e.dp}, {"pp", e.pp}});
   return {{"tp", l.tp}, {"dp", l.dp}, {"pp", l.pp}, {"world", l.world}, {"order", l.order},
           {"microbatches", l.microbatches}, {"initial_microbatches", l.initial_microbatches},
-          {"capabilities", l.capabilities}, {"gpus_per_node", l.gpus_per_node}, {"t_unix_ms", l.t_unix_ms}};
+          {"capabilities", l.capabilities}, {"gpus_per_node", l.gpus_per_node}, {"placement", std::move(placement)},
+          {"t_unix_ms", l.t_unix_ms}};
+}
+
+std::string placement_error(const JobLayout& l, const std::vector<PlacementEntry>& placement) {
+  if (placement.empty()) return "";
+  if (placement.size() != static_cast<std::size_t>(l.world)) {
+    return "placement: " + std::to_string(placement.size()) + " entries for " + std::to_string(l.world) + " ranks";
+  }
+  std::set<int> ranks;
+  std::set<std::tuple<int, int, int>> roles;
+  std::map<std::pair<int, int>, int> group_node;  // (dp, pp) -> the node of its first rank
+  for (std::size_t i = 0; i < placement.size(); ++i) {
+    const std::string where = "placement[" + std::to_string(i) + "]";
+    const PlacementEntry& p = placement[i];
+    if (p.rank < 0 || p.tp < 0 || p.dp < 0 || p.pp < 0 || p.rank >= l.world || p.tp >= l.tp || p.dp >= l.dp ||
+        p.pp >= l.pp) {
+      return where + ": outside the job's " + std::to_string(l.tp) + "x" + std::to_string(l.dp) + "x" +
+             std::to_string(l.pp) + " layout";
+    }
+    if (!ranks.insert(p.rank).second) return where + ": rank " + std::to_string(p.rank) + " placed twice";
+    if (!roles.insert({p.tp, p.dp, p.pp}).second) return where + ": role taken twice";
+    if (l.gpus_per_node > 0) {
+      const int node = p.rank / l.gpus_per_node;
+      const auto [it, first] = group_node.insert({{p.dp, p.pp}, node});
+      if (!first && it->second != node) {
+        return where + ": the TP group of dp " + std::to_string(p.dp) + ", pp " + std::to_string(p.pp) +
+               " spans nodes " + std::to_string(it->second) + " and " + std::to_string(node);
+      }
+    }
+  }
+  return "";
+}
+
+std::vector<PlacementEntry> megatron_placement(const JobLayout& l) {
+  std::vector<PlacementEntry> out;
+  for (int r = 0; r < l.world; ++r) out.push_back({r, r % l.tp, (r / l.tp) % l.dp, r / (l.tp * l.dp)});
+  return out;
 }
 
 std::string layout_error(const JobLayout& l) {
@@ -371,7 +412,7 @@ std::string layout_error(const JobLayout& l) {
   if (l.gpus_per_node < 0 || (l.gpus_per_node > 0 && (l.world % l.gpus_per_node != 0 || l.gpus_per_node % l.tp != 0))) {
     return "gpus_per_node: must divide world and be a multiple of tp";
   }
-  return "";
+  return placement_error(l, l.placement);
 }
 
 std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error) {
@@ -393,6 +434,25 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
       }
     }
     l.gpus_per_node = static_cast<int>(f.integer_or("gpus_per_node", 0, 0, 1 << 16));
+    if (f.has("placement")) {
+      const json& p = j.at("placement");
+      if (!p.is_array() || p.size() > static_cast<std::size_t>(kMaxRank) + 1) {
+        throw Invalid("placement: must be an array of {rank, tp, dp, pp}");
+      }
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        PlacementEntry x;
+        try {
+          const Fields e(p[i]);
+          x.rank = static_cast<int>(e.integer("rank", 0, kMaxRank));
+          x.tp = static_cast<int>(e.integer("tp", 0, kMaxRank));
+          x.dp = static_cast<int>(e.integer("dp", 0, kMaxRank));
+          x.pp = static_cast<int>(e.integer("pp", 0, kMaxRank));
+        } catch (const Invalid& e) {
+          throw Invalid("placement[" + std::to_string(i) + "]: " + e.what());
+        }
+        l.placement.push_back(x);
+      }
+    }
     if (auto why = layout_error(l); !why.empty()) throw Invalid(why);
     if (l.initial_microbatches.empty()) l.initial_microbatches = l.microbatches;
     l.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
@@ -452,7 +512,7 @@ std::optional<Plan> plan_from_json(const json& j, std::string* error) { return b
 
 json to_json(const PlanAck& a) {
   return {{"rank", a.rank},     {"epoch", a.epoch},   {"iteration", a.iteration},
-          {"status", name(a.status)}, {"detail", a.detail}, {"t_unix_ms", a.t_unix_ms}};
+          {"status", name(a.status)}, {"detail", a.detail}, {"apply_s", a.apply_s}, {"t_unix_ms", a.t_unix_ms}};
 }
 
 std::optional<PlanAck> parse_plan_ack(const std::string& text, std::string* error) {
@@ -463,6 +523,8 @@ std::optional<PlanAck> parse_plan_ack(const std::string& text, std::string* erro
     a.iteration = f.integer_or("iteration", -1, -1, kMaxCount);
     a.status = f.word("status", parse_ack_status, "applied, unsupported or rejected");
     a.detail = f.str_or("detail", "");
+    a.apply_s = f.num_or("apply_s", 0);
+    if (a.apply_s < 0) throw Invalid("apply_s: must be >= 0");
     a.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return a;
   });

@@ -190,6 +190,13 @@ struct MasterState {
 nlohmann::json to_json(const MasterState& s);
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error);
 
+// One entry of an S3 placement: launch rank `rank` (the GPU it runs on: node rank / gpus_per_node) takes the
+// role (tp, dp, pp). Used by the layout (the placement in force) and decoded from a plan's placement.
+struct PlacementEntry {
+  int rank = -1, tp = -1, dp = -1, pp = -1;
+  friend bool operator==(const PlacementEntry&, const PlacementEntry&) = default;
+};
+
 // The job's parallel layout, published by the job (rank 0 of greyhound-minitrain, or the framework plugin)
 // at start and again after each plan it applies: what the planner needs to map ranks to DP replicas and
 // pipeline stages, the allocation in force, and the one it started with (what a revert restores, also for
@@ -202,6 +209,9 @@ struct JobLayout {
   std::vector<int> initial_microbatches; // the allocation the job started with (default: microbatches)
   std::vector<std::string> capabilities; // strategies the job can apply: "S2", "S3", "S4"
   int gpus_per_node = 0;                 // 0: unknown (S3 needs it: ranks fill nodes in launch order)
+  // The placement in force, one entry per launch rank in rank order; empty: Megatron's (launch rank r holds
+  // the role of global rank r). A job that applied an S3 plan names it here.
+  std::vector<PlacementEntry> placement;
   std::int64_t t_unix_ms = 0;
 };
 nlohmann::json to_json(const JobLayout& l);
@@ -209,6 +219,12 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
 // The rules every layout meets (the reader enforces them; a job checks its own before publishing): "" when
 // it does, else what is wrong. An empty initial_microbatches stands for the allocation in force.
 std::string layout_error(const JobLayout& l);
+// The rules a placement meets against the layout's shape: one entry per rank, each rank and each (tp, dp,
+// pp) role exactly once and within the layout, and, when gpus_per_node is known, every TP group (the ranks
+// of one (dp, pp)) on one node. "" when it does, else what is wrong, naming the entry ("placement[3]: ...").
+std::string placement_error(const JobLayout& l, const std::vector<PlacementEntry>& placement);
+// Megatron's placement of a layout: launch rank r holds the role of global rank r.
+std::vector<PlacementEntry> megatron_placement(const JobLayout& l);
 
 // A versioned mitigation plan (key "plan", and immutable "plan:<epoch>"). The job applies it at an iteration
 // boundary and acknowledges per rank (hash "plan:acks").
@@ -235,6 +251,8 @@ struct PlanAck {
   std::int64_t iteration = -1;       // the job's iteration from which it applies
   AckStatus status = AckStatus::kApplied;
   std::string detail;
+  double apply_s = 0;                // job time this rank spent applying the plan (S3: new communicators and
+                                     // state handover); 0: not measured
   std::int64_t t_unix_ms = 0;
 };
 nlohmann::json to_json(const PlanAck& a);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,6 +110,55 @@ TEST_F(JobClientTest, ReadsANewPlanOnceAndAcksAreReadBack) {
     EXPECT_EQ(a.value->status, a.value->rank == 3 ? AckStatus::kRejected : AckStatus::kApplied);
     EXPECT_EQ(a.value->detail, a.value->rank == 3 ? "no room" : "");
   }
+}
+
+// S3 through the C API: the layout names the placement in force (v2), an S3 plan's placement is decoded and
+// checked against it, and the ack carries what applying it cost.
+TEST_F(JobClientTest, TheLayoutNamesThePlacementAndAcksCarryTheirCost) {
+  const std::vector<int32_t> mb = {4, 4};
+  greyhound_job_layout l{};
+  l.tp = 1;
+  l.dp = 2;
+  l.pp = 2;
+  l.world = 4;
+  l.microbatches = mb.data();
+  l.microbatches_len = mb.size();
+  l.capabilities = GREYHOUND_JOB_CAP_S2 | GREYHOUND_JOB_CAP_S3;
+  l.gpus_per_node = 2;
+  // Launch ranks 1 and 2 trade roles (dp 1, pp 0) and (dp 0, pp 1).
+  const greyhound_job_placement moved[] = {{0, 0, 0, 0}, {1, 0, 0, 1}, {2, 0, 1, 0}, {3, 0, 1, 1}};
+  ASSERT_EQ(greyhound_job_publish_layout_v2(client_, &l, moved, 4), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  auto read = store_->layout();
+  ASSERT_TRUE(read && *read);
+  EXPECT_EQ((*read)->capabilities, (std::vector<std::string>{"S2", "S3"}));
+  EXPECT_EQ((*read)->placement, (std::vector<PlacementEntry>{{0, 0, 0, 0}, {1, 0, 0, 1}, {2, 0, 1, 0}, {3, 0, 1, 1}}));
+  const greyhound_job_placement twice[] = {{0, 0, 0, 0}, {0, 0, 0, 1}, {2, 0, 1, 0}, {3, 0, 1, 1}};
+  EXPECT_EQ(greyhound_job_publish_layout_v2(client_, &l, twice, 4), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_STREQ(greyhound_job_last_error_v1(client_), "layout: placement[1]: rank 0 placed twice");
+  EXPECT_EQ(greyhound_job_publish_layout_v2(client_, &l, nullptr, 4), GREYHOUND_JOB_ERR_INVALID);
+
+  Plan s3;
+  s3.epoch = 1;
+  s3.strategy = Strategy::kS3;
+  s3.placement = nlohmann::json::array();
+  for (int r = 0; r < 4; ++r) s3.placement.push_back({{"rank", r}, {"tp", 0}, {"dp", r % 2}, {"pp", r / 2}});
+  ASSERT_TRUE(store_->publish_plan(s3));
+  greyhound_job_plan p{};
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  ASSERT_EQ(p.placement_len, 4u);
+  EXPECT_EQ(p.placement[1].rank, 1);
+  EXPECT_EQ(p.placement[1].dp, 1);
+  EXPECT_EQ(p.placement[1].pp, 0);
+
+  ASSERT_EQ(greyhound_job_ack_v2(client_, 1, 1, 9, GREYHOUND_JOB_ACK_APPLIED, "switched", 0.042), GREYHOUND_JOB_OK);
+  EXPECT_EQ(greyhound_job_ack_v2(client_, 1, 1, 9, GREYHOUND_JOB_ACK_APPLIED, "", -1.0), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(greyhound_job_ack_v2(client_, 1, 1, 9, GREYHOUND_JOB_ACK_APPLIED, "", std::numeric_limits<double>::infinity()), GREYHOUND_JOB_ERR_INVALID);
+  auto acks = store_->plan_acks();
+  ASSERT_TRUE(acks);
+  ASSERT_EQ(acks->size(), 1u);
+  ASSERT_TRUE((*acks)[0].value);
+  EXPECT_DOUBLE_EQ((*acks)[0].value->apply_s, 0.042);
+  EXPECT_EQ((*acks)[0].value->detail, "switched");
 }
 
 TEST_F(JobClientTest, AcksAndReasonsTheMasterWouldRejectAreRefusedHere) {

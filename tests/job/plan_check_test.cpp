@@ -116,17 +116,26 @@ TEST(PlanCheck, S3PlacementMustPlaceEveryRankOnce) {
   p.epoch = 1;
   p.strategy = Strategy::kS3;
   p.placement = placement(l);
-  std::swap(p.placement[0]["rank"], p.placement[11]["rank"]);  // ranks 0 and 11 trade roles
+  // The TP groups of ranks 0-1 (node 0) and 10-11 (node 1) trade roles.
+  std::swap(p.placement[0]["rank"], p.placement[10]["rank"]);
+  std::swap(p.placement[1]["rank"], p.placement[11]["rank"]);
   const auto ok = check_plan(l, p, 0);
   ASSERT_EQ(ok.verdict, Verdict::kAccept) << ok.reason;
   ASSERT_EQ(ok.placement.size(), 12u);
-  EXPECT_EQ(ok.placement[0].rank, 11);
+  EXPECT_EQ(ok.placement[0].rank, 10);
   EXPECT_EQ(ok.placement[0].pp, 0);
-  EXPECT_EQ(ok.placement[11].rank, 0);
+  EXPECT_EQ(ok.placement[11].rank, 1);
   EXPECT_EQ(ok.placement[11].pp, 1);
 
-  p.placement[1]["rank"] = 11;
-  EXPECT_EQ(check_plan(l, p, 0).reason, "placement[1]: rank 11 placed twice");
+  p.placement[2]["rank"] = 11;
+  EXPECT_EQ(check_plan(l, p, 0).reason, "placement[2]: rank 11 placed twice");
+  // Whole TP groups per node: ranks 0 and 11 alone trading roles would split two TP groups across nodes.
+  p.placement = placement(l);
+  std::swap(p.placement[0]["rank"], p.placement[11]["rank"]);
+  EXPECT_EQ(check_plan(l, p, 0).reason, "placement[1]: the TP group of dp 0, pp 0 spans nodes 1 and 0");
+  JobLayout unknown_nodes = l;  // without gpus_per_node the job cannot tell, and takes it
+  unknown_nodes.gpus_per_node = 0;
+  EXPECT_EQ(check_plan(unknown_nodes, p, 0).verdict, Verdict::kAccept);
   p.placement = placement(l);
   p.placement[3]["pp"] = 2;
   EXPECT_EQ(check_plan(l, p, 0).reason, "placement[3]: outside the job's 2x3x2 layout");

@@ -99,6 +99,45 @@ TEST(Messages, PlanRoundTripAndChecks) {
   EXPECT_NE(error_of<Plan>(huge, parse_plan).find("too large"), std::string::npos);
 }
 
+TEST(Messages, JobLayoutCarriesThePlacementInForce) {
+  JobLayout l;
+  l.tp = 2;
+  l.dp = 2;
+  l.pp = 2;
+  l.world = 8;
+  l.microbatches = {4, 4};
+  l.gpus_per_node = 2;
+  EXPECT_EQ(megatron_placement(l)[5], (PlacementEntry{5, 1, 0, 1}));
+  l.placement = megatron_placement(l);
+  std::swap(l.placement[2].rank, l.placement[4].rank);  // the TP groups on nodes 1 and 2 trade roles
+  std::swap(l.placement[3].rank, l.placement[5].rank);
+  std::string err;
+  const auto back = parse_job_layout(to_json(l).dump(), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->placement, l.placement);
+  EXPECT_TRUE(parse_job_layout(R"({"tp":1,"dp":2,"pp":1,"world":2,"microbatches":[4,4]})", &err)->placement.empty())
+      << "absent: Megatron's placement";
+
+  // TP 2 x DP 2 on 2 nodes of 2 GPUs: entries 0-1 and 2-3 of a placement are one TP group each.
+  const std::string head = R"({"tp":2,"dp":2,"pp":1,"world":4,"microbatches":[4,4],"gpus_per_node":2,"placement":)";
+  auto bad = [&](const std::string& placement) { return error_of<JobLayout>(head + placement + "}", parse_job_layout); };
+  auto entries = [](int r0, int r1, int r2, int r3) {
+    return "[{\"rank\":" + std::to_string(r0) + R"(,"tp":0,"dp":0,"pp":0},{"rank":)" + std::to_string(r1) +
+           R"(,"tp":1,"dp":0,"pp":0},{"rank":)" + std::to_string(r2) + R"(,"tp":0,"dp":1,"pp":0},{"rank":)" +
+           std::to_string(r3) + R"(,"tp":1,"dp":1,"pp":0}])";
+  };
+  ASSERT_TRUE(parse_job_layout(head + entries(2, 3, 0, 1) + "}", &err)) << err;  // the two TP groups swapped
+  EXPECT_EQ(bad(R"({"rank":0})"), "placement: must be an array of {rank, tp, dp, pp}");
+  EXPECT_EQ(bad(R"([{"rank":0,"tp":0,"dp":0,"pp":0}])"), "placement: 1 entries for 4 ranks");
+  EXPECT_EQ(bad(R"([{"rank":0,"tp":0,"dp":0},1,2,3])"), "placement[0]: pp: missing");
+  EXPECT_EQ(bad(entries(0, 0, 2, 3)), "placement[1]: rank 0 placed twice");
+  EXPECT_EQ(bad(entries(0, 4, 2, 3)), "placement[1]: outside the job's 2x2x1 layout");
+  EXPECT_EQ(bad(entries(0, 2, 1, 3)), "placement[1]: the TP group of dp 0, pp 0 spans nodes 0 and 1");
+  EXPECT_EQ(bad(R"([{"rank":0,"tp":0,"dp":0,"pp":0},{"rank":1,"tp":0,"dp":0,"pp":0},)"
+                R"({"rank":2,"tp":0,"dp":1,"pp":0},{"rank":3,"tp":1,"dp":1,"pp":0}])"),
+            "placement[1]: role taken twice");
+}
+
 TEST(Messages, PlanAckRoundTripAndChecks) {
   PlanAck a;
   a.rank = 5;
@@ -106,9 +145,12 @@ TEST(Messages, PlanAckRoundTripAndChecks) {
   a.iteration = 40;
   a.status = AckStatus::kUnsupported;
   a.detail = "S3 needs a framework plugin";
+  a.apply_s = 0.125;
   std::string err;
   const auto back = parse_plan_ack(to_json(a).dump(), &err);
   ASSERT_TRUE(back) << err;
+  EXPECT_DOUBLE_EQ(back->apply_s, 0.125);
+  EXPECT_DOUBLE_EQ(parse_plan_ack(R"({"rank":1,"epoch":1,"status":"applied"})", &err)->apply_s, 0.0);
   EXPECT_EQ(back->rank, 5);
   EXPECT_EQ(back->epoch, 2);
   EXPECT_EQ(back->iteration, 40);
@@ -117,6 +159,7 @@ TEST(Messages, PlanAckRoundTripAndChecks) {
   EXPECT_NE(bad(R"({"rank":-1,"epoch":1,"status":"applied"})").find("rank"), std::string::npos);
   EXPECT_NE(bad(R"({"rank":1,"epoch":1,"status":"done"})").find("status"), std::string::npos);
   EXPECT_NE(bad(R"({"rank":1,"status":"applied"})").find("epoch: missing"), std::string::npos);
+  EXPECT_NE(bad(R"({"rank":1,"epoch":1,"status":"applied","apply_s":-1})").find("apply_s"), std::string::npos);
 }
 
 TEST(Messages, EventRoundTripKeepsTheDetail) {

@@ -10,20 +10,24 @@
 // Ranks are processes started by a launcher with RANK, WORLD_SIZE and LOCAL_RANK set; rank 0 publishes the
 // world's ncclUniqueId in the rendezvous directory. Global rank = tp + TP * (dp + DP * pp) (Megatron order).
 // One line per iteration on stdout:
-//   iter <i> t_s <job seconds at the end> iter_ms <ms> loss <loss> checksum <hash of this rank's weights>
+//   iter <i> t_s <job seconds at the end> iter_ms <ms> loss <loss> checksum <hash of this rank's weights> role <r>
+// (r: the global rank whose (tp, dp, pp) this rank held in the iteration; its own unless S3 moved it).
 //
 // With --plan it also applies greyhound's mitigation plans, as the framework plugin would, through the job
 // client (greyhound/job.h, which checks each plan against the layout): rank 0 publishes the job's layout,
-// reads the latest plan before every iteration and broadcasts its epoch and micro-batch vector to all ranks
-// over NCCL (so every rank switches at the same iteration); every rank acknowledges. It can apply S2 (micro-batches per DP replica; the global batch and the
-// result do not change: each micro-batch keeps its global index and gradients are averaged over the global
-// batch) and its revert; S3 and S4 are acknowledged as unsupported.
+// reads the latest plan before every iteration and broadcasts its epoch, micro-batch vector and placement to
+// all ranks over NCCL (so every rank switches at the same iteration); every rank acknowledges. It applies
+// S2 (micro-batches per DP replica; the global batch and the result do not change: each micro-batch keeps
+// its global index and gradients are averaged over the global batch), S3 (roles move between launch ranks:
+// weights handed over by P2P, new TP/DP/PP communicators; the result does not change either) and their
+// reverts; S4 is acknowledged as unsupported, and so is S3 when --capabilities leaves it out.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -206,12 +210,15 @@ struct Layout {
 
 // Greyhound's plans (--plan) through the job client (greyhound/job.h), which checks every plan against the
 // layout: rank 0 publishes the layout (at start and after each applied plan) and reads the latest plan;
-// every rank acknowledges. The decision reaches all ranks as [epoch, m_0 .. m_D-1] in one NCCL broadcast,
-// with a marker in place of m_0 for a plan this job does not take; this class only encodes it.
+// every rank acknowledges. The decision reaches all ranks in one NCCL broadcast of
+//   [epoch, m_0 .. m_{D-1}, role_0 .. role_{W-1}]
+// (m_d: micro-batches of DP replica d; role_r: the global rank, in Megatron order, whose (tp, dp, pp) launch
+// rank r holds), always the whole configuration to be in force, with a marker in place of m_0 for a plan
+// this job does not take; this class only encodes it.
 class PlanChannel {
  public:
-  static constexpr int kUnsupported = -1;  // a strategy this job does not apply (it advertises S2 only)
-  static constexpr int kRejected = -2;     // a micro-batch vector that does not fit this job
+  static constexpr int kUnsupported = -1;  // a strategy this job does not advertise
+  static constexpr int kRejected = -2;     // a plan that does not fit this job
 
   // nullptr and *error when the Redis URL (or password file) is not usable.
   static std::unique_ptr<PlanChannel> open(const std::string& job, const std::string& redis_url, std::string* error) {
@@ -227,25 +234,46 @@ class PlanChannel {
   PlanChannel(const PlanChannel&) = delete;
   PlanChannel& operator=(const PlanChannel&) = delete;
 
-  // The allocation in force changed: the layout is published again before the next read.
+  // The configuration in force changed: the layout is published again before the next read.
   void layout_changed() { layout_due_ = true; }
 
-  // Rank 0, before the broadcast: fills buf ([epoch, m_0 .. m_D-1]) with a new plan's decision, or leaves
-  // it zero when there is none (or Redis is away: training goes on).
-  void read(int T, int D, int P, const std::vector<int>& alloc, const std::vector<int>& initial_alloc,
-            std::vector<int>& buf) {
+  // What rank 0 knows of the job for the layout it publishes.
+  struct JobInfo {
+    int T, D, P, gpus_per_node;
+    std::uint32_t capabilities;          // GREYHOUND_JOB_CAP_*
+    const std::vector<int>& alloc;       // micro-batches per DP replica in force
+    const std::vector<int>& initial_alloc;
+    const std::vector<int>& role_of;     // placement in force: role (Megatron rank) of each launch rank
+  };
+
+  // Rank 0, before the broadcast: fills buf (above) with a new plan's decision, or leaves it zero when there
+  // is none (or Redis is away: training goes on).
+  void read(const JobInfo& job, std::vector<int>& buf) {
+    const int T = job.T, D = job.D, P = job.P;
+    const greyhound::ParallelShape shape{T, D, P};
     if (layout_due_) {
       greyhound_job_layout l{};
       l.tp = T;
       l.dp = D;
       l.pp = P;
-      l.world = greyhound::ParallelShape{T, D, P}.world();
-      l.microbatches = alloc.data();
-      l.microbatches_len = alloc.size();
-      l.initial_microbatches = initial_alloc.data();
-      l.initial_microbatches_len = initial_alloc.size();
-      l.capabilities = GREYHOUND_JOB_CAP_S2;
-      layout_due_ = greyhound_job_publish_layout_v1(client_, &l) != GREYHOUND_JOB_OK;
+      l.world = shape.world();
+      l.microbatches = job.alloc.data();
+      l.microbatches_len = job.alloc.size();
+      l.initial_microbatches = job.initial_alloc.data();
+      l.initial_microbatches_len = job.initial_alloc.size();
+      l.capabilities = job.capabilities;
+      l.gpus_per_node = job.gpus_per_node;
+      std::vector<greyhound_job_placement> placed;
+      for (std::size_t r = 0; r < job.role_of.size(); ++r) {
+        const greyhound::RankCoords c = shape.coords(job.role_of[r]);
+        placed.push_back({static_cast<int32_t>(r), c.tp, c.dp, c.pp});
+      }
+      layout_due_ = greyhound_job_publish_layout_v2(client_, &l, placed.data(), placed.size()) != GREYHOUND_JOB_OK;
+      const std::string why = layout_due_ ? greyhound_job_last_error_v1(client_) : "";
+      if (!why.empty() && why != layout_error_) {  // once per reason, not once per iteration
+        std::fprintf(stderr, "greyhound-minitrain: layout not published yet (retried every iteration): %s\n", why.c_str());
+      }
+      layout_error_ = why;
     }
     greyhound_job_plan plan{};
     const int rc = greyhound_job_poll_plan_v1(client_, &plan);
@@ -259,7 +287,13 @@ class PlanChannel {
       buf[0] = static_cast<int>(plan.epoch);
       for (int d = 0; d < D; ++d) {
         const auto i = static_cast<std::size_t>(d);
-        buf[i + 1] = plan.microbatches_len > 0 ? plan.microbatches[i] : alloc[i];  // none: unchanged
+        buf[i + 1] = plan.microbatches_len > 0 ? plan.microbatches[i] : job.alloc[i];  // none: unchanged
+      }
+      const std::size_t roles = 1 + static_cast<std::size_t>(D);
+      for (std::size_t r = 0; r < job.role_of.size(); ++r) buf[roles + r] = job.role_of[r];  // none: unchanged
+      for (std::size_t i = 0; i < plan.placement_len; ++i) {  // checked: every rank and role once
+        const greyhound_job_placement& e = plan.placement[i];
+        buf[roles + static_cast<std::size_t>(e.rank)] = shape.rank({e.tp, e.dp, e.pp});
       }
     } else if (rc == GREYHOUND_JOB_PLAN_UNSUPPORTED || rc == GREYHOUND_JOB_PLAN_REJECTED) {
       buf[0] = static_cast<int>(plan.epoch);
@@ -270,14 +304,15 @@ class PlanChannel {
   }
 
   // Every rank, once per new epoch. A lost ack is not retried (the master times the plan out).
-  void ack(int rank, std::int64_t epoch, std::uint64_t iter, int status, const char* detail) {
-    greyhound_job_ack_v1(client_, rank, epoch, static_cast<std::int64_t>(iter), status, detail);
+  void ack(int rank, std::int64_t epoch, std::uint64_t iter, int status, const char* detail, double apply_s) {
+    greyhound_job_ack_v2(client_, rank, epoch, static_cast<std::int64_t>(iter), status, detail, apply_s);
   }
 
  private:
   explicit PlanChannel(greyhound_job_client* c) : client_(c) {}
   greyhound_job_client* client_;
   bool layout_due_ = true;
+  std::string layout_error_;  // why the last layout was not published ("" when it was)
 };
 
 
@@ -290,6 +325,7 @@ struct Options {
   std::uint64_t seed = 0;
   bool plan_mode = false;
   std::string redis_url;  // empty: GREYHOUND_REDIS
+  std::uint32_t capabilities = GREYHOUND_JOB_CAP_S2 | GREYHOUND_JOB_CAP_S3;  // what --plan advertises
 };
 
 void usage() {
@@ -297,15 +333,17 @@ void usage() {
       "usage: greyhound-minitrain --tp T --dp D --pp P --microbatches M (--iterations N | --duration-s S)\n"
       "         --rdzv DIR [--hidden H] [--rows B] [--layers L] [--group-init split|uniqueid]\n"
       "         [--dp-sync allreduce|rs-ag] [--seed N] [--lr X] [--call-log FILE]\n"
-      "         [--plan [--redis URL] [--job J]]   apply greyhound's mitigation plans\n"
-      "env: RANK, WORLD_SIZE, LOCAL_RANK (set by the launcher); GREYHOUND_REDIS, GREYHOUND_JOB with --plan\n");
+      "         [--plan [--redis URL] [--job J] [--capabilities S2,S3]]   apply greyhound's mitigation plans\n"
+      "           (--capabilities: the strategies advertised, a comma list of S2 and S3, or none; default S2,S3)\n"
+      "env: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (set by the launcher; LOCAL_WORLD_SIZE, the GPUs per\n"
+      "     node, is optional and published in the layout); GREYHOUND_REDIS, GREYHOUND_JOB with --plan\n");
 }
 
 // Throws ArgError or std::invalid_argument with a message for the user; *help when --help was given.
 Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   const greyhound::Args args(argvv,
                              {"tp", "dp", "pp", "microbatches", "iterations", "duration-s", "hidden", "rows", "layers",
-                              "rdzv", "group-init", "dp-sync", "seed", "call-log", "lr", "redis", "job"},
+                              "rdzv", "group-init", "dp-sync", "seed", "call-log", "lr", "redis", "job", "capabilities"},
                              {"help", "plan"});
   Options o;
   *help = args.flag("help");
@@ -329,6 +367,26 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   if (o.plan_mode) {
     o.redis_url = args.str("redis", "");
     o.job = args.str("job", greyhound::read_env_config().job);
+    const std::string caps = args.str("capabilities", "S2,S3");
+    o.capabilities = 0;
+    if (caps != "none") {
+      std::size_t from = 0;
+      for (;;) {
+        const std::size_t comma = caps.find(',', from);
+        const std::string c = caps.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+        if (c == "S2") {
+          o.capabilities |= GREYHOUND_JOB_CAP_S2;
+        } else if (c == "S3") {
+          o.capabilities |= GREYHOUND_JOB_CAP_S3;
+        } else {
+          throw greyhound::ArgError("--capabilities: '" + c + "' is not S2 or S3 (a comma list, or none)");
+        }
+        if (comma == std::string::npos) break;
+        from = comma + 1;
+      }
+    }
+  } else if (args.has("capabilities")) {
+    throw greyhound::ArgError("--capabilities needs --plan");
   }
   if ((o.iterations > 0) == (o.duration_s > 0)) throw greyhound::ArgError("give exactly one of --iterations, --duration-s");
   if (o.group_init != "split" && o.group_init != "uniqueid") throw greyhound::ArgError("--group-init: split or uniqueid");
@@ -363,6 +421,7 @@ int main(int argc, char** argv) {
   const std::string &rdzv = o.rdzv, &group_init = o.group_init, &dp_sync = o.dp_sync, &call_log = o.call_log;
   const std::uint64_t seed = o.seed;
   const bool plan_mode = o.plan_mode;
+  const std::uint32_t capabilities = o.capabilities;
   const std::string &job = o.job, &redis_url = o.redis_url;
   std::unique_ptr<PlanChannel> plans;
   if (plan_mode) {
@@ -380,10 +439,24 @@ int main(int argc, char** argv) {
   const greyhound::ParallelShape shape{T, D, P};
   if (world != shape.world()) die("WORLD_SIZE=%d but --tp %d x --dp %d x --pp %d = %d", world, T, D, P, shape.world());
   if (g_rank >= world) die("RANK=%d outside WORLD_SIZE=%d", g_rank, world);
+  // The placement in force: role_of[r] is the global rank (Megatron order) whose (tp, dp, pp) launch rank r
+  // holds. It starts as Megatron's (every rank its own); an S3 plan moves roles between launch ranks, while
+  // a rank's GPU and node stay those of its launch rank.
+  std::vector<int> role_of(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) role_of[static_cast<std::size_t>(r)] = r;
   const greyhound::RankCoords me = shape.coords(g_rank);
-  const Layout lay{me.tp, me.dp, me.pp, T, D, P};
-  const bool first_stage = lay.pp == 0;
-  const bool last_stage = lay.pp == P - 1;
+  Layout lay{me.tp, me.dp, me.pp, T, D, P};
+  bool first_stage = lay.pp == 0;
+  bool last_stage = lay.pp == P - 1;
+  int gpus_per_node = 0;  // published in the layout (S3 needs it); 0: unknown
+  if (const char* g = std::getenv("LOCAL_WORLD_SIZE"); g != nullptr && *g != '\0') gpus_per_node = env_int("LOCAL_WORLD_SIZE");
+  if (gpus_per_node > 0 && (world % gpus_per_node != 0 || gpus_per_node % T != 0)) {
+    if (g_rank == 0) {
+      std::fprintf(stderr, "greyhound-minitrain: LOCAL_WORLD_SIZE=%d does not divide the world in whole TP groups; "
+                   "the layout says GPUs per node unknown\n", gpus_per_node);
+    }
+    gpus_per_node = 0;
+  }
 
   int ndev = 0;
   CUDA_CHECK(cudaGetDeviceCount(&ndev));
@@ -400,16 +473,21 @@ int main(int argc, char** argv) {
   const ncclUniqueId world_id = exchange_id(nccl, rdzv, "world", g_rank == 0);
   ncclComm_t world_comm = nccl.init_rank("world", world, world_id, g_rank);
   ncclComm_t tp_comm = nullptr, dp_comm = nullptr, pp_comm = nullptr;
-  const int tp_color = lay.pp * D + lay.dp, dp_color = lay.pp * T + lay.tp, pp_color = lay.dp * T + lay.tp;
-  if (group_init == "split") {
-    tp_comm = nccl.split("tp", world_comm, tp_color, g_rank);
-    dp_comm = nccl.split("dp", world_comm, dp_color, g_rank);
-    pp_comm = nccl.split("pp", world_comm, pp_color, g_rank);
-  } else {
-    tp_comm = nccl.init_rank("tp", T, exchange_id(nccl, rdzv, "tp-" + std::to_string(tp_color), lay.tp == 0), lay.tp);
-    dp_comm = nccl.init_rank("dp", D, exchange_id(nccl, rdzv, "dp-" + std::to_string(dp_color), lay.dp == 0), lay.dp);
-    pp_comm = nccl.init_rank("pp", P, exchange_id(nccl, rdzv, "pp-" + std::to_string(pp_color), lay.pp == 0), lay.pp);
-  }
+  // The groups of this rank's role; a member's rank in each is its coordinate (so PP peers are pp -+ 1 and
+  // reductions run in role order, whoever holds the roles). `tag` names a placement's unique ids apart.
+  auto make_groups = [&](const std::string& tag) {
+    const int tp_color = lay.pp * D + lay.dp, dp_color = lay.pp * T + lay.tp, pp_color = lay.dp * T + lay.tp;
+    if (group_init == "split") {
+      tp_comm = nccl.split("tp", world_comm, tp_color, lay.tp);
+      dp_comm = nccl.split("dp", world_comm, dp_color, lay.dp);
+      pp_comm = nccl.split("pp", world_comm, pp_color, lay.pp);
+    } else {
+      tp_comm = nccl.init_rank("tp", T, exchange_id(nccl, rdzv, "tp-" + std::to_string(tp_color) + tag, lay.tp == 0), lay.tp);
+      dp_comm = nccl.init_rank("dp", D, exchange_id(nccl, rdzv, "dp-" + std::to_string(dp_color) + tag, lay.dp == 0), lay.dp);
+      pp_comm = nccl.init_rank("pp", P, exchange_id(nccl, rdzv, "pp-" + std::to_string(pp_color) + tag, lay.pp == 0), lay.pp);
+    }
+  };
+  make_groups("");
 
   // ---- model state (column-major H x H weights, H x B activations) ----
   const std::size_t hh = static_cast<std::size_t>(H) * H;
@@ -426,7 +504,7 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&target), hb * sizeof(float)));
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&loss_buf), sizeof(float)));
   int* plan_dev = nullptr;
-  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&plan_dev), (static_cast<std::size_t>(D) + 1) * sizeof(int)));
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&plan_dev), (static_cast<std::size_t>(D) + 1 + world) * sizeof(int)));
   if (dp_sync == "rs-ag") CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&shard), nparams / D * sizeof(float)));
   {
     // W_l = (I + 0.05 U) / T on every TP shard, so the sum over shards stays near the identity.
@@ -491,7 +569,10 @@ int main(int argc, char** argv) {
 
   // Plans (--plan): the job's side of greyhound's mitigation.
   std::int64_t applied_epoch = 0;
-  std::vector<int> plan_buf(static_cast<std::size_t>(D) + 1, 0);  // [epoch, m_0 .. m_D-1], from rank 0
+  const std::size_t roles_at = static_cast<std::size_t>(D) + 1;  // where plan_buf's placement starts
+  // [epoch, m_0 .. m_D-1, role_0 .. role_W-1], from rank 0 (PlanChannel)
+  std::vector<int> plan_buf(roles_at + static_cast<std::size_t>(world), 0);
+  int prev = lay.pp - 1, next = lay.pp + 1;
   // Switches this rank to the allocation in plan_buf: its micro-batches, their global indices, the schedule.
   auto apply_allocation = [&] {
     for (int d = 0; d < D; ++d) alloc[static_cast<std::size_t>(d)] = plan_buf[static_cast<std::size_t>(d) + 1];
@@ -509,11 +590,62 @@ int main(int argc, char** argv) {
     }
     steps = greyhound::sim::one_f_one_b(lay.pp, P, my_mb);
   };
-  // Rank 0 reads the latest plan; everyone gets its epoch and allocation through one NCCL broadcast, so all
-  // ranks switch at the same iteration (Redis is never on the others' critical path).
+  // Switches every rank to the placement in plan_buf (S3, or a revert that carries one), at an iteration
+  // boundary, on all ranks alike: the weights of each role go from the launch rank that held it to the one
+  // that takes it (P2P on the world communicator, all pairs in one group), then the TP, DP and PP groups of
+  // the new roles are built (split from the world, or from new unique ids) and the old ones destroyed.
+  // The only state a role carries across iterations is its weights: gradients are zeroed every iteration,
+  // SGD keeps no optimizer state, and the allocation is global (plan_buf). Returns the job time the switch
+  // took: the slowest rank's, as every rank waits for it at its next collective.
+  auto apply_placement = [&](std::int64_t epoch) -> double {
+    const std::uint64_t t_start = mono_ns();
+    std::vector<int> new_role(plan_buf.begin() + static_cast<std::ptrdiff_t>(roles_at), plan_buf.end());
+    std::vector<int> old_holder(static_cast<std::size_t>(world)), new_holder(static_cast<std::size_t>(world));
+    for (int r = 0; r < world; ++r) {
+      old_holder[static_cast<std::size_t>(role_of[static_cast<std::size_t>(r)])] = r;
+      new_holder[static_cast<std::size_t>(new_role[static_cast<std::size_t>(r)])] = r;
+    }
+    const int mine_before = role_of[static_cast<std::size_t>(g_rank)];
+    const int mine_after = new_role[static_cast<std::size_t>(g_rank)];
+    if (mine_before != mine_after) {
+      float* incoming = nullptr;
+      CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&incoming), nparams * sizeof(float)));
+      nccl.group_start();
+      nccl.send("world", world_comm, W, nparams, new_holder[static_cast<std::size_t>(mine_before)], stream);
+      nccl.recv("world", world_comm, incoming, nparams, old_holder[static_cast<std::size_t>(mine_after)], stream);
+      nccl.group_end();
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      CUDA_CHECK(cudaFree(W));
+      W = incoming;
+    }
+    nccl.destroy("pp", pp_comm);
+    nccl.destroy("dp", dp_comm);
+    nccl.destroy("tp", tp_comm);
+    role_of = std::move(new_role);
+    const greyhound::RankCoords c = shape.coords(mine_after);
+    lay.tp = c.tp;
+    lay.dp = c.dp;
+    lay.pp = c.pp;
+    first_stage = lay.pp == 0;
+    last_stage = lay.pp == P - 1;
+    prev = lay.pp - 1;
+    next = lay.pp + 1;
+    make_groups(".e" + std::to_string(epoch));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    float took_s = static_cast<float>(static_cast<double>(mono_ns() - t_start) * 1e-9);
+    CUDA_CHECK(cudaMemcpyAsync(loss_buf, &took_s, sizeof took_s, cudaMemcpyHostToDevice, stream));
+    nccl.all_reduce("world", world_comm, loss_buf, 1, ncclMax, stream);
+    CUDA_CHECK(cudaMemcpyAsync(&took_s, loss_buf, sizeof took_s, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return took_s;
+  };
+  // Rank 0 reads the latest plan; everyone gets its epoch and configuration through one NCCL broadcast, so
+  // all ranks switch at the same iteration (Redis is never on the others' critical path).
   auto check_plan = [&](std::uint64_t iter) {
     std::fill(plan_buf.begin(), plan_buf.end(), 0);
-    if (g_rank == 0) plans->read(T, D, P, alloc, initial_alloc, plan_buf);
+    if (g_rank == 0) {
+      plans->read({T, D, P, gpus_per_node, capabilities, alloc, initial_alloc, role_of}, plan_buf);
+    }
     CUDA_CHECK(cudaMemcpyAsync(plan_dev, plan_buf.data(), plan_buf.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
     nccl.broadcast_ints("world", world_comm, plan_dev, plan_buf.size(), 0, stream);
     CUDA_CHECK(cudaMemcpyAsync(plan_buf.data(), plan_dev, plan_buf.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
@@ -522,18 +654,30 @@ int main(int argc, char** argv) {
     if (epoch <= applied_epoch) return;
     applied_epoch = epoch;
     if (plan_buf[1] == PlanChannel::kUnsupported) {
-      plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_UNSUPPORTED, "this job applies S2 and reverts only");
+      plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_UNSUPPORTED, "a strategy this job does not advertise", 0);
     } else if (plan_buf[1] == PlanChannel::kRejected) {
-      plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_REJECTED, "micro-batch vector does not fit this job");
+      plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_REJECTED, "the plan does not fit this job", 0);
     } else {
+      const int role_before = role_of[static_cast<std::size_t>(g_rank)];
+      const bool moves =
+          !std::equal(role_of.begin(), role_of.end(), plan_buf.begin() + static_cast<std::ptrdiff_t>(roles_at));
+      const std::uint64_t t_start = mono_ns();
+      const double switch_s = moves ? apply_placement(epoch) : 0.0;
       apply_allocation();
-      plans->layout_changed();  // the layout names the allocation in force
-      std::printf("plan %lld applied at iter %llu: %d micro-batches on this replica, %d in the global batch\n",
-                  static_cast<long long>(epoch), static_cast<unsigned long long>(iter), my_mb, global_mb);
-      plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_APPLIED, "");
+      const double apply_s = moves ? switch_s : static_cast<double>(mono_ns() - t_start) * 1e-9;
+      plans->layout_changed();  // the layout names the configuration in force
+      char detail[160] = "";
+      if (moves) {
+        std::snprintf(detail, sizeof detail, "placement switched in %.1f ms (new communicators and weight handover)",
+                      switch_s * 1e3);
+      }
+      std::printf("plan %lld applied at iter %llu: %d micro-batches on this replica, %d in the global batch; role %d "
+                  "(tp %d dp %d pp %d), was %d; switch %.3f ms\n",
+                  static_cast<long long>(epoch), static_cast<unsigned long long>(iter), my_mb, global_mb,
+                  role_of[static_cast<std::size_t>(g_rank)], lay.tp, lay.dp, lay.pp, role_before, switch_s * 1e3);
+      plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_APPLIED, detail, apply_s);
     }
   };
-  const int prev = lay.pp - 1, next = lay.pp + 1;
   std::uint64_t epoch_ns = mono_ns();
   if (const char* e = std::getenv("GREYHOUND_SIM_EPOCH_NS"); e != nullptr && *e != '\0') {
     epoch_ns = std::strtoull(e, nullptr, 10);
@@ -613,8 +757,9 @@ int main(int argc, char** argv) {
       std::memcpy(&bits, &f, sizeof bits);
       h = (h ^ bits) * 0x100000001b3ull;
     }
-    std::printf("iter %" PRIu64 " t_s %.6f iter_ms %.3f loss %.6g checksum %016" PRIx64 "\n", iter,
-                static_cast<double>(t1 - epoch_ns) * 1e-9, static_cast<double>(t1 - t0) * 1e-6, iter_loss, h);
+    std::printf("iter %" PRIu64 " t_s %.6f iter_ms %.3f loss %.6g checksum %016" PRIx64 " role %d\n", iter,
+                static_cast<double>(t1 - epoch_ns) * 1e-9, static_cast<double>(t1 - t0) * 1e-6, iter_loss, h,
+                role_of[static_cast<std::size_t>(g_rank)]);
     std::fflush(stdout);
 
     if (iterations > 0) {

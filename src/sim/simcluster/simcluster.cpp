@@ -237,6 +237,7 @@ std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const st
   spec.env = {{"RANK", std::to_string(r)},
               {"WORLD_SIZE", std::to_string(o.world())},
               {"LOCAL_RANK", std::to_string(r % o.G)},
+              {"LOCAL_WORLD_SIZE", std::to_string(o.G)},
               {"GREYHOUND_JOB", o.job},
               {"GREYHOUND_JOB_EPOCH_NS", std::to_string(epoch_ns)},
               {"GREYHOUND_SHM_DIR", node_dir},
