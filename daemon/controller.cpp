@@ -125,6 +125,7 @@ void Controller::react(const Event& e, const Now& now) {
     if (baseline_ && e.type == event_type::kIncidentOpen && (d ? d->onset_t_s : e.t_s) < baseline_end_t_s_) {
       spdlog::info("the baseline overlapped the onset of this slowdown; discarded");
       baseline_.reset();
+      if (e.before_ms > 0) tracker_->mutable_state().healthy_ms = e.before_ms;
     }
     if (e.type == event_type::kIncidentOpen) {
       mitigated_ = false;
@@ -301,7 +302,12 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   out.events.push_back(std::move(e));
   out.persist_state = true;
   last_loc_ = loc;
-  track_fail_slows(loc, now, out);
+  // A window the configuration changed in shows two configurations at once: it ends nothing, opens nothing.
+  if (last_change_s_ < last_profile_s_) {
+    track_fail_slows(loc, now, out);
+  } else {
+    spdlog::info("profile {} straddles a change of configuration: fail-slows left as they were", p.id);
+  }
   if (tracker_->open_incident()) {
     const bool any = !tracker_->state().fail_slows.empty();
     tracker_->set_phase(cfg_.mitigate && planner_ && any ? Phase::kMitigating : Phase::kSlow);
@@ -347,10 +353,14 @@ void Controller::track_fail_slows(const Localisation& loc, const Now& now, Inten
   out.persist_state = true;
 }
 
+// The job's healthy iteration: the lesser of the baseline's (a window that overlapped an onset is slower)
+// and the level before the open incident (which, with a remedy in force for an earlier fail-slow, is that).
 double Controller::healthy_s() const {
-  if (tracker_->state().healthy_ms > 0) return tracker_->state().healthy_ms * 1e-3;
-  if (tracker_->open_incident() && tracker_->open_incident()->before_ms > 0) return tracker_->open_incident()->before_ms * 1e-3;
-  return last_iteration_s_;
+  double ms = tracker_->state().healthy_ms;
+  if (tracker_->open_incident() && tracker_->open_incident()->before_ms > 0) {
+    ms = ms > 0 ? std::min(ms, tracker_->open_incident()->before_ms) : tracker_->open_incident()->before_ms;
+  }
+  return ms > 0 ? ms * 1e-3 : last_iteration_s_;
 }
 
 // A fail-slow's ski rental, once the planner knows what the job can apply; continued from its account.
@@ -657,6 +667,7 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
     type = o.applied == layout_->world ? event_type::kPlanApplied : event_type::kPlanRejected;
     if (o.applied == layout_->world) {
       if (planner_) planner_->applied(plan);
+      last_change_s_ = now.mono_s;
       if (!plan.microbatches.empty()) layout_->microbatches = plan.microbatches;
       if (!plan.microbatches.empty()) split_for_ = planner_ && planner_->split_in_force() ? pending_->fail_slows : std::set<std::int64_t>{};
       if (plan.placement.is_array()) placement_for_ = planner_ && planner_->moved() ? pending_->fail_slows : std::set<std::int64_t>{};

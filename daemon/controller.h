@@ -219,6 +219,7 @@ class Controller {
   bool resume_open_incident_ = false;
   double last_profile_s_ = -1e18;     // when the last window started
   double last_profile_end_s_ = -1e18; // ... and when it ended (reports in)
+  double last_change_s_ = -1e18;      // when the job last acknowledged a change of configuration
   std::optional<GroupBaseline> baseline_;
   double healthy_since_s_ = 0;
   double baseline_at_s_ = -1e18;

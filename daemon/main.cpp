@@ -24,12 +24,14 @@ int main(int argc, char** argv) {
   try {
     const greyhound::Args a(std::vector<std::string>(argv + 1, argv + argc),
                             {"job", "jobs", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
-                             "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s"},
+                             "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
+                             "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin"},
                             {"help", "mitigate"});
     if (a.flag("help")) {
       std::printf("usage: greyhound-master [--job J | --jobs PATTERN] [--redis URL] [--event-log FILE] [--poll-ms MS]\n"
                   "         [--mitigate] [--profile-s S] [--ack-timeout-s S] [--s3-pause-s S] [--s4-restart-s S]\n"
                   "         [--baseline-after-s S] [--baseline-every-s S] [--retire-after-s S]\n"
+                  "         [--profile-iterations N] [--reprofile-iterations N] [--check-iterations N] [--pay-margin F]\n"
                   "--jobs serves every registered job matching PATTERN (fnmatch, e.g. '*'); --job one job\n"
                   "defaults from GREYHOUND_JOB and GREYHOUND_REDIS\n");
       return 0;
@@ -49,6 +51,12 @@ int main(int argc, char** argv) {
     cfg.controller.planner.ski.s4_restart_s = a.number("s4-restart-s", cfg.controller.planner.ski.s4_restart_s);
     cfg.controller.baseline_after_s = a.number("baseline-after-s", cfg.controller.baseline_after_s);
     cfg.controller.baseline_every_s = a.number("baseline-every-s", cfg.controller.baseline_every_s);
+    cfg.controller.profile_iterations = static_cast<int>(a.integer_in("profile-iterations", cfg.controller.profile_iterations, 0, 1000));
+    cfg.controller.reprofile_iterations =
+        static_cast<int>(a.integer_in("reprofile-iterations", cfg.controller.reprofile_iterations, 0, 1000));
+    cfg.controller.check_iterations = static_cast<int>(a.integer_in("check-iterations", cfg.controller.check_iterations, 1, 1000));
+    cfg.controller.pay_margin = a.number("pay-margin", cfg.controller.pay_margin);
+    if (!(cfg.controller.pay_margin >= 0 && cfg.controller.pay_margin < 1)) throw greyhound::ArgError("--pay-margin must be in [0, 1)");
     const auto& c = cfg.controller;
     if (c.profile_s <= 0 || c.ack_timeout_s <= 0) throw greyhound::ArgError("--profile-s and --ack-timeout-s must be > 0");
     if (cfg.retire_after_s <= 0) throw greyhound::ArgError("--retire-after-s must be > 0");

@@ -47,6 +47,17 @@ Planner::Planner(const PlannerConfig& c, const JobLayout& l) : config_(c), layou
   original_.placement = mitigate::megatron_placement(l.dp, l.pp);
   current_.microbatches = l.microbatches;
   current_.placement = original_.placement;
+  // The placement the layout names in force (a job that applied an S3 plan): each slot's role is its first
+  // rank's.
+  if (!l.placement.empty() && l.tp > 0) {
+    mitigate::Placement placed(original_.placement.size());
+    for (const PlacementEntry& e : l.placement) {
+      if (e.rank >= 0 && e.rank % l.tp == 0 && static_cast<std::size_t>(e.rank / l.tp) < placed.size()) {
+        placed[static_cast<std::size_t>(e.rank / l.tp)] = {e.dp, e.pp};
+      }
+    }
+    if (!mitigate::placement_error(placed, l.dp, l.pp)) current_.placement = placed;
+  }
 }
 
 bool Planner::available(Strategy s, Cause cause) const {

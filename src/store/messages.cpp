@@ -220,7 +220,7 @@ Event build_event(const Fields& f, const json& j) {
         event_type::kAgentStop,  event_type::kCommandAck,   event_type::kIncidentOpen,    event_type::kIncidentUpdate,
         event_type::kIncidentClose, event_type::kProfile,   event_type::kLocalised,       event_type::kPlan,
         event_type::kPlanApplied, event_type::kPlanTimeout, event_type::kPlanRejected,
-        event_type::kBaseline};
+        event_type::kBaseline,    event_type::kFailSlowOpen, event_type::kFailSlowEnd,   event_type::kRemedyCheck};
     Event e;
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -434,6 +436,200 @@ TEST(Controller, TwoJobsAtOnceStayIndependent) {
   EXPECT_FALSE(b.c.step(at(11), registry()).profile);
   EXPECT_EQ(a.c.state().incidents_total, 1);
   EXPECT_EQ(b.c.state().incidents_total, 0);
+}
+
+// A TP1 x DP2 x PP2 job on nodes of ranks {0,2} and {1,3}: the DP groups {0,1} (stage 0) and {2,3} (stage 1)
+// both cross the link 0-1. `shares`: each rank's share of the window inside its DP group.
+Event dp_profile(int rank, const std::string& request, double share, double iter_ms = 500) {
+  Event e = profile(rank, request, 10, iter_ms);
+  e.node = rank % 2;
+  e.source = "agent:" + std::to_string(e.node);
+  ProfileReport p;
+  p.request = request;
+  p.window_s = 3;
+  p.iterations = 10;
+  p.iter_ms = iter_ms;
+  p.comm_share = share;
+  p.groups[rank < 2 ? 0x10 : 0x11] = {share, 5};
+  e.detail = to_json(p);
+  return e;
+}
+
+std::vector<Event> dp_profiles(const std::string& request, std::array<double, 4> shares, double iter_ms = 500) {
+  std::vector<Event> out;
+  for (int r = 0; r < 4; ++r) out.push_back(dp_profile(r, request, shares[static_cast<std::size_t>(r)], iter_ms));
+  return out;
+}
+
+IterationUpdate pace(std::int64_t index, double iter_ms) {
+  IterationUpdate u;
+  u.index = index;
+  u.iter_ms = iter_ms;
+  return u;
+}
+
+// Drives a mitigating controller to a localised slow GPU (rank 3) with a congested link 0-1 at once, and
+// the S2 split for the GPU in force. Returns the epoch of that plan.
+struct TwoFaults {
+  Driven d;
+  std::int64_t index = 100;
+  double t = 0;
+  explicit TwoFaults(ControllerConfig cfg) : d(cfg) {}
+
+  Intents step(JobInputs in, double iter_ms) {
+    in.pace = pace(++index, iter_ms);
+    t += 0.5;
+    return d.c.step(at(t, t), in);
+  }
+  void ack_all(std::int64_t epoch) {
+    JobInputs in;
+    in.acks_read = true;
+    for (int r = 0; r < 4; ++r) {
+      PlanAck a;
+      a.rank = r;
+      a.epoch = epoch;
+      a.status = AckStatus::kApplied;
+      in.acks.push_back(a);
+    }
+    in.layout = std::nullopt;
+    last = step(in, 500);
+  }
+  Intents last;
+};
+
+ControllerConfig mitigating() {
+  ControllerConfig cfg;
+  cfg.mitigate = true;
+  cfg.baseline_after_s = 1;
+  cfg.baseline_every_s = 1000;
+  cfg.profile_grace_s = 1;
+  return cfg;
+}
+
+TEST(Controller, ASplitForAGpuThatRecoveredIsRevertedWhileTheLinkStaysOpen) {
+  TwoFaults f(mitigating());
+  Driven& d = f.d;
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  JobInputs in = registry();
+  in.layout = layout({8, 8}, {8, 8});
+  // A healthy baseline first: the DP groups' least member time is 0.05 of a 400 ms iteration.
+  Intents it = f.step(in, 400);
+  f.t = 2;
+  it = f.step(registry(), 400);
+  ASSERT_TRUE(it.profile);
+  const std::string base = it.profile->command.id;
+  d.feed(dp_profiles(base, {0.05, 0.05, 0.05, 0.05}, 400), at(f.t, f.t));
+  JobInputs g;
+  g.groups = two_groups();
+  it = f.step(g, 400);
+  ASSERT_TRUE(d.c.has_baseline());
+
+  // Rank 3's GPU slows (it arrives last in {2,3}; rank 2 waits) and the link 0-1 is congested ({0,1}'s least
+  // member, rank 1, spends 3x its baseline).
+  d.feed({change(event_type::kSlowdown, 3, f.t, 400, 500)}, at(f.t, f.t));
+  it = f.step(registry(), 500);
+  ASSERT_TRUE(it.profile);
+  const std::string req = it.profile->command.id;
+  d.feed(dp_profiles(req, {0.35, 0.15, 0.30, 0.02}), at(f.t, f.t));
+  JobInputs done;
+  done.groups = two_groups();
+  done.layout = layout({8, 8}, {8, 8});
+  it = f.step(done, 500);
+  std::vector<std::string> ty = types(it.events);
+  ASSERT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_open"), 2) << it.events.size();
+  ASSERT_EQ(d.c.fail_slows().size(), 2u);
+  int gpu = -1, link = -1;
+  for (const FailSlow& x : d.c.fail_slows()) {
+    if (x.cause == Cause::kComputation) gpu = static_cast<int>(x.id);
+    if (x.cause == Cause::kCommunication) link = static_cast<int>(x.id);
+  }
+  ASSERT_GT(gpu, 0);
+  ASSERT_GT(link, 0);
+  EXPECT_EQ(d.c.fail_slows()[static_cast<std::size_t>(gpu == 1 ? 0 : 1)].rank, 3);
+
+  // The GPU's loss pays for S2 within a few iterations: a split with its prediction.
+  std::optional<Plan> plan;
+  for (int i = 0; i < 10 && !plan; ++i) plan = f.step(JobInputs{}, 500).plan;
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->strategy, Strategy::kS2);
+  EXPECT_EQ(plan->microbatches, (std::vector<int>{10, 6}));
+  EXPECT_GT(plan->predicted_iteration_s, 0.4);
+  EXPECT_LT(plan->predicted_iteration_s, 0.5);
+  d.c.plan_published(*plan, at(f.t, f.t));
+  f.ack_all(plan->epoch);
+  ASSERT_EQ(types(f.last.events), std::vector<std::string>{"plan_applied"});
+  // Measured: faster than the 500 ms before it, so it pays.
+  for (int i = 0; i < 5; ++i) f.last = f.step(JobInputs{}, 455);
+  EXPECT_FALSE(d.c.checking());
+
+  // The GPU recovers; the link does not. The next profile shows rank 3 no longer late and the replicas
+  // even per slot, the link still slow: the GPU's fail-slow ends and the split reverts at once.
+  std::optional<ProfileRequest> next;
+  for (int i = 0; i < 40 && !next; ++i) next = f.step(registry(), 455).profile;
+  ASSERT_TRUE(next);
+  d.feed(dp_profiles(next->command.id, {0.35, 0.15, 0.06, 0.05}), at(f.t, f.t));
+  it = f.step(done, 455);
+  ty = types(it.events);
+  EXPECT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_end"), 1);
+  ASSERT_EQ(d.c.fail_slows().size(), 1u);
+  EXPECT_EQ(d.c.fail_slows()[0].cause, Cause::kCommunication);
+  EXPECT_EQ(d.c.fail_slows()[0].link_a, 0);
+  EXPECT_EQ(d.c.fail_slows()[0].link_b, 1);
+  ASSERT_TRUE(it.plan);
+  EXPECT_EQ(it.plan->action, PlanAction::kRevert);
+  EXPECT_EQ(it.plan->microbatches, (std::vector<int>{8, 8}));
+  EXPECT_TRUE(d.c.open_incident());  // the link keeps it open
+}
+
+TEST(Controller, ARemedyThatDoesNotPayIsUndoneAndNotTriedAgain) {
+  TwoFaults f(mitigating());
+  Driven& d = f.d;
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  JobInputs in = registry();
+  in.layout = layout({8, 8}, {8, 8});
+  f.step(in, 400);
+  d.feed({change(event_type::kSlowdown, 3, 1, 400, 500)}, at(1, 1));
+  Intents it = f.step(registry(), 500);
+  ASSERT_TRUE(it.profile);
+  d.feed(dp_profiles(it.profile->command.id, {0.25, 0.05, 0.30, 0.02}), at(f.t, f.t));
+  JobInputs done;
+  done.groups = two_groups();
+  done.layout = layout({8, 8}, {8, 8});
+  it = f.step(done, 500);
+  ASSERT_EQ(d.c.fail_slows().size(), 1u);
+  std::optional<Plan> plan;
+  for (int i = 0; i < 10 && !plan; ++i) plan = f.step(JobInputs{}, 500).plan;
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->strategy, Strategy::kS2);
+  d.c.plan_published(*plan, at(f.t, f.t));
+  f.ack_all(plan->epoch);
+  EXPECT_TRUE(d.c.checking());
+  // Under the split the iterations are no faster: one to settle, then check_iterations of them.
+  std::optional<Plan> undo;
+  std::vector<std::string> seen;
+  for (int i = 0; i < 6 && !undo; ++i) {
+    it = f.step(JobInputs{}, 505);
+    for (const auto& t : types(it.events)) seen.push_back(t);
+    undo = it.plan;
+  }
+  ASSERT_TRUE(undo);
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "remedy_check"), seen.end());
+  EXPECT_EQ(undo->action, PlanAction::kRevert);
+  EXPECT_EQ(undo->microbatches, (std::vector<int>{8, 8}));
+  EXPECT_NE(undo->reason.find("does not pay"), std::string::npos) << undo->reason;
+  d.c.plan_published(*undo, at(f.t, f.t));
+  f.ack_all(undo->epoch);
+  // Not tried again for this fail-slow, however long it lasts.
+  for (int i = 0; i < 50; ++i) EXPECT_FALSE(f.step(JobInputs{}, 500).plan) << i;
+  ASSERT_EQ(d.c.fail_slows().size(), 1u);
+  EXPECT_FALSE(d.c.fail_slows()[0].account.s2);
+
+  // The account is in the state the driver commits: a restarted master continues it.
+  Driven again(mitigating());
+  again.c.load(d.c.state(), d.c.open_incident(), 10, "0-0", at(100));
+  ASSERT_EQ(again.c.fail_slows().size(), 1u);
+  EXPECT_FALSE(again.c.fail_slows()[0].account.s2);
+  EXPECT_GT(again.c.fail_slows()[0].account.loss_s, 1.0);
 }
 
 TEST(Controller, ComparableGroupsFromTheRegistry) {
