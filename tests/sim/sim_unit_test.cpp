@@ -13,6 +13,7 @@
 #include "sim/reduce.h"
 #include "sim/sim_model.h"
 #include "sim/simcluster/run_report.h"
+#include "store/messages.h"
 
 namespace greyhound::sim {
 namespace {
@@ -266,6 +267,29 @@ TEST(RunReport, JobIterationsFollowTheLastRankToFinish) {
   gap[1].index = 5;
   EXPECT_EQ(job_iterations({rank0, gap}).size(), 1u);
   EXPECT_TRUE(job_iterations({rank0, {}}).empty());
+}
+
+// The oracle's plans read like the master's in the timeline, marked as the oracle's.
+TEST(RunReport, TimelineMarksTheOraclesPlans) {
+  Plan p;
+  p.epoch = 1;
+  p.strategy = Strategy::kS2;
+  p.microbatches = {10, 6};
+  Event oracle;
+  oracle.type = event_type::kPlan;
+  oracle.t_s = 4.01;
+  oracle.source = "oracle";
+  oracle.detail = to_json(p);
+  Event master = oracle;
+  master.source = "master";
+  master.t_s = 5.0;
+  p.epoch = 2;
+  master.detail = to_json(p);
+  const nlohmann::json report = {{"events", {to_json(oracle), to_json(master)}}};
+  const std::string tl = format_timeline(report);
+  EXPECT_NE(tl.find("t=   4.01s  PLAN   (oracle) epoch 1 S2 apply, micro-batches per DP replica [10,6]"), std::string::npos)
+      << tl;
+  EXPECT_NE(tl.find("t=   5.00s  PLAN   epoch 2 S2 apply"), std::string::npos) << tl;
 }
 
 }  // namespace

@@ -200,8 +200,9 @@ std::string format_timeline(const nlohmann::json& report) {
         master_lines.push_back({e.t_s, "PLAN   (malformed detail: " + err + ")"});
         continue;
       }
-      std::string text = "PLAN   epoch " + std::to_string(p->epoch) + " " + std::string(name(p->strategy)) + " " +
-                         std::string(name(p->action));
+      const std::string by = e.source == "oracle" ? "(oracle) " : "";
+      std::string text = "PLAN   " + by + "epoch " + std::to_string(p->epoch) + " " + std::string(name(p->strategy)) +
+                         " " + std::string(name(p->action));
       if (!p->microbatches.empty()) {
         text += ", micro-batches per DP replica " + nlohmann::json(p->microbatches).dump();
       }
