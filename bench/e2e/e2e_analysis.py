@@ -14,7 +14,9 @@ Terms:
   remedy's end.
 - A localisation (the master's localised event) is right when it names a fault active at its time, or
   active until at most `slack_s` before it (a profile window ends after the evidence): a gpu or cpu fault
-  by its rank as the culprit, a link fault by its two nodes among the suspect links. Otherwise it is wrong.
+  by its rank as the culprit, a link fault by its two nodes among the suspect links. One that names a rank
+  or a link and is not right is wrong. One that names nothing (no culprit, no suspect link) is neither: a
+  miss while a fault is active (counted as `missed`), an all-clear otherwise (a re-profile after the end).
 """
 
 import math
@@ -104,18 +106,29 @@ def active(fault, t_s, slack_s=0.0):
     return fault["start_s"] <= t_s < fault["end_s"] + slack_s
 
 
+def names_nothing(detail):
+    return detail.get("culprit", -1) < 0 and not detail.get("suspect_links")
+
+
 def localisation_tally(report, faults, slack_s=LOCALISATION_SLACK_S):
-    """Right and wrong localisations (see the module's terms), with each wrong one's time and what it named."""
-    right, wrong = 0, []
+    """Right, wrong and missed localisations and all-clears (see the module's terms), with each wrong or
+    missed one's time and what it named."""
+    right, wrong, missed, clear = 0, [], [], 0
     for e in events(report, "localised", "master"):
         d = e.get("detail") or {}
         t = e.get("t_s", 0.0)
+        what = {"t_s": t, "culprit": d.get("culprit", -1), "cause": d.get("cause"),
+                "suspect_links": [l.get("nodes") for l in d.get("suspect_links", [])]}
         if any(active(f, t, slack_s) and localisation_names(f, d) for f in faults):
             right += 1
+        elif not names_nothing(d):
+            wrong.append(what)
+        elif any(active(f, t) for f in faults):
+            missed.append(what)
         else:
-            wrong.append({"t_s": t, "culprit": d.get("culprit", -1), "cause": d.get("cause"),
-                          "suspect_links": [l.get("nodes") for l in d.get("suspect_links", [])]})
-    return {"right": right, "wrong": len(wrong), "wrong_events": wrong}
+            clear += 1
+    return {"right": right, "wrong": len(wrong), "missed": len(missed), "all_clear": clear,
+            "wrong_events": wrong, "missed_events": missed}
 
 
 def detection_time(report, fault):

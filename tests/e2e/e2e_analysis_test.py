@@ -55,13 +55,18 @@ class Analysis(unittest.TestCase):
             ev("localised", 33.0, detail={"culprit": 3, "suspect_links": []}),          # right: within slack
             ev("localised", 45.0, detail={"culprit": -1, "suspect_links": [{"nodes": [0, 1]}]}),  # right: link
             ev("localised", 50.0, detail={"culprit": -1, "suspect_links": [{"nodes": [1, 2]}]}),  # wrong link
-            ev("localised", 70.0, detail={"culprit": 3, "suspect_links": []}),          # nothing active
+            ev("localised", 70.0, detail={"culprit": 3, "suspect_links": []}),          # wrong: nothing active
             ev("localised", 16.0, source="agent:1", detail={"culprit": 3}),             # not the master's
+            ev("localised", 55.0, detail={"culprit": -1, "suspect_links": []}),         # missed the link
+            ev("localised", 36.0, detail={"culprit": -1, "suspect_links": []}),         # all clear
         ])
         t = ea.localisation_tally(r, [GPU, LINK])
         self.assertEqual(t["right"], 3)
         self.assertEqual(t["wrong"], 3)
         self.assertEqual([w["t_s"] for w in t["wrong_events"]], [20.0, 50.0, 70.0])
+        self.assertEqual(t["missed"], 1)
+        self.assertEqual(t["missed_events"][0]["t_s"], 55.0)
+        self.assertEqual(t["all_clear"], 1)
 
     def test_reaction_times_per_fault(self):
         r = report_with([
