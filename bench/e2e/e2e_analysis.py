@@ -153,12 +153,18 @@ def _applied(report):
     return out
 
 
+def mean_period_ms(report, start_s, end_s):
+    """Mean job period of the iterations that ended in [start_s, end_s); None when none did."""
+    ms = [it["iter_ms"] for it in report.get("iterations", []) if start_s <= it["t_s"] < end_s]
+    return sum(ms) / len(ms) if ms else None
+
+
 def reaction(report, fault, period_s, slack_s=LOCALISATION_SLACK_S):
-    """Per fault: the job times of its detection, localisation, remedy in force and the remedy's end, and
-    the delays (seconds and healthy iterations) from the onset (from the end for the remedy's end); None
+    """Per fault: the job's mean period while it was active, the job times of its detection, localisation,
+    remedy in force and the remedy's end, and the delays (seconds and healthy iterations) from the onset (from the end for the remedy's end); None
     for what did not happen."""
     onset, end = fault["start_s"], fault["end_s"]
-    out = {"onset_s": onset, "end_s": end}
+    out = {"onset_s": onset, "end_s": end, "mean_iter_ms": mean_period_ms(report, onset, end)}
     out["detected_s"] = detection_time(report, fault)
     loc = [e.get("t_s", 0.0) for e in events(report, "localised", "master")
            if active(fault, e.get("t_s", 0.0), slack_s) and localisation_names(fault, e.get("detail") or {})]

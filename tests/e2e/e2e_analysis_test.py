@@ -80,6 +80,10 @@ class Analysis(unittest.TestCase):
             ev("slowdown", 41.0, source="agent:0", detected_t_s=42.0),
         ])
         g = ea.reaction(r, GPU, 0.5)
+        self.assertIsNone(g["mean_iter_ms"])  # the synthetic iterations all end before the fault
+        r["iterations"] = its(500, 20, t0=1.0) + [{"index": 20, "t_s": 11.8, "iter_ms": 800.0}]
+        # iterations ending at 10.0, 10.5, 11.0 and 11.8 s are inside [10, 30)
+        self.assertAlmostEqual(ea.reaction(r, GPU, 0.5)["mean_iter_ms"], (3 * 500.0 + 800.0) / 4)
         self.assertEqual(g["detected_s"], 13.0)
         self.assertAlmostEqual(g["detected_after_iterations"], 6.0)
         self.assertEqual(g["localised_s"], 16.0)
