@@ -13,6 +13,7 @@
 #include "sim/reduce.h"
 #include "sim/sim_model.h"
 #include "sim/simcluster/run_report.h"
+#include "store/messages.h"
 
 namespace greyhound::sim {
 namespace {
@@ -220,20 +221,75 @@ TEST(PipelineSchedule, StagesMatchUpForManyShapes) {
 }
 
 TEST(RunReport, ParsesMinitrainLinesAndComputesThroughput) {
-  const auto its = parse_iteration_log(
+  const auto lines = parse_iteration_log(
       "greyhound[1]: recording\n"
       "iter 0 t_s 1.000000 iter_ms 500.000 loss 2.5 checksum 00ff\n"
       "iter 1 t_s 1.500000 iter_ms 500.000 loss 2.4 checksum 00fe\n"
       "iter 2 t_s 2.500000 iter_ms 1000.000 loss 2.3 checksum 00fd\n"
       "garbage iter 3\n");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2].index, 2);
+  EXPECT_EQ(lines[2].checksum, "00fd");
+  const auto its = job_iterations({lines});  // one rank: the job's period is its own
   ASSERT_EQ(its.size(), 3u);
-  EXPECT_EQ(its[2].index, 2);
-  EXPECT_EQ(its[2].checksum, "00fd");
+  EXPECT_DOUBLE_EQ(its[0].iter_ms, 500.0);
+  EXPECT_DOUBLE_EQ(its[2].iter_ms, 1000.0);
   EXPECT_DOUBLE_EQ(throughput_iter_per_min(its), 60.0 * 3 / 2.0);
   EXPECT_DOUBLE_EQ(mean_iter_ms_between(its, 1.2, 3.0), 750.0);
   const auto f = FaultSchedule::parse_text(
       R"({"faults":[{"kind":"gpu","rank":0,"start_s":2.0,"end_s":3.0,"slowdown":2}]})");
   EXPECT_DOUBLE_EQ(healthy_mean_iter_ms(its, f, 0), 500.0);
+}
+
+// The job's period is set by its last rank to finish: a slow last stage shows in it though rank 0's own
+// loop (which waits for it only at the DP sync of the next iteration) does not.
+TEST(RunReport, JobIterationsFollowTheLastRankToFinish) {
+  const auto rank0 = parse_iteration_log(
+      "iter 0 t_s 1.000 iter_ms 400.000 loss 0 checksum a\n"
+      "iter 1 t_s 1.440 iter_ms 440.000 loss 0 checksum a\n"
+      "iter 2 t_s 1.880 iter_ms 440.000 loss 0 checksum a\n"
+      "iter 3 t_s 2.320 iter_ms 440.000 loss 0 checksum a\n");
+  const auto rank1 = parse_iteration_log(
+      "iter 0 t_s 1.100 iter_ms 450.000 loss 0 checksum b\n"
+      "iter 1 t_s 1.773 iter_ms 673.000 loss 0 checksum b\n"
+      "iter 2 t_s 2.446 iter_ms 673.000 loss 0 checksum b\n");  // one fewer: it failed
+  const auto its = job_iterations({rank0, rank1});
+  ASSERT_EQ(its.size(), 3u);
+  EXPECT_EQ(its[0].last_rank, 1);
+  EXPECT_NEAR(its[0].iter_ms, 500.0, 1e-9);  // from the earliest start (rank 0 at 0.6 s) to 1.1 s
+  EXPECT_NEAR(its[1].iter_ms, 673.0, 1e-9);
+  EXPECT_NEAR(its[2].iter_ms, 673.0, 1e-9);
+  EXPECT_DOUBLE_EQ(its[2].loop_ms, 440.0);
+  EXPECT_DOUBLE_EQ(its[2].t_s, 2.446);
+  EXPECT_NEAR(throughput_iter_per_min(its), 60.0 * 3 / (2.446 - 0.6), 1e-9);
+  // Ranks out of step (an index missing in one rank's lines): matched up to there only.
+  auto gap = rank1;
+  gap[1].index = 5;
+  EXPECT_EQ(job_iterations({rank0, gap}).size(), 1u);
+  EXPECT_TRUE(job_iterations({rank0, {}}).empty());
+}
+
+// The oracle's plans read like the master's in the timeline, marked as the oracle's.
+TEST(RunReport, TimelineMarksTheOraclesPlans) {
+  Plan p;
+  p.epoch = 1;
+  p.strategy = Strategy::kS2;
+  p.microbatches = {10, 6};
+  Event oracle;
+  oracle.type = event_type::kPlan;
+  oracle.t_s = 4.01;
+  oracle.source = "oracle";
+  oracle.detail = to_json(p);
+  Event master = oracle;
+  master.source = "master";
+  master.t_s = 5.0;
+  p.epoch = 2;
+  master.detail = to_json(p);
+  const nlohmann::json report = {{"events", {to_json(oracle), to_json(master)}}};
+  const std::string tl = format_timeline(report);
+  EXPECT_NE(tl.find("t=   4.01s  PLAN   (oracle) epoch 1 S2 apply, micro-batches per DP replica [10,6]"), std::string::npos)
+      << tl;
+  EXPECT_NE(tl.find("t=   5.00s  PLAN   epoch 2 S2 apply"), std::string::npos) << tl;
 }
 
 }  // namespace

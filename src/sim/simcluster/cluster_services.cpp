@@ -125,6 +125,15 @@ bool ClusterServices::start_master(std::string* error) {
   spec.argv = {opt_.bin_dir + "/greyhound-master", "--job", opt_.job, "--redis", redis_url_, "--event-log",
                opt_.work_dir + "/master-events.jsonl", "--poll-ms", "50"};
   if (opt_.mitigate) spec.argv.push_back("--mitigate");
+  char buf[64];
+  if (opt_.s3_pause_s >= 0) {
+    std::snprintf(buf, sizeof buf, "%.9g", opt_.s3_pause_s);
+    spec.argv.insert(spec.argv.end(), {"--s3-pause-s", buf});
+  }
+  if (opt_.s4_restart_s >= 0) {
+    std::snprintf(buf, sizeof buf, "%.9g", opt_.s4_restart_s);
+    spec.argv.insert(spec.argv.end(), {"--s4-restart-s", buf});
+  }
   spec.stdout_path = opt_.work_dir + "/master.log";
   spec.stderr_path = opt_.work_dir + "/master.log";
   // Append rather than truncate after a restart: keep the first master's log.

@@ -44,6 +44,10 @@ class ClusterServices {
     std::vector<ChaosAction> chaos;
     bool mitigate = false;  // the master plans and publishes mitigation plans
     bool start_master = true;  // false: a master already serves the job on this Redis (chaos cannot touch it)
+    // The remedies' overheads for the master (--s3-pause-s, --s4-restart-s), in simulated seconds;
+    // < 0: the master's defaults.
+    double s3_pause_s = -1;
+    double s4_restart_s = -1;
   };
 
   explicit ClusterServices(Options options);

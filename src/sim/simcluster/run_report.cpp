@@ -32,14 +32,44 @@ std::vector<IterationLine> parse_iteration_log(const std::string& text) {
   return out;
 }
 
-double throughput_iter_per_min(const std::vector<IterationLine>& its) {
+std::vector<JobIteration> job_iterations(const std::vector<std::vector<IterationLine>>& per_rank) {
+  std::vector<JobIteration> out;
+  if (per_rank.empty()) return out;
+  std::size_t n = per_rank.front().size();
+  for (const auto& lines : per_rank) n = std::min(n, lines.size());
+  for (std::size_t k = 0; k < n; ++k) {
+    const IterationLine& first = per_rank.front()[k];
+    JobIteration j;
+    j.index = first.index;
+    j.loop_ms = first.iter_ms;
+    j.t_s = first.t_s;
+    j.last_rank = 0;
+    double earliest_start = first.t_s - first.iter_ms * 1e-3;
+    bool same_index = true;
+    for (std::size_t r = 0; r < per_rank.size(); ++r) {
+      const IterationLine& l = per_rank[r][k];
+      same_index &= l.index == j.index;
+      if (l.t_s > j.t_s) {
+        j.t_s = l.t_s;
+        j.last_rank = static_cast<int>(r);
+      }
+      earliest_start = std::min(earliest_start, l.t_s - l.iter_ms * 1e-3);
+    }
+    if (!same_index) break;  // a rank's lines are out of step: nothing after this can be matched
+    j.iter_ms = out.empty() ? (j.t_s - earliest_start) * 1e3 : (j.t_s - out.back().t_s) * 1e3;
+    out.push_back(j);
+  }
+  return out;
+}
+
+double throughput_iter_per_min(const std::vector<JobIteration>& its) {
   if (its.empty()) return 0.0;
   const double start = its.front().t_s - its.front().iter_ms * 1e-3;
   const double span = its.back().t_s - start;
   return span > 0 ? 60.0 * static_cast<double>(its.size()) / span : 0.0;
 }
 
-double mean_iter_ms_between(const std::vector<IterationLine>& its, double start_s, double end_s) {
+double mean_iter_ms_between(const std::vector<JobIteration>& its, double start_s, double end_s) {
   double sum = 0;
   int n = 0;
   for (const auto& it : its) {
@@ -51,7 +81,7 @@ double mean_iter_ms_between(const std::vector<IterationLine>& its, double start_
   return n > 0 ? sum / n : std::nan("");
 }
 
-double healthy_mean_iter_ms(const std::vector<IterationLine>& its, const FaultSchedule& faults, int skip) {
+double healthy_mean_iter_ms(const std::vector<JobIteration>& its, const FaultSchedule& faults, int skip) {
   double sum = 0;
   int n = 0;
   for (std::size_t i = static_cast<std::size_t>(std::max(skip, 0)); i < its.size(); ++i) {
@@ -170,8 +200,9 @@ std::string format_timeline(const nlohmann::json& report) {
         master_lines.push_back({e.t_s, "PLAN   (malformed detail: " + err + ")"});
         continue;
       }
-      std::string text = "PLAN   epoch " + std::to_string(p->epoch) + " " + std::string(name(p->strategy)) + " " +
-                         std::string(name(p->action));
+      const std::string by = e.source == "oracle" ? "(oracle) " : "";
+      std::string text = "PLAN   " + by + "epoch " + std::to_string(p->epoch) + " " + std::string(name(p->strategy)) +
+                         " " + std::string(name(p->action));
       if (!p->microbatches.empty()) {
         text += ", micro-batches per DP replica " + nlohmann::json(p->microbatches).dump();
       }

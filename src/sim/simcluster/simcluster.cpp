@@ -3,7 +3,8 @@
 // a private redis-server, the master, and the ranks under greyhound-run (which preloads libgreyhound.so and
 // starts one agent per virtual node). Each virtual node has its own shm dir, as each host has its own
 // /dev/shm. Writes a report with the iterations and every event of the job's stream. Stops everything
-// cleanly on Ctrl-C.
+// cleanly on Ctrl-C. With --oracle: no detection at all (no master, no agents, no hook); the launcher itself
+// plans the remedy for the faults in force from their schedule (oracle.h) and the ranks apply it.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,14 +26,17 @@
 #include "common/args.h"
 #include "common/clock.h"
 #include "greyhound/config.h"
+#include "greyhound/mitigate/ski_rental.h"
 #include "greyhound/parallel_shape.h"
 #include "greyhound/ring.h"
 #include "sim/fault_schedule.h"
 #include "sim/sim_model.h"
 #include "sim/sim_process.h"
 #include "sim/simcluster/cluster_services.h"
+#include "sim/simcluster/oracle_driver.h"
 #include "sim/simcluster/rank_launcher.h"
 #include "sim/simcluster/run_report.h"
+#include "sim/simcluster/time_scale.h"
 
 namespace fs = std::filesystem;
 namespace gs = greyhound::sim;
@@ -66,8 +70,16 @@ void usage() {
       "         [--job NAME] [--work-dir DIR] [--keep] [--shm-dir DIR] [--model JSON|FILE]\n"
       "         [--hidden H] [--rows B] [--layers L] [--dp-sync allreduce|rs-ag] [--group-init split|uniqueid]\n"
       "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--mitigate]\n"
-      "         [--external-master] [--quiet]\n"
-      "--external-master: a master already serves the job on --redis (greyhound-master --jobs ...); start none\n");
+      "         [--external-master] [--oracle] [--time-scale X] [--s3-pause-s S] [--s4-restart-s S] [--quiet]\n"
+      "--external-master: a master already serves the job on --redis (greyhound-master --jobs ...); start none\n"
+      "--oracle: no detection (no master, agents or hook); the job applies plans (--plan) that this launcher\n"
+      "          publishes at each fault's onset and end from the fault schedule: the S2 split the planner would\n"
+      "          pick for the faults in force, and the original split once none is left; excludes\n"
+      "          --no-greyhound, --mitigate, --external-master and --chaos\n"
+      "--time-scale X: job seconds per simulated second (default 1, or the fault file's \"time_scale\"; the\n"
+      "          flag wins); --s3-pause-s and --s4-restart-s are in job seconds (defaults %g and %g, the\n"
+      "          master's) and reach the master divided by X. Fault times stay on the simulated clock.\n",
+      greyhound::mitigate::SkiRentalConfig{}.s3_pause_s, greyhound::mitigate::SkiRentalConfig{}.s4_restart_s);
 }
 
 
@@ -78,6 +90,11 @@ struct Options {
   std::string faults_path, report_path, job, work_dir, shm_dir, model_text, rank_env, external_redis;
   std::vector<gs::ChaosAction> chaos;
   bool hook = true, keep = false, call_log = false, quiet = false, mitigate = false, external_master = false;
+  bool oracle = false;  // plans from the fault schedule (OracleDriver); implies !hook
+  double time_scale = 1;                // job seconds per simulated second
+  gs::RemedyCosts costs_job_s;          // --s3-pause-s, --s4-restart-s (job seconds)
+  // Redis (and the plan channel) is needed with greyhound, and by the oracle.
+  bool services() const { return hook || oracle; }
   int T = 0, D = 0, P = 0, G = 0, M = 0;
   std::int64_t iterations = 0, seed = 1, timeout_s = 0;
   double duration_s = 0;
@@ -86,14 +103,15 @@ struct Options {
   int nodes() const { return (world() + G - 1) / G; }
 };
 
-// Throws ArgError, FaultScheduleError or another std::exception with a message for the user.
+// Throws ArgError (a bad --faults schedule included) or another std::exception with a message for the user.
 Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   Options o;
   const greyhound::Args a(argvv,
                           {"tp", "dp", "pp", "gpus-per-node", "microbatches", "iterations", "duration-s", "faults",
                            "report", "seed", "job", "work-dir", "shm-dir", "model", "hidden", "rows", "layers",
-                           "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos"},
-                          {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master"});
+                           "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos", "time-scale",
+                           "s3-pause-s", "s4-restart-s"},
+                          {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master", "oracle"});
   *help = a.flag("help");
   if (*help) return o;
   o.T = static_cast<int>(a.integer_in("tp", 1, 1, 64));
@@ -116,6 +134,18 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.call_log = a.flag("call-log");
   o.mitigate = a.flag("mitigate");
   if (o.mitigate && !o.hook) throw greyhound::ArgError("--mitigate needs greyhound (drop --no-greyhound)");
+  o.oracle = a.flag("oracle");
+  if (o.oracle) {
+    if (!o.hook) {
+      throw greyhound::ArgError("--oracle runs without greyhound's detection already (drop --no-greyhound)");
+    }
+    if (o.mitigate) {
+      throw greyhound::ArgError("--oracle and --mitigate are two planners of remedies: give one of them");
+    }
+    if (a.flag("external-master")) throw greyhound::ArgError("--oracle starts no master: drop --external-master");
+    if (a.has("chaos")) throw greyhound::ArgError("--oracle has no greyhound services to fail: drop --chaos");
+    o.hook = false;
+  }
   o.quiet = a.flag("quiet");
   o.faults_path = a.str("faults", "");
   o.report_path = a.str("report", "");
@@ -126,7 +156,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.external_redis = a.str("redis", "");
   o.external_master = a.flag("external-master");
   if (a.has("chaos")) o.chaos = gs::parse_chaos(json::parse(gs::read_json_arg(a.str("chaos"), "--chaos")));
-  if (!o.hook && (!o.chaos.empty() || !o.external_redis.empty())) {
+  if (!o.hook && !o.oracle && (!o.chaos.empty() || !o.external_redis.empty())) {
     throw greyhound::ArgError("--chaos and --redis need greyhound (drop --no-greyhound)");
   }
   if (o.external_master && o.external_redis.empty()) {
@@ -140,7 +170,26 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
     m["gpus_per_node"] = o.G;  // --gpus-per-node decides
     o.model_text = m.dump();
   }
-  if (!o.faults_path.empty()) o.faults = gs::FaultSchedule::parse_text(gs::read_json_arg(o.faults_path, "--faults"));
+  std::optional<double> file_scale;
+  if (!o.faults_path.empty()) {
+    try {
+      gs::FaultFile ff = gs::parse_fault_file(gs::read_json_arg(o.faults_path, "--faults"));
+      o.faults = std::move(ff.faults);
+      file_scale = ff.time_scale;
+    } catch (const gs::FaultScheduleError& e) {
+      throw greyhound::ArgError("--faults " + o.faults_path + ": " + e.what());
+    }
+  }
+  o.time_scale = a.has("time-scale") ? a.number("time-scale", 1.0) : file_scale.value_or(1.0);
+  if (const std::string why = gs::time_scale_error(o.time_scale); !why.empty()) {
+    throw greyhound::ArgError("--time-scale: " + why);
+  }
+  const greyhound::mitigate::SkiRentalConfig ski;
+  o.costs_job_s = {a.number("s3-pause-s", ski.s3_pause_s), a.number("s4-restart-s", ski.s4_restart_s)};
+  if (!(o.costs_job_s.s3_pause_s >= 0) || !(o.costs_job_s.s4_restart_s >= 0) ||
+      !std::isfinite(o.costs_job_s.s3_pause_s) || !std::isfinite(o.costs_job_s.s4_restart_s)) {
+    throw greyhound::ArgError("--s3-pause-s and --s4-restart-s must be finite numbers >= 0 (job seconds)");
+  }
   for (const char* k : {"hidden", "rows", "layers", "dp-sync", "group-init"}) {
     if (a.has(k)) {
       o.minitrain_extra.push_back(std::string("--") + k);
@@ -150,7 +199,13 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.config = {{"tp", o.T},       {"dp", o.D},           {"pp", o.P},
               {"gpus_per_node", o.G}, {"microbatches", o.M}, {"nodes", o.nodes()},
               {"greyhound", o.hook},  {"mitigate", o.mitigate}, {"seed", o.seed},
-              {"job", o.job},         {"model", json::parse(o.model_text)}};
+              {"job", o.job},         {"model", json::parse(o.model_text)}, {"oracle", o.oracle}};
+  const gs::RemedyCosts sim_costs = gs::simulated_costs(o.costs_job_s, o.time_scale);
+  o.config["time_scale"] = o.time_scale;
+  o.config["s3_pause_s"] = o.costs_job_s.s3_pause_s;      // job seconds
+  o.config["s4_restart_s"] = o.costs_job_s.s4_restart_s;  // job seconds
+  o.config["master_s3_pause_s"] = sim_costs.s3_pause_s;    // what the master was given (simulated seconds)
+  o.config["master_s4_restart_s"] = sim_costs.s4_restart_s;
   if (o.iterations > 0) o.config["iterations"] = o.iterations;
   if (o.duration_s > 0) o.config["duration_s"] = o.duration_s;
   return o;
@@ -233,7 +288,7 @@ std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const st
   }
   spec.argv.insert(spec.argv.end(), o.minitrain_extra.begin(), o.minitrain_extra.end());
   if (o.call_log) spec.argv.insert(spec.argv.end(), {"--call-log", d.work_dir + "/calls." + std::to_string(r) + ".csv"});
-  if (o.mitigate) spec.argv.insert(spec.argv.end(), {"--plan", "--redis", redis_url, "--job", o.job});
+  if (o.mitigate || o.oracle) spec.argv.insert(spec.argv.end(), {"--plan", "--redis", redis_url, "--job", o.job});
   spec.env = {{"RANK", std::to_string(r)},
               {"WORLD_SIZE", std::to_string(o.world())},
               {"LOCAL_RANK", std::to_string(r % o.G)},
@@ -262,13 +317,17 @@ std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const st
   return spec;
 }
 
-// The report: configuration, faults, rank 0's iterations, throughput, every event of the job's stream.
-json make_report(const Options& o, const std::vector<gs::IterationLine>& its, json events, json chaos, int rc) {
+// The report: configuration, faults, the job's iterations (its period, and rank 0's loop time), throughput,
+// every event of the job's stream.
+json make_report(const Options& o, const std::vector<gs::JobIteration>& its, json events, json chaos, int rc) {
   json report;
   report["config"] = o.config;
   report["faults"] = o.faults.to_json()["faults"];
   report["iterations"] = json::array();
-  for (const auto& it : its) report["iterations"].push_back({{"index", it.index}, {"t_s", it.t_s}, {"iter_ms", it.iter_ms}});
+  for (const auto& it : its) {
+    report["iterations"].push_back(
+        {{"index", it.index}, {"t_s", it.t_s}, {"iter_ms", it.iter_ms}, {"loop_ms", it.loop_ms}, {"last_rank", it.last_rank}});
+  }
   report["throughput_iter_per_min"] = gs::throughput_iter_per_min(its);
   report["events"] = std::move(events);
   if (!chaos.is_null()) report["chaos"] = std::move(chaos);
@@ -278,9 +337,9 @@ json make_report(const Options& o, const std::vector<gs::IterationLine>& its, js
   return report;
 }
 
-void print_summary(const Options& o, const std::vector<gs::IterationLine>& its, const json& report) {
+void print_summary(const Options& o, const std::vector<gs::JobIteration>& its, const json& report) {
   const double healthy = report["healthy_iter_ms"].is_number() ? report["healthy_iter_ms"].get<double>() : NAN;
-  std::printf("\n%zu iterations, %.1f iterations/min, healthy mean %.1f ms\n", its.size(),
+  std::printf("\n%zu iterations, %.1f iterations/min, healthy mean period %.1f ms\n", its.size(),
               report["throughput_iter_per_min"].get<double>(), healthy);
   for (const auto& f : o.faults.faults()) {
     std::printf("  during %s fault [%.0f s, %.0f s): mean %.1f ms\n", gs::fault_kind_name(f.kind), f.start_s, f.end_s,
@@ -319,9 +378,6 @@ int main(int argc, char** argv) {
   } catch (const greyhound::ArgError& e) {
     std::fprintf(stderr, "greyhound-simcluster: %s\n", e.what());
     return 2;
-  } catch (const gs::FaultScheduleError& e) {
-    std::fprintf(stderr, "greyhound-simcluster: --faults %s: %s\n", o.faults_path.c_str(), e.what());
-    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "greyhound-simcluster: %s\n", e.what());
     return 2;
@@ -342,7 +398,7 @@ int main(int argc, char** argv) {
   // greyhound's side: Redis (private unless --redis), the master (unless --external-master).
   int rc = 0;
   std::unique_ptr<gs::ClusterServices> services;
-  if (o.hook) {
+  if (o.services()) {
     gs::ClusterServices::Options so;
     so.bin_dir = d.bin;
     so.work_dir = d.work_dir;
@@ -351,7 +407,10 @@ int main(int argc, char** argv) {
     so.job = o.job;
     so.node_shm_dirs = d.node_dirs;
     so.external_redis = o.external_redis;
-    so.start_master = !o.external_master;
+    so.start_master = !o.external_master && !o.oracle;
+    const gs::RemedyCosts sim_costs = gs::simulated_costs(o.costs_job_s, o.time_scale);
+    so.s3_pause_s = sim_costs.s3_pause_s;
+    so.s4_restart_s = sim_costs.s4_restart_s;
     so.epoch_ns = epoch_ns;
     so.chaos = o.chaos;
     so.mitigate = o.mitigate;
@@ -363,6 +422,8 @@ int main(int argc, char** argv) {
     }
   }
   const std::string redis_url = services ? services->redis_url() : "";
+  std::unique_ptr<gs::OracleDriver> oracle;
+  if (o.oracle && rc == 0) oracle = std::make_unique<gs::OracleDriver>(gs::OracleDriver::Options{redis_url, o.job, o.faults, 20});
 
   std::vector<pid_t> pids;
   std::vector<std::string> names;
@@ -381,7 +442,10 @@ int main(int argc, char** argv) {
   if (!o.quiet && rc == 0) {
     std::printf("greyhound-simcluster: %d ranks (TP%d x DP%d x PP%d) on %d virtual nodes of %d GPUs, %s, job %s\n",
                 o.world(), o.T, o.D, o.P, o.nodes(), o.G,
-                o.hook ? ("with greyhound (Redis " + redis_url + ")").c_str() : "without greyhound", o.job.c_str());
+                o.hook     ? ("with greyhound (Redis " + redis_url + ")").c_str()
+                : o.oracle ? ("with the oracle's plans (Redis " + redis_url + ")").c_str()
+                           : "without greyhound",
+                o.job.c_str());
     std::fflush(stdout);
   }
 
@@ -390,6 +454,7 @@ int main(int argc, char** argv) {
   const std::string rank0_out = d.work_dir + "/rank0.out";
   auto tick = [&] {
     if (services) services->on_tick(job_time_now());
+    if (oracle) oracle->on_tick(job_time_now());
     if (o.quiet) return;
     std::ifstream in(rank0_out);
     std::string line;
@@ -411,15 +476,19 @@ int main(int argc, char** argv) {
 
   json events = json::array(), chaos;
   if (services) {
-    if (rc == 0) services->finish();
+    if (rc == 0 && !o.oracle) services->finish();  // the oracle's job has no agents or master to wait for
     events = services->events();
     chaos = services->chaos_log();
     services->stop_all();
   }
-  std::ifstream in(rank0_out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const auto its = gs::parse_iteration_log(ss.str());
+  std::vector<std::vector<gs::IterationLine>> per_rank;
+  for (int r = 0; r < o.world(); ++r) {
+    std::ifstream in(d.work_dir + "/rank" + std::to_string(r) + ".out");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    per_rank.push_back(gs::parse_iteration_log(ss.str()));
+  }
+  const auto its = gs::job_iterations(per_rank);
   const json report = make_report(o, its, std::move(events), std::move(chaos), rc);
   if (!o.report_path.empty()) {
     std::ofstream out(o.report_path);

@@ -1,0 +1,64 @@
+// The oracle of greyhound-simcluster --oracle: the remedy greyhound's planner would pick if it knew the fault
+// schedule, in force from the fault's onset, with no detection, no profile and no ski rental. It bounds what
+// greyhound can reach with the same remedies (S2 has no pause, so the oracle pays nothing for it). Pure: the
+// schedule, the job clock and the allocation in force in; plans out. The launcher does the I/O.
+//
+// Its model of a fault's cost is relative: a healthy replica takes 1 per micro-batch, a replica takes the
+// largest slowdown among its ranks (a rank's GPU slowdown times its CPU slowdown: faults compound as in the
+// stand-ins). A CPU slowdown stretches only the launch cost of kernels in the stand-ins, so for CPU faults
+// this overstates the replica's time (the oracle then moves more micro-batches than the measured times
+// would); GPU slowdowns stretch all of a rank's compute, which dominates a micro-batch.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "greyhound/parallel_shape.h"
+#include "greyhound/result.h"
+#include "sim/fault_schedule.h"
+#include "store/messages.h"
+
+namespace greyhound::sim {
+
+// The job as the oracle plans for it: its shape, the allocation it started with and what it can apply
+// (the layout's capabilities: "S2", "S3", "S4").
+struct OracleJob {
+  ParallelShape shape;
+  std::vector<int> initial_microbatches;  // by DP index
+  std::vector<std::string> capabilities;
+};
+
+// Per DP replica (dp order), its time per micro-batch at job time t_s relative to a healthy replica.
+std::vector<double> replica_slowdowns(const ParallelShape& shape, const FaultSchedule& faults, double t_s);
+
+// The job times at which the set of active faults changes (every start and end), sorted, without repeats.
+std::vector<double> fault_change_times(const FaultSchedule& faults);
+
+// The plan for the faults active at t_s when `in_force` runs (epoch left 0 for the caller to number):
+//  - some replica slower than another: S2, the MicrobatchSolver's split of the same global batch over the
+//    relative replica times (fewest moves from `in_force`; in multiples of the pipeline depth when
+//    `in_force` is, as the master's planner does), when it is at least 1 % faster than `in_force` (else
+//    nothing) and the job advertises S2; a split equal to the initial one is published as a revert;
+//  - no replica slower: a revert to the initial split when `in_force` differs from it, else nothing;
+//  - congested links: see oracle_link_plan (nothing yet).
+// Errors: a job without S2 where S2 would be planned is no error (nothing is planned); the error cases are
+// an allocation of the wrong length or sum, and what MicrobatchSolver refuses (its sentence).
+Result<std::optional<Plan>> oracle_plan(const OracleJob& job, const FaultSchedule& faults, double t_s,
+                                        const std::vector<int>& in_force);
+
+// The hook for link faults: an S3 placement that takes the congested links out of the DP rings and PP
+// edges, for a job whose layout advertises "S3". Not built: greyhound-minitrain does not apply S3 yet, so
+// this returns nothing for every input; it is where the TopologyPlanner call goes once a job applies S3.
+std::optional<Plan> oracle_link_plan(const OracleJob& job, const FaultSchedule& faults, double t_s,
+                                     const std::vector<int>& in_force);
+
+// How the job answered plan `plan` once every one of its `world` ranks acknowledged it (plan_applied when
+// all applied, else plan_rejected: the same event types as the master's); nullopt while some rank has not.
+struct OracleOutcome {
+  std::string event_type;  // event_type::kPlanApplied or kPlanRejected
+  PlanOutcome outcome;
+};
+std::optional<OracleOutcome> oracle_outcome(const Plan& plan, const std::vector<PlanAck>& acks, int world);
+
+}  // namespace greyhound::sim
