@@ -210,6 +210,7 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
     planner_.emplace(cfg_.planner, *layout_);
     const auto& open = tracker_->state().fail_slows;
     if (planner_->split_in_force() || planner_->moved()) {
+      if (tracker_->open_incident()) mitigated_ = true;  // a remedy in force: the master may close on its evidence
       if (open.empty() && tracker_->open_incident()) {
         adopt_split_ = true;  // an incident from before fail-slows were tracked: its localisation adopts the split
       } else {
@@ -606,7 +607,7 @@ void Controller::maybe_close_incident(const Now& now, Intents& out) {
   }
   mitigated_ = false;
   Decision d;
-  tracker_->close(now.job_s, "fail-slows gone (profile) and configuration back to the original", d);
+  tracker_->close(now.job_s, "fail-slows gone (profile) and configuration reverted to the original", d);
   take(std::move(d), now, out);
 }
 
