@@ -138,8 +138,10 @@ void Controller::react(const Event& e, const Now& now) {
   if (e.type == event_type::kIncidentClose) {
     healthy_since_s_ = now.mono_s;
     mitigated_ = false;
-    // The job is back at its level: the fail-slows still open (a remedy may hide them) are checked soon.
+    // The job is back at its level: the fail-slows still open (a remedy may hide them) are checked soon;
+    // with none known there is nothing left to await before the remedies follow them.
     if (!tracker_->state().fail_slows.empty()) last_profile_end_s_ = -1e18;
+    if (tracker_->state().fail_slows.empty()) settled_ = true;
   }
 }
 
@@ -304,7 +306,9 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   out.persist_state = true;
   last_loc_ = loc;
   // A window the configuration changed in shows two configurations at once: it ends nothing, opens nothing.
-  if (last_change_s_ < last_profile_s_) {
+  if (!(loc.step_ms > 0)) {
+    spdlog::info("profile {} measured no iteration: fail-slows left as they were", p.id);
+  } else if (last_change_s_ < last_profile_s_) {
     track_fail_slows(loc, now, out);
   } else {
     spdlog::info("profile {} straddles a change of configuration: fail-slows left as they were", p.id);
@@ -484,19 +488,30 @@ void Controller::observe_iterations(const JobInputs& in, const Now& now, Intents
 void Controller::judge(const Now& now, Intents& out) {
   Check c = std::move(*check_);
   check_.reset();
+  const double measured = median_of(c.measured_s);
   RemedyCheck r;
   r.epoch = c.plan.epoch;
   r.strategy = c.plan.strategy;
   r.fail_slows.assign(c.fail_slows.begin(), c.fail_slows.end());
-  r.before_ms = c.before_s * 1e3;
   r.predicted_ms = c.plan.predicted_iteration_s * 1e3;
-  r.measured_ms = median_of(c.measured_s) * 1e3;
   r.iterations = static_cast<int>(c.measured_s.size());
-  r.pays = r.before_ms > 0 && r.measured_ms < r.before_ms * (1.0 - cfg_.pay_margin);
-  char buf[192];
-  std::snprintf(buf, sizeof buf, "%.1f ms per iteration under it vs %.1f ms before (predicted %.1f ms)", r.measured_ms,
-                r.before_ms, r.predicted_ms);
-  r.reason = std::string(r.pays ? "pays: " : "does not pay: ") + buf;
+  char buf[224];
+  if (!c.undo) {
+    r.before_ms = c.before_s * 1e3;
+    r.measured_ms = measured * 1e3;
+    r.pays = r.before_ms > 0 && r.measured_ms < r.before_ms * (1.0 - cfg_.pay_margin);
+    std::snprintf(buf, sizeof buf, "%.1f ms per iteration under it vs %.1f ms before (predicted %.1f ms)", r.measured_ms,
+                  r.before_ms, r.predicted_ms);
+    r.reason = std::string(r.pays ? "pays: " : "does not pay: ") + buf;
+  } else {
+    // Undone: if the configuration it replaced is now clearly slower than the remedy was, the fault changed
+    // under the first check and the remedy pays after all.
+    r.before_ms = measured * 1e3;        // without it, now
+    r.measured_ms = c.before_s * 1e3;    // under it
+    r.pays = r.measured_ms > 0 && r.measured_ms < r.before_ms * (1.0 - cfg_.pay_margin);
+    std::snprintf(buf, sizeof buf, "%.1f ms per iteration under it vs %.1f ms once undone", r.measured_ms, r.before_ms);
+    r.reason = std::string(r.pays ? "pays after all (measured again without it): " : "confirmed, does not pay: ") + buf;
+  }
   Event e = master_event(event_type::kRemedyCheck, now);
   e.incident = c.plan.incident;
   e.before_ms = r.before_ms;
@@ -504,16 +519,27 @@ void Controller::judge(const Now& now, Intents& out) {
   e.detail = to_json(r);
   out.events.push_back(std::move(e));
   out.persist_state = true;
-  if (r.pays) return;
-  spdlog::info("remedy of plan {} {}; undoing it", c.plan.epoch, r.reason);
-  for (std::int64_t id : c.fail_slows) {
-    auto it = accounts_.find(id);
-    if (it != accounts_.end() && it->second.ski) it->second.ski->decline(rung_of(c.plan.strategy));
+  if (c.undo) {
+    if (r.pays) {
+      trusted_.insert(c.fail_slows.begin(), c.fail_slows.end());  // applied again by reconcile, not judged again
+    } else {
+      for (std::int64_t id : c.fail_slows) {
+        auto it = accounts_.find(id);
+        if (it != accounts_.end() && it->second.ski) it->second.ski->decline(rung_of(c.plan.strategy));
+      }
+    }
+    return;
   }
-  if (!planner_ || pending_ || out.plan) return;
+  if (r.pays || !planner_ || pending_ || out.plan) return;
+  spdlog::info("remedy of plan {} {}; undoing it", c.plan.epoch, r.reason);
   if (auto p = planner_->back_to(c.replaced, true, true, "plan " + std::to_string(c.plan.epoch) + " " + r.reason)) {
     p->incident = c.plan.incident;
     propose_plan(std::move(*p), {}, false, out);
+    c.undo = true;
+    c.before_s = measured;
+    c.settle = 1;
+    c.measured_s.clear();
+    pending_meta_->undo = std::move(c);
   }
 }
 
@@ -672,7 +698,12 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
       if (!plan.microbatches.empty()) layout_->microbatches = plan.microbatches;
       if (!plan.microbatches.empty()) split_for_ = planner_ && planner_->split_in_force() ? pending_->fail_slows : std::set<std::int64_t>{};
       if (plan.placement.is_array()) placement_for_ = planner_ && planner_->moved() ? pending_->fail_slows : std::set<std::int64_t>{};
-      if (pending_->remedy) {
+      if (pending_->undo) {
+        check_ = std::move(*pending_->undo);
+      } else if (pending_->remedy && std::all_of(pending_->fail_slows.begin(), pending_->fail_slows.end(),
+                                                 [&](std::int64_t id) { return trusted_.count(id) != 0; })) {
+        if (tracker_->open_incident()) mitigated_ = true;  // shown paying by an undo check: not judged again
+      } else if (pending_->remedy) {
         if (tracker_->open_incident()) mitigated_ = true;
         Check c;
         c.plan = plan;

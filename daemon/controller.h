@@ -161,21 +161,24 @@ class Controller {
     std::map<int, ProfileView> got;
   };
   // A plan in flight, and what it is for.
+  // A remedy in force being measured; or the undoing of one that seemed not to pay (an undo check: the
+  // fault may have changed meanwhile, so the configuration it replaced is measured again).
+  struct Check {
+    Plan plan;                          // the remedy
+    std::set<std::int64_t> fail_slows;
+    JobConfig replaced;
+    double before_s = 0;                // remedy check: the iterations before it; undo check: those under it
+    bool undo = false;
+    int settle = 1;                     // iterations to skip (the switch itself)
+    std::vector<double> measured_s;
+  };
   struct PendingPlan {
     Plan plan;
     double deadline_s = 0;
-    std::set<std::int64_t> fail_slows;  // those it was made for (a remedy) or that gave it up (a revert)
+    std::set<std::int64_t> fail_slows;  // those it was made for (a remedy)
     bool remedy = false;                // a remedy to check once in force
     JobConfig replaced;                 // the configuration it replaces
-  };
-  // A remedy in force being measured.
-  struct Check {
-    Plan plan;
-    std::set<std::int64_t> fail_slows;
-    JobConfig replaced;
-    double before_s = 0;
-    int settle = 1;                     // iterations to skip (the switch itself)
-    std::vector<double> measured_s;
+    std::optional<Check> undo;          // an undo: the check to run once in force
   };
   // A fail-slow's ski rental.
   struct Account {
@@ -233,6 +236,7 @@ class Controller {
   bool adopt_split_ = false;   // ... and the split in force becomes theirs
   std::set<std::int64_t> split_for_, placement_for_;  // the fail-slows the split / placement in force serve
   std::set<std::int64_t> s4_sent_;
+  std::set<std::int64_t> trusted_;  // fail-slows whose remedy an undo check showed paying: not checked again
   bool mitigated_ = false;     // a remedy was applied during the open incident
 
   std::optional<Planner> planner_;

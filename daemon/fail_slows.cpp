@@ -10,20 +10,27 @@ namespace {
 
 bool on_a_rank(Cause c) { return c == Cause::kComputation || c == Cause::kHost; }
 
-// With the layout: rank r's replica's time per slot over the median of the other replicas'.
-std::optional<double> replica_ratio(const Localisation& loc, int rank, const std::optional<JobLayout>& layout) {
-  if (!layout || layout->dp < 2 || rank < 0 || rank >= layout->world ||
-      loc.replica_ms_per_microbatch.size() != static_cast<std::size_t>(layout->dp)) {
+// With the layout: rank r's time outside NCCL per micro-batch over the median of its peers': its tensor-
+// parallel peers (the same work, the same micro-batches), or without TP the same stage in the other replicas
+// (the same work per micro-batch; an uneven split adds per-iteration overheads to the replicas with fewer).
+std::optional<double> compute_ratio(const Localisation& loc, int rank, const std::optional<JobLayout>& layout) {
+  if (!layout || rank < 0 || rank >= layout->world ||
+      loc.compute_ms_per_microbatch.size() != static_cast<std::size_t>(layout->world)) {
     return std::nullopt;
   }
-  const int d = ParallelShape{layout->tp, layout->dp, layout->pp}.coords(rank).dp;
-  std::vector<double> others, scratch;
-  for (int i = 0; i < layout->dp; ++i) {
-    if (i != d) others.push_back(loc.replica_ms_per_microbatch[static_cast<std::size_t>(i)]);
+  const ParallelShape shape{layout->tp, layout->dp, layout->pp};
+  const RankCoords me = shape.coords(rank);
+  std::vector<double> peers, scratch;
+  for (int r = 0; r < layout->world; ++r) {
+    const double c = loc.compute_ms_per_microbatch[static_cast<std::size_t>(r)];
+    const RankCoords o = shape.coords(r);
+    const bool peer = o.pp == me.pp && (layout->tp > 1 ? o.dp == me.dp : true);
+    if (r != rank && peer && c > 0) peers.push_back(c);
   }
-  const double med = analysis::median(others, scratch);
-  if (!(med > 0)) return std::nullopt;
-  return loc.replica_ms_per_microbatch[static_cast<std::size_t>(d)] / med;
+  const double own = loc.compute_ms_per_microbatch[static_cast<std::size_t>(rank)];
+  const double med = analysis::median(peers, scratch);
+  if (!(med > 0) || !(own > 0)) return std::nullopt;
+  return own / med;
 }
 
 bool same(const Finding& a, const FailSlow& f) {
@@ -60,7 +67,7 @@ std::optional<double> sighting(const Localisation& loc, const FailSlow& f, const
     if (same(x, f)) return x.severity;
   }
   if (on_a_rank(f.cause)) {
-    if (auto r = replica_ratio(loc, f.rank, layout); r && *r >= rules.still_slow_ratio) return *r;
+    if (auto r = compute_ratio(loc, f.rank, layout); r && *r >= rules.still_slow_ratio) return *r;
   }
   return std::nullopt;
 }

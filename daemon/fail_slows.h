@@ -6,9 +6,11 @@
 //  - Findings of a localisation: its culprit when the cause is computation or host (one fail-slow at that
 //    rank), and every suspect link the culprit does not explain (one fail-slow per link).
 //  - An open fail-slow is still there when the localisation names its rank again (computation or host; the
-//    two may swap as evidence grows), or, with the layout, its rank's DP replica is still slower per
-//    pipeline slot than the median of the others by still_slow_ratio (a micro-batch split balances the
-//    waits, so the culprit may no longer arrive last); a link when it is still among the suspect links.
+//    two may swap as evidence grows), or, with the layout, its rank still spends still_slow_ratio x the
+//    median of its pipeline stage's other ranks outside NCCL per micro-batch (a micro-batch split balances
+//    the waits, so the culprit may no longer arrive last; its own compute still shows); a link when it is
+//    still among the suspect links.
+//  - A localisation whose window measured no iteration time tells nothing: the controller does not track it.
 //  - One that `end_after_misses` localisations in a row did not show has ended: its evidence is gone,
 //    whatever else is still slow.
 //  - A finding that no open fail-slow accounts for opens one (when opening is allowed: an incident is open,

@@ -450,6 +450,18 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   name_culprit_and_cause(scan, by_rank, layout, baseline, step_ms, out);
   out.suspect_links = suspect_links(out, scan, by_rank);
   if (layout && layout->world == static_cast<int>(by_rank.size())) replica_times(by_rank, groups, *layout, step_ms, out);
+  out.step_ms = measured_step_ms;
+  if (layout && measured_step_ms > 0 && layout->world > 0 && layout->tp * layout->dp * layout->pp == layout->world &&
+      layout->microbatches.size() == static_cast<std::size_t>(layout->dp)) {
+    const ParallelShape shape{layout->tp, layout->dp, layout->pp};
+    out.compute_ms_per_microbatch.assign(static_cast<std::size_t>(layout->world), 0.0);
+    for (const auto& [r, p] : by_rank) {
+      if (r < 0 || r >= layout->world) continue;
+      const int m = layout->microbatches[static_cast<std::size_t>(shape.coords(r).dp)];
+      out.compute_ms_per_microbatch[static_cast<std::size_t>(r)] =
+          measured_step_ms * std::max(0.0, 1.0 - p->comm_share) / std::max(m, 1);
+    }
+  }
   return out;
 }
 

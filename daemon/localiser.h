@@ -75,6 +75,10 @@ struct Localisation {
   // of the least time of a member, the one that waited least: close to the transfer itself). 0: unknown.
   double dp_transfer_ms = 0, pp_transfer_ms = 0;
   int ranks_profiled = 0;
+  double step_ms = 0;             // the job's iteration in the window (median of the ranks'); 0: not measured
+  // With a layout: per rank, its time outside NCCL per micro-batch of its replica (its own compute and host
+  // work: a rank waiting for another waits inside NCCL); 0 where unknown. Compared within a pipeline stage.
+  std::vector<double> compute_ms_per_microbatch;
   // With a layout: per DP replica, own time per micro-batch (ms), and the culprit's replica.
   std::vector<double> replica_ms_per_microbatch;
   int culprit_replica = -1;
