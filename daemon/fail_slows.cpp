@@ -69,7 +69,22 @@ std::optional<double> sighting(const Localisation& loc, const FailSlow& f, const
   if (on_a_rank(f.cause)) {
     if (auto r = compute_ratio(loc, f.rank, layout); r && *r >= rules.still_slow_ratio) return *r;
   }
+  if (f.cause == Cause::kCommunication) {
+    for (const SuspectLink& l : loc.link_readings) {
+      if (std::min(l.node_a, l.node_b) == f.link_a && std::max(l.node_a, l.node_b) == f.link_b &&
+          l.ratio >= rules.slow_link_ratio) {
+        return l.ratio;
+      }
+    }
+  }
   return std::nullopt;
+}
+
+bool observed(const Localisation& loc, const FailSlow& f) {
+  if (f.cause != Cause::kCommunication) return true;
+  return std::any_of(loc.link_readings.begin(), loc.link_readings.end(), [&](const SuspectLink& l) {
+    return std::min(l.node_a, l.node_b) == f.link_a && std::max(l.node_a, l.node_b) == f.link_b;
+  });
 }
 
 FailSlowChanges track(std::vector<FailSlow>& open, std::int64_t& total, const Localisation& loc,
@@ -86,6 +101,8 @@ FailSlowChanges track(std::vector<FailSlow>& open, std::int64_t& total, const Lo
       if (on_a_rank(f.cause) && on_a_rank(loc.cause) && loc.culprit == f.rank) f.cause = loc.cause;
       out.seen.push_back(f);
       kept.push_back(f);
+    } else if (!observed(loc, f)) {
+      kept.push_back(f);  // nothing crossed its link (a new placement may avoid it): no evidence either way
     } else if (++f.misses >= rules.end_after_misses) {
       f.ended_t_s = t_s;
       out.ended.push_back(f);

@@ -9,7 +9,9 @@
 //    two may swap as evidence grows), or, with the layout, its rank still spends still_slow_ratio x the
 //    median of its pipeline stage's other ranks outside NCCL per micro-batch (a micro-batch split balances
 //    the waits, so the culprit may no longer arrive last; its own compute still shows); a link when it is
-//    still among the suspect links.
+//    still among the suspect links, or a transfer crossing it is still slow_link_ratio x its reference
+//    (however little it carries: after S3 moved the heavy traffic off it). A link no group crossed was not
+//    observed: no evidence either way, so it does not end.
 //  - A localisation whose window measured no iteration time tells nothing: the controller does not track it.
 //  - One that `end_after_misses` localisations in a row did not show has ended: its evidence is gone,
 //    whatever else is still slow.
@@ -18,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -37,6 +40,7 @@ std::vector<Finding> findings(const Localisation& loc);
 
 struct FailSlowRules {
   double still_slow_ratio = kPeerExcessRatio;
+  double slow_link_ratio = 1.5;  // a transfer this much over its reference: its link is still slow
   int end_after_misses = 1;
 };
 

@@ -281,6 +281,21 @@ std::set<std::pair<int, int>> ring_links(const GroupMembers& g, const ByRank& by
   return out;
 }
 
+// What a group's transfer (its least member time) is compared with: its healthy baseline's, or without one
+// (or a group the baseline does not know, e.g. made after a new placement), the median of its comparable
+// groups'. 0: none.
+double reference_ms(std::uint64_t gid, const GroupScan& scan, const GroupBaseline* baseline) {
+  if (baseline != nullptr) {
+    if (auto b = baseline->least_ms.find(gid); b != baseline->least_ms.end()) return b->second;
+  }
+  std::vector<double> peers, scratch;
+  const std::string& sig = scan.signature.at(gid);
+  for (const auto& [other, t] : scan.least) {
+    if (other != gid && scan.signature.at(other) == sig) peers.push_back(t);
+  }
+  return peers.empty() ? 0.0 : analysis::median(peers, scratch);
+}
+
 // A host straggler (CPU contention: its launches are slow, not its GPU nor its links): the culprit is the late
 // arrival in every group of its with a finding (two at least), and the links its groups cross are at their
 // reference. A link is judged by the other groups crossing it (the culprit's own time inside a call carries
@@ -306,24 +321,13 @@ bool late_everywhere_on_healthy_links(int culprit, const GroupScan& scan, const 
   }
   if (late < 2) return false;
   int judged = 0;
-  std::vector<double> peers, scratch;
   for (const auto& [gid, g] : scan.by_id) {
     if (has_culprit(*g)) continue;
     auto least = scan.least.find(gid);
     if (least == scan.least.end()) continue;
     const auto crossed = ring_links(*g, by_rank);
     if (std::none_of(crossed.begin(), crossed.end(), [&](const auto& l) { return links.count(l) != 0; })) continue;
-    double reference = 0;
-    if (baseline != nullptr) {
-      if (auto b = baseline->least_ms.find(gid); b != baseline->least_ms.end()) reference = b->second;
-    } else {
-      peers.clear();
-      const std::string& sig = scan.signature.at(gid);
-      for (const auto& [other, t] : scan.least) {
-        if (other != gid && scan.signature.at(other) == sig) peers.push_back(t);
-      }
-      if (!peers.empty()) reference = analysis::median(peers, scratch);
-    }
+    const double reference = reference_ms(gid, scan, baseline);
     if (!(reference > 0)) continue;
     ++judged;
     if (least->second > kBaselineGrowth * reference && least->second - reference > kBaselineMinShare * step_ms) {
@@ -449,6 +453,19 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   if (!scan.pp_least.empty()) out.pp_transfer_ms = analysis::median(scan.pp_least, scratch);
   name_culprit_and_cause(scan, by_rank, layout, baseline, step_ms, out);
   out.suspect_links = suspect_links(out, scan, by_rank);
+  // Every inter-node link a fully profiled group with a reference crosses: the largest ratio of a transfer
+  // crossing it to its reference (a link is seen healthy, or slow however little it carries). Only transfers
+  // worth kBaselineMinShare of the iteration probe a link's bandwidth (a few bytes see only its latency).
+  std::map<std::pair<int, int>, double> readings;
+  for (const auto& [gid, least] : scan.least) {
+    const double reference = reference_ms(gid, scan, baseline);
+    if (!(reference > kBaselineMinShare * step_ms)) continue;
+    for (const auto& l : ring_links(*scan.by_id.at(gid), by_rank)) {
+      double& r = readings[l];
+      r = std::max(r, least / reference);
+    }
+  }
+  for (const auto& [l, ratio] : readings) out.link_readings.push_back({l.first, l.second, ratio});
   if (layout && layout->world == static_cast<int>(by_rank.size())) replica_times(by_rank, groups, *layout, step_ms, out);
   out.step_ms = measured_step_ms;
   if (layout && measured_step_ms > 0 && layout->world > 0 && layout->tp * layout->dp * layout->pp == layout->world &&

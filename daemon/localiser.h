@@ -71,6 +71,10 @@ struct Localisation {
   std::uint64_t group = 0;        // where the culprit was found
   std::vector<std::pair<std::uint64_t, double>> slow_groups;  // suspect groups and their time / cluster median
   std::vector<SuspectLink> suspect_links;  // inter-node links the suspect groups' rings cross
+  // Every inter-node link some fully profiled group with a reference (baseline, else comparable groups)
+  // crosses, with the largest ratio of such a group's transfer to its reference: how a link looks even when
+  // what crosses it is too little to make a suspect. A link absent here was not observed.
+  std::vector<SuspectLink> link_readings;
   // With a layout: the typical DP gradient sync and PP transfer time per iteration (median over the groups
   // of the least time of a member, the one that waited least: close to the transfer itself). 0: unknown.
   double dp_transfer_ms = 0, pp_transfer_ms = 0;
