@@ -134,6 +134,7 @@ bool ClusterServices::start_master(std::string* error) {
     std::snprintf(buf, sizeof buf, "%.9g", opt_.s4_restart_s);
     spec.argv.insert(spec.argv.end(), {"--s4-restart-s", buf});
   }
+  spec.argv.insert(spec.argv.end(), opt_.master_args.begin(), opt_.master_args.end());
   spec.stdout_path = opt_.work_dir + "/master.log";
   spec.stderr_path = opt_.work_dir + "/master.log";
   // Append rather than truncate after a restart: keep the first master's log.

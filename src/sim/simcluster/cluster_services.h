@@ -48,6 +48,7 @@ class ClusterServices {
     // < 0: the master's defaults.
     double s3_pause_s = -1;
     double s4_restart_s = -1;
+    std::vector<std::string> master_args;  // more flags for the master
   };
 
   explicit ClusterServices(Options options);

@@ -71,6 +71,8 @@ void usage() {
       "         [--hidden H] [--rows B] [--layers L] [--dp-sync allreduce|rs-ag] [--group-init split|uniqueid]\n"
       "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--mitigate]\n"
       "         [--external-master] [--oracle] [--time-scale X] [--s3-pause-s S] [--s4-restart-s S] [--quiet]\n"
+      "         [--master-args 'ARGS']\n"
+      "--master-args: more flags for the master it starts, split on spaces (e.g. '--pay-margin 0.5')\n"
       "--external-master: a master already serves the job on --redis (greyhound-master --jobs ...); start none\n"
       "--oracle: no detection (no master, agents or hook); the job applies plans (--plan) that this launcher\n"
       "          publishes at each fault's onset and end from the fault schedule: the S2 split the planner would\n"
@@ -88,6 +90,7 @@ struct Options {
   json config;  // the report's "config"
   gs::FaultSchedule faults;
   std::string faults_path, report_path, job, work_dir, shm_dir, model_text, rank_env, external_redis;
+  std::vector<std::string> master_args;  // --master-args
   std::vector<gs::ChaosAction> chaos;
   bool hook = true, keep = false, call_log = false, quiet = false, mitigate = false, external_master = false;
   bool oracle = false;  // plans from the fault schedule (OracleDriver); implies !hook
@@ -110,7 +113,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
                           {"tp", "dp", "pp", "gpus-per-node", "microbatches", "iterations", "duration-s", "faults",
                            "report", "seed", "job", "work-dir", "shm-dir", "model", "hidden", "rows", "layers",
                            "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos", "time-scale",
-                           "s3-pause-s", "s4-restart-s"},
+                           "s3-pause-s", "s4-restart-s", "master-args"},
                           {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master", "oracle"});
   *help = a.flag("help");
   if (*help) return o;
@@ -133,6 +136,10 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.keep = a.flag("keep");
   o.call_log = a.flag("call-log");
   o.mitigate = a.flag("mitigate");
+  {
+    std::istringstream words(a.str("master-args", ""));
+    for (std::string w; words >> w;) o.master_args.push_back(w);
+  }
   if (o.mitigate && !o.hook) throw greyhound::ArgError("--mitigate needs greyhound (drop --no-greyhound)");
   o.oracle = a.flag("oracle");
   if (o.oracle) {
@@ -204,6 +211,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.config["time_scale"] = o.time_scale;
   o.config["s3_pause_s"] = o.costs_job_s.s3_pause_s;      // job seconds
   o.config["s4_restart_s"] = o.costs_job_s.s4_restart_s;  // job seconds
+  o.config["master_args"] = o.master_args;
   o.config["master_s3_pause_s"] = sim_costs.s3_pause_s;    // what the master was given (simulated seconds)
   o.config["master_s4_restart_s"] = sim_costs.s4_restart_s;
   if (o.iterations > 0) o.config["iterations"] = o.iterations;
@@ -414,6 +422,7 @@ int main(int argc, char** argv) {
     so.epoch_ns = epoch_ns;
     so.chaos = o.chaos;
     so.mitigate = o.mitigate;
+    so.master_args = o.master_args;
     services = std::make_unique<gs::ClusterServices>(so);
     std::string err;
     if (!services->start(&err)) {

@@ -1,0 +1,190 @@
+// Fail-slows tracked on their own, remedies checked, the causes right, S3 applied: the simulated 8-rank job
+// (TP2 x DP2 x PP2 on 4 nodes of 2 GPUs, 8 micro-batches per replica) under the master with --mitigate.
+// Where a test compares the job with and without greyhound, both runs are in the test and the margin is
+// the healthy difference measured between them (within 1 % on this machine, docs and README).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim_run.h"
+
+namespace greyhound {
+namespace {
+
+using nlohmann::json;
+
+// Runs the fault schedule with and (unless `compare` is false) without greyhound.
+struct Runs {
+  itest::SimRun with, without;
+  std::string root;  // removed with the runs
+  Runs() = default;
+  Runs(Runs&& o) noexcept : with(std::move(o.with)), without(std::move(o.without)), root(std::move(o.root)) { o.root.clear(); }
+  Runs(const Runs&) = delete;
+  ~Runs() {
+    if (!root.empty()) std::system(("rm -rf " + root).c_str());
+  }
+};
+
+Runs run_both(const std::string& name, const std::string& faults, double duration_s, const std::string& extra,
+              bool compare) {
+  Runs out;
+  const std::string root = itest::make_temp_dir(("gh-" + name).c_str());
+  out.root = root;
+  std::ofstream(root + "/faults.json") << faults;
+  const std::string common = "--duration-s " + std::to_string(duration_s) + " --faults " + root + "/faults.json ";
+  out.with = itest::run_simcluster(root, name, common + "--mitigate " + extra, 8, 2);
+  if (compare) out.without = itest::run_simcluster(root, name + "-none", common + "--no-greyhound", 8, 2);
+  return out;
+}
+
+// The fail-slows the master opened, by id, with their end time (-1: still open at the end).
+struct Tracked {
+  json open;
+  double ended_t_s = -1;
+};
+std::map<std::int64_t, Tracked> fail_slows(const itest::SimRun& r) {
+  std::map<std::int64_t, Tracked> out;
+  for (const auto& e : r.events("fail_slow_open")) out[e["detail"]["id"].get<std::int64_t>()].open = e;
+  for (const auto& e : r.events("fail_slow_end")) out[e["detail"]["id"].get<std::int64_t>()].ended_t_s = e["t_s"].get<double>();
+  return out;
+}
+
+// The micro-batch split in force at job time t, from the plans every rank applied.
+std::vector<int> split_at(const itest::SimRun& r, double t) {
+  std::map<std::int64_t, std::vector<int>> by_epoch;
+  for (const auto& p : r.events("plan")) {
+    if (!p["detail"]["microbatches"].empty()) {
+      by_epoch[p["detail"]["epoch"].get<std::int64_t>()] = p["detail"]["microbatches"].get<std::vector<int>>();
+    }
+  }
+  std::vector<int> in_force{8, 8};
+  for (const auto& a : r.events("plan_applied")) {
+    if (a["t_s"].get<double>() > t) break;
+    if (auto it = by_epoch.find(a["detail"]["epoch"].get<std::int64_t>()); it != by_epoch.end()) in_force = it->second;
+  }
+  return in_force;
+}
+
+// Never slower with greyhound than without, beyond the healthy difference between the two (1 %).
+void never_slower(const Runs& runs) {
+  const double with = runs.with.report["throughput_iter_per_min"].get<double>();
+  const double without = runs.without.report["throughput_iter_per_min"].get<double>();
+  EXPECT_GE(with, without * 0.99) << "with greyhound " << with << " vs without " << without << " iterations/min";
+  std::cerr << "[ note ] throughput with greyhound " << with << ", without " << without << " iterations/min\n";
+}
+
+constexpr double kRevertBoundS = 10;  // from a fault's end to the remedy made for it undone (measured 1.8-2.5 s)
+
+TEST(FailSlows, ASplitForASlowGpuRevertsSoonAfterItRecoversWhileAnOverlappingLinkStaysOpen) {
+  // The GPU of rank 3 at 1/1.5 from 15 to 35 s; the link between nodes 2 and 3 at 5 % from 22 to 50 s.
+  const Runs runs = run_both("overlap",
+                             R"({"faults":[{"kind":"gpu","rank":3,"start_s":15,"end_s":35,"slowdown":1.5},
+                                 {"kind":"link","nodes":[2,3],"start_s":22,"end_s":50,"bandwidth_factor":0.05}]})",
+                             58, "", false);
+  const itest::SimRun& r = runs.with;
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  const auto tracked = fail_slows(r);
+  double gpu_end = -1, link_end = -1;
+  for (const auto& [id, f] : tracked) {
+    const json& d = f.open["detail"];
+    if (d["cause"] == "computation" && d.value("rank", -1) == 3) gpu_end = std::max(gpu_end, f.ended_t_s);
+    if (d["cause"] == "communication" && d.contains("link") && d["link"] == json::array({2, 3})) {
+      link_end = f.ended_t_s < 0 ? 1e9 : std::max(link_end, f.ended_t_s);
+    }
+  }
+  ASSERT_GT(gpu_end, 35.0) << "the GPU's fail-slow must end after its fault: " << r.report["events"].dump(1);
+  EXPECT_LE(gpu_end, 35.0 + kRevertBoundS);
+  EXPECT_GT(link_end, gpu_end) << "the link's fail-slow stays open after the GPU's ended";
+  EXPECT_GE(link_end, 50.0);
+  // Whatever the split was while the GPU was slow, the original is back within the bound after it recovered.
+  EXPECT_EQ(split_at(r, 35.0 + kRevertBoundS), (std::vector<int>{8, 8}));
+  std::vector<std::string> during_gpu;
+  for (const auto& p : r.events("plan")) {
+    if (p["t_s"].get<double>() < 35.0 && p["detail"]["strategy"] == "S2") during_gpu.push_back(p.dump());
+  }
+  EXPECT_FALSE(during_gpu.empty()) << "S2 was tried for the slow GPU";
+}
+
+TEST(FailSlows, ACpuContendedHostIsAHostStragglerAndGetsS2) {
+  // Rank 5's kernel launches 40x slower from 15 to 40 s (CPU contention of its host).
+  const Runs runs = run_both("host", R"({"faults":[{"kind":"cpu","rank":5,"start_s":15,"end_s":40,"slowdown":40}]})",
+                             50, "", true);
+  const itest::SimRun& r = runs.with;
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  ASSERT_EQ(runs.without.exit_code, 0) << runs.without.log();
+  const auto localised = r.events("localised");
+  ASSERT_FALSE(localised.empty()) << r.report["events"].dump(1);
+  EXPECT_EQ(localised.front()["detail"]["cause"], "host") << localised.front().dump();
+  EXPECT_EQ(localised.front()["detail"]["culprit"], 5);
+  EXPECT_TRUE(localised.front()["detail"]["suspect_links"].empty()) << "no false suspect link";
+  const auto plans = r.events("plan");
+  ASSERT_GE(plans.size(), 2u) << r.report["events"].dump(1);
+  EXPECT_EQ(plans[0]["detail"]["strategy"], "S2");
+  const auto m = plans[0]["detail"]["microbatches"].get<std::vector<int>>();
+  EXPECT_LT(m[0], m[1]) << "the contended host's replica (0) gets fewer micro-batches";
+  const auto checks = r.events("remedy_check");
+  ASSERT_FALSE(checks.empty());
+  EXPECT_TRUE(checks.front()["detail"]["pays"].get<bool>()) << checks.front().dump();
+  EXPECT_EQ(split_at(r, 40.0 + kRevertBoundS), (std::vector<int>{8, 8}));
+  never_slower(runs);
+}
+
+TEST(FailSlows, ARemedyThatDoesNotPayIsUndoneAndNotTriedAgain) {
+  // The slow GPU that S2 helps by ~10 %, judged by a master that wants 50 % (--pay-margin 0.5): the split is
+  // measured, undone within a few iterations, measured again undone, and not tried again for this fail-slow.
+  const Runs runs = run_both("nopay", R"({"faults":[{"kind":"gpu","rank":3,"start_s":15,"end_s":40,"slowdown":1.5}]})",
+                             48, "--master-args '--pay-margin 0.5'", false);
+  const itest::SimRun& r = runs.with;
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  const auto checks = r.events("remedy_check");
+  ASSERT_EQ(checks.size(), 2u) << r.report["events"].dump(1);
+  EXPECT_FALSE(checks[0]["detail"]["pays"].get<bool>()) << checks[0].dump();
+  EXPECT_NE(checks[0]["detail"]["reason"].get<std::string>().find("does not pay"), std::string::npos);
+  EXPECT_NE(checks[1]["detail"]["reason"].get<std::string>().find("confirmed"), std::string::npos) << checks[1].dump();
+  int s2 = 0;
+  for (const auto& p : r.events("plan")) s2 += p["detail"]["strategy"] == "S2";
+  EXPECT_EQ(s2, 1) << "S2 once, not again";
+  const auto plans = r.events("plan");
+  ASSERT_GE(plans.size(), 2u);
+  EXPECT_EQ(plans[1]["detail"]["action"], "revert");
+  const auto applied = r.events("plan_applied");
+  ASSERT_GE(applied.size(), 2u);
+  // Undone within the check (one iteration to settle, three judged) and the ack: well inside 10 iterations.
+  EXPECT_LT(plans[1]["t_s"].get<double>() - applied[0]["t_s"].get<double>(), 10 * 0.6);
+  EXPECT_EQ(split_at(r, 39.0), (std::vector<int>{8, 8}));
+}
+
+TEST(FailSlows, ACongestedLinkGetsS3AppliedAndItPays) {
+  // The link between nodes 0 and 1 at 3 % from 18 to 40 s; S3 charged 1 s (the switch measures ~10 ms here).
+  const Runs runs = run_both("s3", R"({"faults":[{"kind":"link","nodes":[0,1],"start_s":18,"end_s":40,"bandwidth_factor":0.03}]})",
+                             48, "--s3-pause-s 1", true);
+  const itest::SimRun& r = runs.with;
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  ASSERT_EQ(runs.without.exit_code, 0) << runs.without.log();
+  std::optional<json> s3;
+  for (const auto& p : r.events("plan")) {
+    if (p["detail"]["strategy"] == "S3" && p["detail"]["action"] == "apply") {
+      s3 = p;
+      break;
+    }
+  }
+  ASSERT_TRUE(s3) << r.report["events"].dump(1);
+  EXPECT_GT(s3->at("t_s").get<double>(), 18.0);
+  EXPECT_LT(s3->at("t_s").get<double>(), 40.0);
+  EXPECT_TRUE(s3->at("detail")["placement"].is_array());
+  bool applied = false;
+  for (const auto& a : r.events("plan_applied")) applied |= a["detail"]["epoch"] == s3->at("detail")["epoch"];
+  EXPECT_TRUE(applied);
+  const auto checks = r.events("remedy_check");
+  ASSERT_FALSE(checks.empty()) << r.report["events"].dump(1);
+  EXPECT_TRUE(checks.front()["detail"]["pays"].get<bool>()) << checks.front().dump();
+  EXPECT_LT(checks.front()["detail"]["measured_ms"].get<double>(), 0.8 * checks.front()["detail"]["before_ms"].get<double>());
+  never_slower(runs);
+}
+
+}  // namespace
+}  // namespace greyhound
