@@ -324,9 +324,11 @@ void Controller::track_fail_slows(const Localisation& loc, const Now& now, Inten
   MasterState& st = tracker_->mutable_state();
   const auto& incident = tracker_->open_incident();
   const bool may_open = incident.has_value() || !st.fail_slows.empty();
-  const FailSlowChanges ch =
-      track(st.fail_slows, st.fail_slows_total, loc, layout_, incident ? incident->id : -1,
-            incident ? incident->onset_t_s : now.job_s, now.job_s, may_open, cfg_.fail_slows);
+  // A fail-slow the previous localisation did not show began after it (or with the incident, if later).
+  const double onset = std::max(incident ? incident->onset_t_s : now.job_s, previous_loc_t_s_);
+  previous_loc_t_s_ = now.job_s;
+  const FailSlowChanges ch = track(st.fail_slows, st.fail_slows_total, loc, layout_, incident ? incident->id : -1,
+                                   onset, now.job_s, may_open, cfg_.fail_slows);
   for (const FailSlow& f : ch.ended) {
     accounts_.erase(f.id);
     Event e = master_event(event_type::kFailSlowEnd, now);
@@ -393,6 +395,11 @@ void Controller::open_account(const FailSlow& f) {
   st.s2_available = f.account.s2;
   st.s3_available = f.account.s3;
   st.s4_available = f.account.s4;
+  // A new fail-slow has already cost the job since its onset: the iterations since then, at the rate the
+  // job runs slower now (ski rental's rent counts from the onset, not from when it was found).
+  if (f.account.loss_s == 0 && f.account.window_s.empty() && last_iteration_s_ > si.healthy_iteration_s) {
+    st.loss_s = std::max(0.0, f.localised_t_s - f.onset_t_s) * (1.0 - si.healthy_iteration_s / last_iteration_s_);
+  }
   ski->restore(st);
   accounts_[f.id] = Account{std::move(ski).value()};
 }
@@ -549,36 +556,6 @@ void Controller::reconcile(const Now& now, Intents& out) {
   // The open incident, else the last one (whose remedy a revert undoes).
   const std::int64_t incident = tracker_->open_incident() ? tracker_->open_incident()->id
                                                           : (tracker_->state().incidents_total > 0 ? tracker_->state().incidents_total : -1);
-  const std::set<std::int64_t> want2 = wanting(Strategy::kS2);
-  if (want2 != split_for_) {
-    if (want2.empty()) {
-      if (auto p = planner_->back_to(planner_->original(), true, false,
-                                     "no fail-slow wants the split any more (it served " + ids(split_for_) +
-                                         "): back to the original allocation")) {
-        p->incident = incident;
-        propose_plan(std::move(*p), {}, false, out);
-        return;
-      }
-      split_for_.clear();
-    } else if (last_loc_) {
-      if (auto p = planner_->s2(*last_loc_, last_iteration_s_, "S2 for fail-slow(s) " + ids(want2))) {
-        p->incident = incident;
-        propose_plan(std::move(*p), want2, p->action == PlanAction::kApply, out);
-        return;
-      }
-      // Nothing better than what runs: a split in force already serves them; else S2 cannot help them.
-      if (planner_->split_in_force()) {
-        split_for_ = want2;
-      } else {
-        for (std::int64_t id : want2) {
-          if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
-            it->second.ski->decline(mitigate::Strategy::kS2Microbatches);
-          }
-        }
-        out.persist_state = true;
-      }
-    }
-  }
   const std::set<std::int64_t> want3 = wanting(Strategy::kS3);
   if (want3 != placement_for_) {
     if (want3.empty()) {
@@ -620,6 +597,38 @@ void Controller::reconcile(const Now& now, Intents& out) {
       return;
     }
     it->second.ski->decline(mitigate::Strategy::kS4Restart);
+  }
+  // S2 last: a fail-slow that climbed from S2 to S3 keeps its split until S3 is settled (planned, or
+  // declined and back at S2), so the split is not undone and redone in between.
+  const std::set<std::int64_t> want2 = wanting(Strategy::kS2);
+  if (want2 != split_for_) {
+    if (want2.empty()) {
+      if (auto p = planner_->back_to(planner_->original(), true, false,
+                                     "no fail-slow wants the split any more (it served " + ids(split_for_) +
+                                         "): back to the original allocation")) {
+        p->incident = incident;
+        propose_plan(std::move(*p), {}, false, out);
+        return;
+      }
+      split_for_.clear();
+    } else if (last_loc_) {
+      if (auto p = planner_->s2(*last_loc_, last_iteration_s_, "S2 for fail-slow(s) " + ids(want2))) {
+        p->incident = incident;
+        propose_plan(std::move(*p), want2, p->action == PlanAction::kApply, out);
+        return;
+      }
+      // Nothing better than what runs: a split in force already serves them; else S2 cannot help them.
+      if (planner_->split_in_force()) {
+        split_for_ = want2;
+      } else {
+        for (std::int64_t id : want2) {
+          if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
+            it->second.ski->decline(mitigate::Strategy::kS2Microbatches);
+          }
+        }
+        out.persist_state = true;
+      }
+    }
   }
 }
 

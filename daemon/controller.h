@@ -232,6 +232,7 @@ class Controller {
 
   std::map<std::int64_t, Account> accounts_;  // per open fail-slow
   std::optional<Localisation> last_loc_;       // the latest localisation (what S2 and S3 are solved on)
+  double previous_loc_t_s_ = -1e18;            // job time of the last localisation fail-slows were tracked on
   bool settled_ = true;        // fail-slows are known (false: an incident loaded without them awaits a profile)
   bool adopt_split_ = false;   // ... and the split in force becomes theirs
   std::set<std::int64_t> split_for_, placement_for_;  // the fail-slows the split / placement in force serve
