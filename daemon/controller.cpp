@@ -329,14 +329,17 @@ void Controller::track_fail_slows(const Localisation& loc, const Now& now, Inten
   previous_loc_t_s_ = now.job_s;
   const FailSlowChanges ch = track(st.fail_slows, st.fail_slows_total, loc, layout_, incident ? incident->id : -1,
                                    onset, now.job_s, may_open, cfg_.fail_slows);
-  for (const FailSlow& f : ch.ended) {
-    accounts_.erase(f.id);
-    Event e = master_event(event_type::kFailSlowEnd, now);
+  const auto event = [&](const char* type, const FailSlow& f, const char* reason) {
+    Event e = master_event(type, now);
     e.rank = f.rank;
     e.node = f.node;
     e.incident = f.incident;
-    e.detail = to_json(FailSlowDetail{f, "the profile no longer shows it"});
+    e.detail = to_json(FailSlowDetail{f, reason});
     out.events.push_back(std::move(e));
+  };
+  for (const FailSlow& f : ch.ended) {
+    accounts_.erase(f.id);
+    event(event_type::kFailSlowEnd, f, "the profile no longer shows it");
   }
   for (const FailSlow& f : ch.opened) {
     open_account(f);
@@ -345,12 +348,7 @@ void Controller::track_fail_slows(const Localisation& loc, const Now& now, Inten
       if (it != accounts_.end() && it->second.ski) it->second.ski->resume(mitigate::Strategy::kS2Microbatches);
       split_for_.insert(f.id);
     }
-    Event e = master_event(event_type::kFailSlowOpen, now);
-    e.rank = f.rank;
-    e.node = f.node;
-    e.incident = f.incident;
-    e.detail = to_json(FailSlowDetail{f, "localised"});
-    out.events.push_back(std::move(e));
+    event(event_type::kFailSlowOpen, f, "localised");
   }
   if (adopt_split_) {
     adopt_split_ = false;

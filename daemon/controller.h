@@ -51,9 +51,9 @@ namespace greyhound::master {
 struct ControllerConfig {
   bool mitigate = false;                       // drive the planner and publish plans
   double profile_s = kDefaultProfileWindowS;   // a profiling window, until the job's iteration time is known
-  int profile_iterations = 4;                  // ... then this many iterations (within 1..30 s)
+  int profile_iterations = 3;                  // ... then this many iterations (within 1..30 s)
   double profile_grace_s = 4.0;                // wait this much after the window for the ranks' reports
-  int reprofile_iterations = 2;                // while fail-slows or an incident are open: profile again this many
+  int reprofile_iterations = 1;                // while fail-slows or an incident are open: profile again this many
                                                // iterations after the last window ended
   double reprofile_s = 6.0;                    // ... or this many seconds while the iteration time is unknown
   double ack_timeout_s = 20.0;                 // all ranks must acknowledge a plan within this

@@ -24,6 +24,7 @@
 #include "sim/simcluster/rank_launcher.h"
 #include "store/job_store.h"
 #include "store/messages.h"
+#include "../support/store_fixture.h"
 
 namespace greyhound {
 namespace {
@@ -106,27 +107,12 @@ std::string first_difference(const ByRole& got, const ByRole& want) {
   return got.size() == want.size() ? "" : "extra roles";
 }
 
-class MinitrainS3 : public ::testing::Test {
+class MinitrainS3 : public test_support::StoreFixture {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gh-s3-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    std::string err;
-    server_ = sim::RedisServer::start({dir_, 0, ""}, &err);
-    ASSERT_TRUE(server_) << err;
-    RedisClient::Options o;
-    o.endpoint = parse_redis_url(server_->url());
-    o.command_timeout = std::chrono::milliseconds(2000);
-    redis_ = std::make_unique<RedisClient>(o);
-    store_ = std::make_unique<store::JobStore>(*redis_, "s3job");
-  }
+  MinitrainS3() { job_ = "s3job"; }
   void TearDown() override {
     if (!pids_.empty()) sim::stop_all(pids_, 2.0);
-    store_.reset();
-    redis_.reset();
-    server_.reset();
-    if (!HasFailure()) std::system(("rm -rf " + dir_).c_str());
+    StoreFixture::TearDown();
   }
 
   // Starts the 8 ranks of run `name` (in dir_/name); `extra` goes to every minitrain.
@@ -291,10 +277,7 @@ class MinitrainS3 : public ::testing::Test {
     return by_role();
   }
 
-  std::string dir_, run_dir_;
-  std::unique_ptr<sim::RedisServer> server_;
-  std::unique_ptr<RedisClient> redis_;
-  std::unique_ptr<store::JobStore> store_;
+  std::string run_dir_;
   std::vector<pid_t> pids_;
   std::vector<std::string> names_;
   std::int64_t next_epoch_ = 1;

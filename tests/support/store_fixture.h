@@ -1,5 +1,6 @@
-// A test with a private redis-server (temp dir, free port), a client on it and the job store of job "job1";
-// everything is stopped and removed after the test.
+// A test with a private redis-server (temp dir, free port), a client on it and the job store of job `job_`
+// ("job1" unless a derived fixture's constructor says otherwise); everything is stopped after the test, and
+// removed unless it failed (its files then stay for a look).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -29,13 +30,13 @@ class StoreFixture : public ::testing::Test {
     o.endpoint = parse_redis_url(server_->url());
     o.command_timeout = std::chrono::milliseconds(2000);
     redis_ = std::make_unique<RedisClient>(o);
-    store_ = std::make_unique<store::JobStore>(*redis_, "job1");
+    store_ = std::make_unique<store::JobStore>(*redis_, job_);
   }
   void TearDown() override {
     store_.reset();
     redis_.reset();
     server_.reset();
-    std::system(("rm -rf " + dir_).c_str());
+    if (!HasFailure()) std::system(("rm -rf " + dir_).c_str());
   }
   // Plants a raw value, as a hostile or broken writer would.
   void raw(const std::vector<std::string>& argv) {
@@ -43,6 +44,7 @@ class StoreFixture : public ::testing::Test {
     ASSERT_TRUE(r && !r->is_error()) << argv[0];
   }
 
+  std::string job_ = "job1";
   std::string dir_;
   std::unique_ptr<sim::RedisServer> server_;
   std::unique_ptr<RedisClient> redis_;
