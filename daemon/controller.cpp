@@ -36,6 +36,9 @@ void Controller::load(MasterState state, std::optional<Incident> open, std::int6
   accounts_.clear();
   settled_ = !(tracker_->open_incident() && tracker_->state().fail_slows.empty());
   planner_.reset();
+  split_for_.clear();  // the planner, made again from the layout, says what serves whom
+  placement_for_.clear();
+  check_.reset();
   layout_wanted_ = cfg_.mitigate;
   if (!ever_loaded_) {  // a reload (after a reconnect) keeps what this run has seen and made
     ever_loaded_ = true;
