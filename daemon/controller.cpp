@@ -1,5 +1,7 @@
 #include "daemon/controller.h"
 
+#include "greyhound/analysis/robust_stats.h"
+
 #include <spdlog/spdlog.h>
 
 namespace greyhound::master {
@@ -432,11 +434,10 @@ std::set<std::int64_t> Controller::wanting(Strategy s) const {
 
 namespace {
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+// The median of iteration times (0 for none), by the one robust median of src/analysis.
+double median_of(const std::vector<double>& v) {
+  std::vector<double> scratch;
+  return v.empty() ? 0.0 : analysis::median(v, scratch);
 }
 
 std::string ids(const std::set<std::int64_t>& s) {
