@@ -175,12 +175,13 @@ double Controller::reprofile_gap_s() const {
 
 bool Controller::due_reprofile(const Now& now) const {
   const bool watching = !tracker_->state().fail_slows.empty() || tracker_->open_incident().has_value();
-  return watching && settled_ && !profiling_ && !want_profile_ && now.mono_s - last_profile_end_s_ >= reprofile_gap_s();
+  return watching && settled_ && !profiling_ && !want_profile_ && !restarting_ &&
+         now.mono_s - last_profile_end_s_ >= reprofile_gap_s();
 }
 
 bool Controller::due_baseline(const Now& now) const {
   const bool original = !planner_ || (!planner_->split_in_force() && !planner_->moved());
-  return cfg_.baseline_every_s > 0 && !profiling_ && !tracker_->open_incident() && !pending_ && original &&
+  return cfg_.baseline_every_s > 0 && !profiling_ && !tracker_->open_incident() && !pending_ && original && !restarting_ &&
          tracker_->state().fail_slows.empty() && now.mono_s - healthy_since_s_ >= cfg_.baseline_after_s &&
          (!baseline_ || now.mono_s - baseline_at_s_ >= cfg_.baseline_every_s) &&
          now.mono_s - last_profile_s_ >= cfg_.reprofile_s;
@@ -210,8 +211,12 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
     start_profiling(want_profile_why_, false, in, now, out);
   }
   if (in.layout) {
-    if (!pending_) layout_ = in.layout;  // the job republishes it after each plan
-    layout_wanted_ = false;
+    if (restarting_) {
+      job_restarted(*in.layout, now, out);
+    } else if (!pending_) {
+      layout_ = in.layout;  // the job republishes it after each plan
+    }
+    layout_wanted_ = restarting_.has_value();
   }
   if (cfg_.mitigate && !planner_ && layout_) {
     planner_.emplace(cfg_.planner, *layout_);
@@ -250,12 +255,14 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
 
 void Controller::start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now,
                                  Intents& out) {
-  if (profiling_ || in.agents.empty() || out.profile) return;
+  if (profiling_ || in.agents.empty() || out.profile || restarting_) return;
   Profiling p;
   p.baseline = baseline;
   p.id = (baseline ? "baseline-" : "profile-") + std::to_string(tracker_->state().incidents_total) + "-" +
          std::to_string(++profiles_requested_) + "." + run_tag_;
-  p.expected.insert(in.ranks.begin(), in.ranks.end());
+  for (int r : in.ranks) {
+    if (!layout_ || r < layout_->world) p.expected.insert(r);  // the registry keeps a restarted job's old ranks
+  }
   const double window = std::clamp(window_s(), kMinProfileWindowS, kMaxProfileWindowS);
   p.deadline_s = now.mono_s + window + cfg_.profile_grace_s;
   ProfileRequest req;
@@ -594,10 +601,18 @@ void Controller::reconcile(const Now& now, Intents& out) {
       continue;
     }
     s4_sent_.insert(f.id);
-    if (auto p = planner_->s4(f, "S4 for fail-slow " + std::to_string(f.id))) {
+    // A restart leaves fewer DP replicas: it must beat what runs now by the pay margin.
+    const double now_s =
+        median_of(std::vector<double>(recent_s_.end() - std::min<std::ptrdiff_t>(5, recent_s_.size()), recent_s_.end()));
+    auto p = planner_->s4(f, healthy_s(), "S4 for fail-slow " + std::to_string(f.id));
+    if (p && p->predicted_iteration_s > 0 && now_s > 0 && p->predicted_iteration_s <= now_s * (1.0 - cfg_.pay_margin)) {
       propose_plan(std::move(*p), {f.id}, false, out);
       return;
     }
+    spdlog::info("fail-slow {}: S4 declined: {}", f.id,
+                 !p ? std::string("no DP replica would be left")
+                    : "a restart predicted at " + std::to_string(p->predicted_iteration_s) + " s per iteration against " +
+                          std::to_string(now_s) + " s now does not pay");
     it->second.ski->decline(mitigate::Strategy::kS4Restart);
   }
   // S2 last: a fail-slow that climbed from S2 to S3 keeps its split until S3 is settled (planned, or
@@ -701,6 +716,7 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
       if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) it->second.ski->decline(rung_of(plan.strategy));
     }
   };
+  const Plan applied_plan = plan;  // pending_ goes below
   if (acks >= layout_->world) {
     type = o.applied == layout_->world ? event_type::kPlanApplied : event_type::kPlanRejected;
     if (o.applied == layout_->world) {
@@ -739,7 +755,82 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   out.events.push_back(std::move(e));
   out.persist_state = true;
   pending_.reset();
+  if (type == event_type::kPlanApplied && applied_plan.strategy == Strategy::kS4 && applied_plan.action == PlanAction::kApply) {
+    job_restarting(applied_plan, now, out);
+    return;
+  }
   maybe_close_incident(now, out);
+}
+
+// An S4 plan in force: every rank saved its checkpoint and the job is going down, to come back without the
+// nodes the plan names (the job store dropped its layout with the restart request). The restart is the
+// remedy of every fail-slow of the old job: they end; what was measured on it no longer holds.
+void Controller::job_restarting(const Plan& plan, const Now& now, Intents& out) {
+  std::string without;
+  for (int n : plan.exclude_nodes) without += (without.empty() ? "" : ", ") + std::to_string(n);
+  const std::string why = "the job restarts from its checkpoint without node(s) " + without + " (S4 plan " +
+                          std::to_string(plan.epoch) + ")";
+  for (const FailSlow& f : open_fail_slows()) {
+    Event e = master_event(event_type::kFailSlowEnd, now);
+    e.rank = f.rank;
+    e.node = f.node;
+    e.incident = f.incident;
+    e.detail = to_json(FailSlowDetail{f, why});
+    out.events.push_back(std::move(e));
+  }
+  open_fail_slows().clear();
+  accounts_.clear();
+  split_for_.clear();
+  placement_for_.clear();
+  s4_sent_.clear();
+  trusted_.clear();
+  check_.reset();
+  last_loc_.reset();
+  planner_.reset();
+  restarting_ = layout_ ? layout_ : JobLayout{};
+  restarting_epoch_ = plan.epoch;
+  layout_.reset();
+  layout_wanted_ = true;
+  baseline_.reset();
+  baseline_at_s_ = -1e18;
+  tracker_->mutable_state().healthy_ms = 0;
+  recent_s_.clear();
+  last_iteration_index_ = -1;
+  last_iteration_s_ = 0;
+  previous_loc_t_s_ = -1e18;
+  mitigated_ = false;
+  want_profile_ = false;
+  settled_ = true;
+  adopt_split_ = false;
+  if (tracker_->open_incident()) {
+    Decision d;
+    tracker_->close(now.job_s, why, d);
+    take(std::move(d), now, out);
+  }
+  healthy_since_s_ = now.mono_s;
+  out.persist_state = true;
+  spdlog::info("{}: waiting for its layout", why);
+}
+
+// The restarted job's layout: a new planner (its original is what it restarted with), a new baseline once
+// it has run healthy for baseline_after_s.
+void Controller::job_restarted(const JobLayout& layout, const Now& now, Intents& out) {
+  JobRestart r;
+  r.epoch = restarting_epoch_;
+  r.world_before = restarting_->world;
+  r.dp_before = restarting_->dp;
+  r.world = layout.world;
+  r.dp = layout.dp;
+  r.microbatches = layout.microbatches;
+  Event e = master_event(event_type::kJobRestart, now);
+  e.detail = to_json(r);
+  out.events.push_back(std::move(e));
+  out.persist_state = true;
+  spdlog::info("the job is back after S4 plan {}: {} ranks (DP {}), was {} (DP {})", r.epoch, r.world, r.dp,
+               r.world_before, r.dp_before);
+  restarting_.reset();
+  layout_ = layout;
+  healthy_since_s_ = now.mono_s;
 }
 
 }  // namespace greyhound::master

@@ -28,6 +28,10 @@
 //    left and the configuration back to the original after a remedy.
 //  - Windows are sized in the job's iterations once its pace is known: a profile lasts profile_iterations,
 //    and the next one starts reprofile_iterations after the last one ended.
+//  - An S4 plan in force stops the job for a checkpoint-restart without some nodes: everything measured on
+//    the old job goes (its fail-slows end, the incident closes, baseline, pace and planner are forgotten);
+//    nothing is profiled until the restarted job publishes its layout (job_restart), which starts a new
+//    planner. Profiles expect the ranks of the layout only (the registry still lists the old job's).
 //  - A controller loaded with fail-slows (a restarted master) continues them; one loaded with an incident
 //    open but no fail-slows (a state from before fail-slows were tracked) localises it again first, and
 //    its fail-slows adopt the split the layout shows in force.
@@ -148,6 +152,7 @@ class Controller {
   bool has_baseline() const { return baseline_.has_value(); }
   bool planning() const { return planner_.has_value(); }
   bool checking() const { return check_.has_value(); }
+  bool restarting() const { return restarting_.has_value(); }
   std::optional<std::int64_t> plan_in_flight() const {
     return pending_ ? std::optional<std::int64_t>(pending_->plan.epoch) : std::nullopt;
   }
@@ -201,6 +206,8 @@ class Controller {
   void judge(const Now& now, Intents& out);
   void reconcile(const Now& now, Intents& out);
   void maybe_close_incident(const Now& now, Intents& out);
+  void job_restarting(const Plan& plan, const Now& now, Intents& out);
+  void job_restarted(const JobLayout& layout, const Now& now, Intents& out);
   Event master_event(const char* type, const Now& now) const;
   void take(Decision d, const Now& now, Intents& out);
   void propose_plan(Plan plan, std::set<std::int64_t> fail_slows, bool remedy, Intents& out);
@@ -237,6 +244,8 @@ class Controller {
   bool adopt_split_ = false;   // ... and the split in force becomes theirs
   std::set<std::int64_t> split_for_, placement_for_;  // the fail-slows the split / placement in force serve
   std::set<std::int64_t> s4_sent_;
+  std::optional<JobLayout> restarting_;  // an S4 restart is under way: the layout before it
+  std::int64_t restarting_epoch_ = 0;    // ... and its plan
   std::set<std::int64_t> trusted_;  // fail-slows whose remedy an undo check showed paying: not checked again
   bool mitigated_ = false;     // a remedy was applied during the open incident
 

@@ -187,7 +187,7 @@ std::optional<Plan> Planner::s3(const Localisation& loc, double horizon_s, const
   return p;
 }
 
-std::optional<Plan> Planner::s4(const FailSlow& f, const std::string& why) const {
+std::optional<Plan> Planner::s4(const FailSlow& f, double healthy_iteration_s, const std::string& why) const {
   Plan p;
   p.strategy = Strategy::kS4;
   p.action = PlanAction::kApply;
@@ -199,9 +199,27 @@ std::optional<Plan> Planner::s4(const FailSlow& f, const std::string& why) const
     p.exclude_nodes = {f.link_a, f.link_b};
   }
   if (p.exclude_ranks.empty() && p.exclude_nodes.empty()) return std::nullopt;  // nothing named: a restart changes nothing
+  // What is left: the GPUs outside the excluded nodes (or without the excluded ranks, nodes unknown).
+  const int T = layout_.tp, D = layout_.dp, P = layout_.pp, G = layout_.gpus_per_node;
+  const int lost = G > 0 ? G * static_cast<int>(p.exclude_nodes.size()) : static_cast<int>(p.exclude_ranks.size());
+  const int dp_after = std::min(D, (layout_.world - lost) / std::max(1, T * P));
+  if (dp_after < 1) return std::nullopt;
+  int global = 0, largest = 0;
+  for (int m : original_.microbatches) {
+    global += m;
+    largest = std::max(largest, m);
+  }
+  const int largest_after = (global + dp_after - 1) / dp_after;
+  if (healthy_iteration_s > 0 && largest > 0) {
+    p.predicted_iteration_s = healthy_iteration_s * static_cast<double>(largest_after + P - 1) / (largest + P - 1);
+  }
   p.reason = why + "; restart from the checkpoint without " +
              (p.exclude_ranks.empty() ? std::string() : "rank(s) " + fmt_vec(p.exclude_ranks) + " on ") + "node(s) " +
              fmt_vec(p.exclude_nodes);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, ", back with %d DP replica(s) of up to %d micro-batches (was %d of %d)", dp_after,
+                largest_after, D, largest);
+  p.reason += buf;
   return p;
 }
 

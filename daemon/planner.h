@@ -13,6 +13,10 @@
 //    enough of it. Horizon: twice the fail-slow's duration so far (it has lasted t, and is expected to last
 //    about t more), so a placement must win back about half the slowdown.
 //  - S4: restart from the checkpoint without the culprit (rank and node), or, for a link, without its nodes.
+//    No spare nodes are assumed: the job comes back with as many DP replicas as fit on the GPUs left
+//    (whole TP x PP replicas), and the same global batch over them. Its prediction: the healthy iteration
+//    scaled by the 1F1B makespan of the original split's largest replica, (m + P - 1), to that of the new
+//    one; nullopt when no replica would be left.
 //  - A revert: back to the original allocation and/or placement; or back to a given configuration (a remedy
 //    that did not pay).
 // A builder that finds nothing better than what runs returns nullopt.
@@ -58,7 +62,7 @@ class Planner {
 
   std::optional<Plan> s2(const Localisation& loc, double iteration_s, const std::string& why) const;
   std::optional<Plan> s3(const Localisation& loc, double horizon_s, const std::string& why) const;
-  std::optional<Plan> s4(const FailSlow& f, const std::string& why) const;
+  std::optional<Plan> s4(const FailSlow& f, double healthy_iteration_s, const std::string& why) const;
   // Back to `to` (the original configuration by default), in what differs; nullopt when nothing does.
   std::optional<Plan> back_to(const JobConfig& to, bool microbatches, bool placement, const std::string& why) const;
 

@@ -509,9 +509,9 @@ Status JobStore::write_layout(const JobLayout& l) {
 }
 
 Status JobStore::request_restart(const RestartRequest& req) {
-  auto r = run({"SET", keys::restart(job_), to_json(req).dump()});
-  if (!r) return r.status();
-  return ok_status();
+  // The job is going down: its layout no longer describes a running job (the restarted one publishes its
+  // own, so the master never plans on the old one).
+  return transaction({{"SET", keys::restart(job_), to_json(req).dump()}, {"DEL", keys::layout(job_)}});
 }
 
 Result<std::optional<RestartRequest>> JobStore::restart_request() {

@@ -94,7 +94,7 @@ class JobStore {
   Status write_ack(const PlanAck& a);
   Result<std::optional<JobLayout>> layout();
   Status write_layout(const JobLayout& l);
-  Status request_restart(const RestartRequest& r);
+  Status request_restart(const RestartRequest& r);  // and removes the layout (the job is going down)
   Result<std::optional<RestartRequest>> restart_request();
 
  private:

@@ -220,7 +220,8 @@ Event build_event(const Fields& f, const json& j) {
         event_type::kAgentStop,  event_type::kCommandAck,   event_type::kIncidentOpen,    event_type::kIncidentUpdate,
         event_type::kIncidentClose, event_type::kProfile,   event_type::kLocalised,       event_type::kPlan,
         event_type::kPlanApplied, event_type::kPlanTimeout, event_type::kPlanRejected,
-        event_type::kBaseline,    event_type::kFailSlowOpen, event_type::kFailSlowEnd,   event_type::kRemedyCheck};
+        event_type::kBaseline,    event_type::kFailSlowOpen, event_type::kFailSlowEnd,   event_type::kRemedyCheck,
+        event_type::kJobRestart};
     Event e;
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");
@@ -950,6 +951,33 @@ std::optional<RemedyCheck> parse_remedy_check(const json& detail, std::string* e
     c.pays = f.raw("pays").get<bool>();
     c.reason = f.str_or("reason", "");
     return c;
+  });
+}
+
+json to_json(const JobRestart& r) {
+  return {{"epoch", r.epoch}, {"world_before", r.world_before}, {"dp_before", r.dp_before},
+          {"world", r.world},  {"dp", r.dp},                     {"microbatches", r.microbatches}};
+}
+
+std::optional<JobRestart> parse_job_restart(const json& detail, std::string* error) {
+  return build_from<JobRestart>(detail, error, [](const Fields& f, const json& j) {
+    JobRestart r;
+    r.epoch = f.integer("epoch", 1, kMaxCount);
+    r.world_before = static_cast<int>(f.integer("world_before", 1, kMaxRank));
+    r.dp_before = static_cast<int>(f.integer("dp_before", 1, kMaxRank));
+    r.world = static_cast<int>(f.integer("world", 1, kMaxRank));
+    r.dp = static_cast<int>(f.integer("dp", 1, kMaxRank));
+    if (f.has("microbatches")) {
+      const json& a = j.at("microbatches");
+      if (!a.is_array() || a.size() > static_cast<std::size_t>(kMaxRank)) throw Invalid("microbatches: must be an array");
+      for (const json& x : a) {
+        if (!x.is_number_integer() || x.get<std::int64_t>() < 1 || x.get<std::int64_t>() > (1 << 20)) {
+          throw Invalid("microbatches: must be an array of counts >= 1");
+        }
+        r.microbatches.push_back(x.get<int>());
+      }
+    }
+    return r;
   });
 }
 

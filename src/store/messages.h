@@ -54,6 +54,7 @@ inline constexpr const char* kPlanRejected = "plan_rejected";      // master: so
 inline constexpr const char* kFailSlowOpen = "fail_slow_open";     // master: a localised fail-slow, tracked on its own
 inline constexpr const char* kFailSlowEnd = "fail_slow_end";       // master: its evidence is gone
 inline constexpr const char* kRemedyCheck = "remedy_check";        // master: a remedy measured against its prediction
+inline constexpr const char* kJobRestart = "job_restart";          // master: the job is back after an S4 restart
 }  // namespace event_type
 
 struct Event {
@@ -392,6 +393,17 @@ struct RemedyCheck {
 };
 nlohmann::json to_json(const RemedyCheck& c);
 std::optional<RemedyCheck> parse_remedy_check(const nlohmann::json& detail, std::string* error);
+
+// job_restart: the job published its layout again after the S4 plan `epoch` stopped it (a checkpoint-restart
+// without some nodes): what it was and what it is now.
+struct JobRestart {
+  std::int64_t epoch = 0;
+  int world_before = 0, dp_before = 0;
+  int world = 0, dp = 0;
+  std::vector<int> microbatches;  // the split it restarted with (the same global batch)
+};
+nlohmann::json to_json(const JobRestart& r);
+std::optional<JobRestart> parse_job_restart(const nlohmann::json& detail, std::string* error);
 
 // The plan event's detail is the Plan itself (plan_from_json).
 

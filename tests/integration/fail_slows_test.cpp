@@ -4,7 +4,10 @@
 // the healthy difference measured between them (within 1 % on this machine, docs and README).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <string>
@@ -184,6 +187,87 @@ TEST(FailSlows, ACongestedLinkGetsS3AppliedAndItPays) {
   EXPECT_TRUE(checks.front()["detail"]["pays"].get<bool>()) << checks.front().dump();
   EXPECT_LT(checks.front()["detail"]["measured_ms"].get<double>(), 0.8 * checks.front()["detail"]["before_ms"].get<double>());
   never_slower(runs);
+}
+
+// S4 applied: TP1 x DP4 x PP2 on 4 nodes of 2 GPUs, advertising only S4, with rank 2's GPU (node 1) 2.5x
+// slow from 8 s on. The restart is charged 2 s (the launcher waits that long before starting the job
+// again). Without node 1, 6 GPUs hold 3 replicas, for the same 32 micro-batches (11, 11, 10).
+TEST(FailSlows, S4RestartsTheJobWithoutTheSlowNodeFromItsCheckpointWithTheSameGlobalBatch) {
+  const std::string root = itest::make_temp_dir("gh-s4");
+  std::ofstream(root + "/faults.json")
+      << R"({"faults":[{"kind":"gpu","rank":2,"start_s":8,"end_s":1000,"slowdown":2.5}]})";
+  const auto run = [&](const std::string& name, const std::string& args) {
+    itest::SimRun r;
+    r.dir = root + "/" + name;
+    std::system(("mkdir -p " + r.dir).c_str());
+    return itest::run_command(r, std::string(GREYHOUND_SIMCLUSTER) +
+                                     " --tp 1 --dp 4 --pp 2 --gpus-per-node 2 --microbatches 8 --iterations 80 --quiet"
+                                     " --job " + name + " --work-dir " + r.dir + " --report " + r.dir + "/report.json " +
+                                     args + " > " + r.dir + "/simcluster.log 2>&1");
+  };
+  const itest::SimRun r = run("s4", "--faults " + root + "/faults.json --mitigate --capabilities S4 --s4-restart-s 2");
+  const itest::SimRun ref = run("s4-ref", "--no-greyhound");  // no faults: the losses do not depend on timing
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  ASSERT_EQ(ref.exit_code, 0) << ref.log();
+
+  // One restart, without node 1, with 3 replicas on the slots left.
+  ASSERT_EQ(r.report["restarts"].size(), 1u) << r.report["events"].dump(1);
+  const json& restart = r.report["restarts"][0];
+  EXPECT_EQ(restart["excluded_nodes"], json::array({1}));
+  EXPECT_EQ(restart["world"], 6);
+  EXPECT_EQ(restart["dp"], 3);
+  EXPECT_EQ(restart["slots"], json::array({0, 1, 4, 5, 6, 7}));
+  const auto applied = r.events("plan_applied");
+  const auto back = r.events("job_restart");
+  ASSERT_EQ(back.size(), 1u) << r.report["events"].dump(1);
+  EXPECT_EQ(back[0]["detail"]["world_before"], 8);
+  EXPECT_EQ(back[0]["detail"]["world"], 6);
+  EXPECT_EQ(back[0]["detail"]["microbatches"], json::array({11, 11, 10}));
+  std::int64_t from_iteration = -1;
+  for (const auto& a : applied) {
+    if (a["detail"]["epoch"] == back[0]["detail"]["epoch"]) from_iteration = a["detail"]["from_iteration"].get<std::int64_t>();
+  }
+  ASSERT_GT(from_iteration, 0);
+  // Every fail-slow of the old job ended with the restart, and the incident closed.
+  for (const auto& [id, t] : fail_slows(r)) EXPECT_GE(t.ended_t_s, 0) << "fail-slow " << id << " still open";
+
+  // Training continued from the checkpoint: each iteration once, 0 .. 79, the restarted job from the one
+  // the plan stopped before; the same global batch, so the same losses as the uninterrupted reference (up
+  // to the order of the DP sums).
+  const json& its = r.report["iterations"];
+  ASSERT_EQ(its.size(), 80u);
+  for (std::size_t i = 0; i < its.size(); ++i) ASSERT_EQ(its[i]["index"], static_cast<long>(i));
+  const std::string resumed = itest::slurp(r.dir + "/rank0.r1.out");
+  EXPECT_NE(resumed.find("at iteration " + std::to_string(from_iteration) + ": 32 global micro-batches over 3 DP replicas (was 4)"),
+            std::string::npos) << resumed.substr(0, 300);
+  std::map<long, double> ref_loss, loss;
+  for (const auto& l : ref.rank_iterations(4)) ref_loss[l.index] = l.loss;  // a last-stage rank
+  for (const auto& l : r.rank_iterations(4)) loss[l.index] = l.loss;
+  for (const auto& l : sim::parse_iteration_log(itest::slurp(r.dir + "/rank3.r1.out"))) loss[l.index] = l.loss;
+  ASSERT_EQ(loss.size(), 80u);
+  for (const auto& [i, x] : loss) {
+    ASSERT_TRUE(ref_loss.count(i)) << i;
+    EXPECT_NEAR(x, ref_loss[i], std::abs(ref_loss[i]) * (i <= from_iteration ? 1e-6 : 1e-4)) << "iteration " << i;
+  }
+
+  // And it paid: the restarted job's iterations are faster than the slow ones before it.
+  std::vector<double> slow, after;
+  for (const auto& it : its) {
+    const long i = it["index"].get<long>();
+    const double t = it["t_s"].get<double>();
+    if (t > 12 && i < from_iteration) slow.push_back(it["iter_ms"].get<double>());
+    if (i > from_iteration) after.push_back(it["iter_ms"].get<double>());
+  }
+  ASSERT_GE(slow.size(), 3u);
+  ASSERT_GE(after.size(), 10u);
+  std::sort(slow.begin(), slow.end());
+  std::sort(after.begin(), after.end());
+  std::cerr << "[ note ] restarted before iteration " << from_iteration << " (stopped at "
+            << restart["t_s"].get<double>() << " s, resumed at " << restart["resumed_t_s"].get<double>()
+            << " s); median iteration before the restart " << slow[slow.size() / 2] << " ms, after "
+            << after[after.size() / 2] << " ms\n";
+  EXPECT_LT(after[after.size() / 2], 0.9 * slow[slow.size() / 2]);
+  std::system(("rm -rf " + root).c_str());
 }
 
 }  // namespace

@@ -254,6 +254,7 @@ TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne)
 TEST_F(JobClientTest, RaisesARestartRequest) {
   const int32_t nodes[] = {1};
   const int32_t ranks[] = {2, 3};
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
   ASSERT_EQ(greyhound_job_request_restart_v1(client_, 0, 4, "node 1 is slow", nodes, 1, ranks, 2), GREYHOUND_JOB_OK)
       << greyhound_job_last_error_v1(client_);
   auto r = store_->restart_request();
@@ -264,6 +265,10 @@ TEST_F(JobClientTest, RaisesARestartRequest) {
   EXPECT_EQ((*r)->reason, "node 1 is slow");
   EXPECT_EQ((*r)->exclude_nodes, (std::vector<int>{1}));
   EXPECT_EQ((*r)->exclude_ranks, (std::vector<int>{2, 3}));
+  // The job is going down: its layout goes with the request (the restarted job publishes its own).
+  auto l = store_->layout();
+  ASSERT_TRUE(l) << l.error();
+  EXPECT_FALSE(*l);
   EXPECT_EQ(greyhound_job_request_restart_v1(client_, 0, 4, nullptr, nullptr, 1, nullptr, 0), GREYHOUND_JOB_ERR_INVALID);
 }
 

@@ -632,6 +632,105 @@ TEST(Controller, ARemedyThatDoesNotPayIsUndoneAndNotTriedAgain) {
   EXPECT_GT(again.c.fail_slows()[0].account.loss_s, 1.0);
 }
 
+// A job that offers only S4 (TP1 x DP2 x PP2, GPUs per node unknown): rank 3's GPU slows.
+struct S4Job {
+  TwoFaults f;
+  explicit S4Job(double slow_ms) : f(config()) {
+    Driven& d = f.d;
+    d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+    JobInputs in = registry();
+    in.layout = s4_layout();
+    f.step(in, 400);
+    d.feed({change(event_type::kSlowdown, 3, 1, 400, slow_ms)}, at(1, 1));
+    Intents it = f.step(registry(), slow_ms);
+    EXPECT_TRUE(it.profile);
+    if (!it.profile) return;
+    d.feed(dp_profiles(it.profile->command.id, {0.25, 0.05, 0.30, 0.02}, slow_ms), at(f.t, f.t));
+    JobInputs done;
+    done.groups = two_groups();
+    done.layout = s4_layout();
+    f.step(done, slow_ms);
+    EXPECT_EQ(d.c.fail_slows().size(), 1u);
+  }
+  static ControllerConfig config() {
+    ControllerConfig cfg = mitigating();
+    cfg.planner.ski.s4_restart_s = 1;  // pays after a few slow iterations
+    return cfg;
+  }
+  static JobLayout s4_layout() {
+    JobLayout l = layout({8, 8}, {8, 8});
+    l.capabilities = {"S4"};
+    return l;
+  }
+};
+
+TEST(Controller, S4RestartEndsTheOldJobsFailSlowsAndStartsAgainOnItsNewLayout) {
+  S4Job job(1000);
+  TwoFaults& f = job.f;
+  Driven& d = f.d;
+  std::optional<Plan> plan;
+  for (int i = 0; i < 20 && !plan; ++i) plan = f.step(JobInputs{}, 1000).plan;
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->strategy, Strategy::kS4);
+  EXPECT_EQ(plan->exclude_ranks, (std::vector<int>{3}));
+  // One replica is left for 16 micro-batches: (16 + 1) / (8 + 1) of the healthy 400 ms, which beats 1000 ms.
+  EXPECT_NEAR(plan->predicted_iteration_s, 0.4 * 17.0 / 9.0, 0.02);
+  d.c.plan_published(*plan, at(f.t, f.t));
+  f.ack_all(plan->epoch);
+  const std::vector<std::string> ty = types(f.last.events);
+  EXPECT_NE(std::find(ty.begin(), ty.end(), "plan_applied"), ty.end());
+  EXPECT_NE(std::find(ty.begin(), ty.end(), "fail_slow_end"), ty.end());
+  EXPECT_NE(std::find(ty.begin(), ty.end(), "incident_close"), ty.end());
+  EXPECT_TRUE(d.c.restarting());
+  EXPECT_TRUE(d.c.fail_slows().empty());
+  EXPECT_FALSE(d.c.open_incident());
+  EXPECT_FALSE(d.c.planning());
+
+  // Down: nothing is profiled (no baseline of a job that is not running), however long it takes.
+  for (int i = 0; i < 30; ++i) {
+    JobInputs in = registry();
+    in.pace = std::nullopt;
+    f.t += 0.5;
+    EXPECT_FALSE(d.c.step(at(f.t, f.t), in).profile) << i;
+    EXPECT_TRUE(d.c.needs(at(f.t, f.t)).layout);
+  }
+  // Back with one replica (ranks 0 and 1) and all 16 micro-batches on it.
+  JobInputs back = registry();
+  back.layout = layout({16}, {16});
+  back.layout->dp = 1;
+  back.layout->world = 2;
+  Intents it = f.step(back, 760);
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"job_restart"});
+  std::string err;
+  const auto r = parse_job_restart(it.events[0].detail, &err);
+  ASSERT_TRUE(r) << err;
+  EXPECT_EQ(r->epoch, plan->epoch);
+  EXPECT_EQ(r->world_before, 4);
+  EXPECT_EQ(r->world, 2);
+  EXPECT_EQ(r->dp, 1);
+  EXPECT_EQ(r->microbatches, (std::vector<int>{16}));
+  EXPECT_FALSE(d.c.restarting());
+  EXPECT_TRUE(d.c.planning());
+
+  // Its baseline expects the layout's two ranks, though the registry still lists the old job's four.
+  std::optional<ProfileRequest> base;
+  for (int i = 0; i < 10 && !base; ++i) base = f.step(registry(), 760).profile;
+  ASSERT_TRUE(base);
+  d.feed({profile(0, base->command.id, 5, 760), profile(1, base->command.id, 5, 760)}, at(f.t, f.t));
+  JobInputs g;
+  g.groups = two_groups();
+  f.step(g, 760);
+  EXPECT_TRUE(d.c.has_baseline());
+}
+
+TEST(Controller, S4IsDeclinedWhenFewerReplicasWouldBeNoFaster) {
+  // 700 ms now against (16 + 1) / (8 + 1) x 400 = 756 ms with one replica left: no restart.
+  S4Job job(700);
+  for (int i = 0; i < 60; ++i) EXPECT_FALSE(job.f.step(JobInputs{}, 700).plan) << i;
+  ASSERT_EQ(job.f.d.c.fail_slows().size(), 1u);
+  EXPECT_FALSE(job.f.d.c.fail_slows()[0].account.s4);
+}
+
 TEST(Controller, ComparableGroupsFromTheRegistry) {
   GroupRecord g;
   g.id = 0x10;

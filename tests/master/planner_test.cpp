@@ -158,7 +158,7 @@ TEST(Planner, S3NeedsToKnowHowRanksFillNodes) {
   EXPECT_FALSE(p.s3(loc, 100.0, "why"));
 }
 
-TEST(Planner, S4RestartsWithoutTheCulpritsNodeOrBothEndsOfALink) {
+TEST(Planner, S4RestartsWithoutTheCulpritsNodeOrBothEndsOfALinkAndPredictsFewerReplicas) {
   Planner p({}, four_nodes({"S4"}));
   FailSlow gpu;
   gpu.id = 1;
@@ -166,8 +166,12 @@ TEST(Planner, S4RestartsWithoutTheCulpritsNodeOrBothEndsOfALink) {
   gpu.cause = Cause::kComputation;
   gpu.rank = 3;
   gpu.node = 0;
-  auto plan = p.s4(gpu, "why");
+  auto plan = p.s4(gpu, 0.5, "why");
   ASSERT_TRUE(plan);
+  // 3 GPUs left: one replica of TP1 x PP2, all 16 micro-batches on it: (16 + 1) / (8 + 1) of the healthy.
+  EXPECT_NEAR(plan->predicted_iteration_s, 0.5 * 17.0 / 9.0, 1e-12);
+  EXPECT_NE(plan->reason.find("back with 1 DP replica(s) of up to 16 micro-batches (was 2 of 8)"), std::string::npos)
+      << plan->reason;
   EXPECT_EQ(plan->strategy, Strategy::kS4);
   EXPECT_EQ(plan->incident, 7);
   EXPECT_EQ(plan->exclude_ranks, (std::vector<int>{3}));
@@ -178,14 +182,41 @@ TEST(Planner, S4RestartsWithoutTheCulpritsNodeOrBothEndsOfALink) {
   link.cause = Cause::kCommunication;
   link.link_a = 2;
   link.link_b = 3;
-  plan = p.s4(link, "why");
+  plan = p.s4(link, 0, "why");
   ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->predicted_iteration_s, 0);  // no healthy iteration known: no prediction
   EXPECT_EQ(plan->exclude_nodes, (std::vector<int>{2, 3}));
   EXPECT_TRUE(plan->exclude_ranks.empty());
 
   FailSlow nothing;
   nothing.cause = Cause::kCommunication;
-  EXPECT_FALSE(p.s4(nothing, "why"));  // nothing named: a restart would change nothing
+  EXPECT_FALSE(p.s4(nothing, 0.5, "why"));  // nothing named: a restart would change nothing
+
+  // A job with one replica has none left without a node.
+  JobLayout one = four_nodes({"S4"});
+  one.dp = 1;
+  one.world = 2;
+  one.microbatches = one.initial_microbatches = {8};
+  EXPECT_FALSE(Planner({}, one).s4(gpu, 0.5, "why"));
+}
+
+TEST(Planner, S4KeepsAsManyReplicasAsFitAndTheGlobalBatch) {
+  // TP1 x DP4 x PP2 on 4 nodes of 2 GPUs: without node 1, 6 GPUs hold 3 replicas; 32 micro-batches over 3:
+  // the largest gets 11.
+  JobLayout l = four_nodes({"S4"});
+  l.dp = 4;
+  l.world = 8;
+  l.gpus_per_node = 2;
+  l.microbatches = l.initial_microbatches = {8, 8, 8, 8};
+  FailSlow gpu;
+  gpu.cause = Cause::kComputation;
+  gpu.rank = 2;
+  gpu.node = 1;
+  auto plan = Planner({}, l).s4(gpu, 1.0, "why");
+  ASSERT_TRUE(plan);
+  EXPECT_NEAR(plan->predicted_iteration_s, 12.0 / 9.0, 1e-12);
+  EXPECT_NE(plan->reason.find("back with 3 DP replica(s) of up to 11 micro-batches (was 4 of 8)"), std::string::npos)
+      << plan->reason;
 }
 
 TEST(Planner, AJobThatOffersNothingGetsNothing) {

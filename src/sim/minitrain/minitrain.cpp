@@ -20,7 +20,12 @@
 // S2 (micro-batches per DP replica; the global batch and the result do not change: each micro-batch keeps
 // its global index and gradients are averaged over the global batch), S3 (roles move between launch ranks:
 // weights handed over by P2P, new TP/DP/PP communicators; the result does not change either) and their
-// reverts; S4 is acknowledged as unsupported, and so is S3 when --capabilities leaves it out.
+// reverts, and S4 with --checkpoint-dir: every rank saves its state at the iteration boundary
+// (minitrain/checkpoint.h), rank 0 asks for a restart without the nodes or ranks the plan names, every rank
+// acknowledges, and the job exits with status 3 (kExitRestart) for its launcher to start it again, possibly
+// with fewer DP replicas; started with a checkpoint in --checkpoint-dir, it resumes from it with the same
+// global batch (--global-microbatches), so training continues where it stopped. A strategy left out of
+// --capabilities is acknowledged as unsupported.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
@@ -47,6 +52,7 @@
 #include "greyhound/hash.h"
 #include "greyhound/job.h"
 #include "greyhound/parallel_shape.h"
+#include "sim/minitrain/checkpoint.h"
 #include "sim/pipeline_schedule.h"
 
 namespace {
@@ -55,6 +61,7 @@ using greyhound::sim::PipeAction;
 using greyhound::sim::PipeStep;
 
 int g_rank = 0;
+constexpr int kExitRestart = 3;  // the job stopped for an S4 restart (its checkpoint is in --checkpoint-dir)
 
 [[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void die(const char* fmt, ...) {
@@ -219,6 +226,7 @@ class PlanChannel {
  public:
   static constexpr int kUnsupported = -1;  // a strategy this job does not advertise
   static constexpr int kRejected = -2;     // a plan that does not fit this job
+  static constexpr int kRestart = -3;      // S4: checkpoint, ask for a restart, stop
 
   // nullptr and *error when the Redis URL (or password file) is not usable.
   static std::unique_ptr<PlanChannel> open(const std::string& job, const std::string& redis_url, std::string* error) {
@@ -283,7 +291,13 @@ class PlanChannel {
       }
       return;
     }
-    if (rc == GREYHOUND_JOB_OK) {
+    if (rc == GREYHOUND_JOB_OK && plan.strategy == GREYHOUND_JOB_S4 && plan.action == GREYHOUND_JOB_ACTION_APPLY) {
+      buf[0] = static_cast<int>(plan.epoch);
+      buf[1] = kRestart;
+      restart_nodes_.assign(plan.exclude_nodes, plan.exclude_nodes + plan.exclude_nodes_len);
+      restart_ranks_.assign(plan.exclude_ranks, plan.exclude_ranks + plan.exclude_ranks_len);
+      restart_reason_ = plan.reason != nullptr ? plan.reason : "";
+    } else if (rc == GREYHOUND_JOB_OK) {
       buf[0] = static_cast<int>(plan.epoch);
       for (int d = 0; d < D; ++d) {
         const auto i = static_cast<std::size_t>(d);
@@ -303,6 +317,18 @@ class PlanChannel {
     }
   }
 
+  // Rank 0, for the S4 plan `epoch` read last: the restart request (without what it excludes). False with
+  // *error.
+  bool request_restart(std::int64_t epoch, std::string* error) {
+    const std::string reason = "S4 plan " + std::to_string(epoch) + ": " + restart_reason_;
+    if (greyhound_job_request_restart_v1(client_, 0, epoch, reason.c_str(), restart_nodes_.data(), restart_nodes_.size(),
+                                         restart_ranks_.data(), restart_ranks_.size()) == GREYHOUND_JOB_OK) {
+      return true;
+    }
+    *error = greyhound_job_last_error_v1(client_);
+    return false;
+  }
+
   // Every rank, once per new epoch. A lost ack is not retried (the master times the plan out).
   void ack(int rank, std::int64_t epoch, std::uint64_t iter, int status, const char* detail, double apply_s) {
     greyhound_job_ack_v2(client_, rank, epoch, static_cast<std::int64_t>(iter), status, detail, apply_s);
@@ -313,15 +339,18 @@ class PlanChannel {
   greyhound_job_client* client_;
   bool layout_due_ = true;
   std::string layout_error_;  // why the last layout was not published ("" when it was)
+  std::vector<int32_t> restart_nodes_, restart_ranks_;  // the latest S4 plan's exclusions
+  std::string restart_reason_;
 };
 
 
 // Everything the command line decides.
 struct Options {
   int T = 0, D = 0, P = 0, M = 0, H = 0, B = 0, L = 0;
+  int global_mb = 0;  // micro-batches of the global batch: D * M, or --global-microbatches
   std::int64_t iterations = 0;
   double duration_s = 0, lr = 0;
-  std::string rdzv, group_init, dp_sync, call_log, job;
+  std::string rdzv, group_init, dp_sync, call_log, job, checkpoint_dir;
   std::uint64_t seed = 0;
   bool plan_mode = false;
   std::string redis_url;  // empty: GREYHOUND_REDIS
@@ -330,11 +359,17 @@ struct Options {
 
 void usage() {
   std::printf(
-      "usage: greyhound-minitrain --tp T --dp D --pp P --microbatches M (--iterations N | --duration-s S)\n"
-      "         --rdzv DIR [--hidden H] [--rows B] [--layers L] [--group-init split|uniqueid]\n"
-      "         [--dp-sync allreduce|rs-ag] [--seed N] [--lr X] [--call-log FILE]\n"
-      "         [--plan [--redis URL] [--job J] [--capabilities S2,S3]]   apply greyhound's mitigation plans\n"
-      "           (--capabilities: the strategies advertised, a comma list of S2 and S3, or none; default S2,S3)\n"
+      "usage: greyhound-minitrain --tp T --dp D --pp P (--microbatches M | --global-microbatches G)\n"
+      "         (--iterations N | --duration-s S) --rdzv DIR [--hidden H] [--rows B] [--layers L]\n"
+      "         [--group-init split|uniqueid] [--dp-sync allreduce|rs-ag] [--seed N] [--lr X] [--call-log FILE]\n"
+      "         [--checkpoint-dir DIR] [--plan [--redis URL] [--job J] [--capabilities S2,S3,S4]]\n"
+      "  --microbatches: per DP replica (default 4); --global-microbatches: the global batch, split as evenly as\n"
+      "    it goes (the first replicas one more)\n"
+      "  --iterations: the last iteration index + 1 (a resumed job runs only those left)\n"
+      "  --checkpoint-dir: resume from its latest checkpoint when there is one; S4 plans save one there\n"
+      "  --plan: apply greyhound's mitigation plans; --capabilities: the strategies advertised, a comma list\n"
+      "    of S2, S3 and S4 (S4 needs --checkpoint-dir), or none; default S2,S3\n"
+      "exit status: 0 done, 3 stopped for an S4 restart (checkpoint saved), 1 failed, 2 bad usage\n"
       "env: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (set by the launcher; LOCAL_WORLD_SIZE, the GPUs per\n"
       "     node, is optional and published in the layout); GREYHOUND_REDIS, GREYHOUND_JOB with --plan\n");
 }
@@ -342,8 +377,9 @@ void usage() {
 // Throws ArgError or std::invalid_argument with a message for the user; *help when --help was given.
 Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   const greyhound::Args args(argvv,
-                             {"tp", "dp", "pp", "microbatches", "iterations", "duration-s", "hidden", "rows", "layers",
-                              "rdzv", "group-init", "dp-sync", "seed", "call-log", "lr", "redis", "job", "capabilities"},
+                             {"tp", "dp", "pp", "microbatches", "global-microbatches", "iterations", "duration-s", "hidden",
+                              "rows", "layers", "rdzv", "group-init", "dp-sync", "seed", "call-log", "lr", "redis", "job",
+                              "capabilities", "checkpoint-dir"},
                              {"help", "plan"});
   Options o;
   *help = args.flag("help");
@@ -351,7 +387,14 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.T = static_cast<int>(args.integer_in("tp", 1, 1, 1024));
   o.D = static_cast<int>(args.integer_in("dp", 1, 1, 1 << 20));
   o.P = static_cast<int>(args.integer_in("pp", 1, 1, 1024));
+  if (args.has("microbatches") && args.has("global-microbatches")) {
+    throw greyhound::ArgError("give one of --microbatches, --global-microbatches");
+  }
   o.M = static_cast<int>(args.integer_in("microbatches", 4, 1, 1 << 16));
+  o.global_mb = static_cast<int>(args.integer_in("global-microbatches", static_cast<std::int64_t>(o.D) * o.M, 1, 1 << 20));
+  if (o.global_mb < o.D) throw greyhound::ArgError("--global-microbatches must give every DP replica at least one");
+  o.M = (o.global_mb + o.D - 1) / o.D;  // the most any replica holds (activation buffers)
+  o.checkpoint_dir = args.str("checkpoint-dir", "");
   o.H = static_cast<int>(args.integer_in("hidden", 64, 1, 1 << 14));
   o.B = static_cast<int>(args.integer_in("rows", 32, 1, 1 << 16));
   o.L = static_cast<int>(args.integer_in("layers", 2, 1, 1024));
@@ -378,8 +421,11 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
           o.capabilities |= GREYHOUND_JOB_CAP_S2;
         } else if (c == "S3") {
           o.capabilities |= GREYHOUND_JOB_CAP_S3;
+        } else if (c == "S4") {
+          if (o.checkpoint_dir.empty()) throw greyhound::ArgError("--capabilities S4 needs --checkpoint-dir");
+          o.capabilities |= GREYHOUND_JOB_CAP_S4;
         } else {
-          throw greyhound::ArgError("--capabilities: '" + c + "' is not S2 or S3 (a comma list, or none)");
+          throw greyhound::ArgError("--capabilities: '" + c + "' is not S2, S3 or S4 (a comma list, or none)");
         }
         if (comma == std::string::npos) break;
         from = comma + 1;
@@ -518,15 +564,43 @@ int main(int argc, char** argv) {
     }
     CUDA_CHECK(cudaMemcpy(W, w.data(), nparams * sizeof(float), cudaMemcpyHostToDevice));
   }
+  // Resume from the latest checkpoint (an S4 restart): the weights of this rank's (tp, pp), the next
+  // iteration; the DP width may have changed, the global batch may not.
+  std::uint64_t start_iter = 0;
+  const greyhound::sim::CheckpointMeta this_job{0, T, P, D, H, L, o.global_mb, seed};
+  if (!o.checkpoint_dir.empty()) {
+    std::string path, err;
+    if (auto saved = greyhound::sim::latest_checkpoint(o.checkpoint_dir, &path, &err)) {
+      if (auto why = greyhound::sim::resume_mismatch(*saved, this_job); !why.empty()) {
+        die("cannot resume from %s: %s", path.c_str(), why.c_str());
+      }
+      std::vector<float> w(nparams);
+      if (!greyhound::sim::read_shard(path, lay.tp, lay.pp, w, &err)) die("cannot resume: %s", err.c_str());
+      CUDA_CHECK(cudaMemcpy(W, w.data(), nparams * sizeof(float), cudaMemcpyHostToDevice));
+      start_iter = static_cast<std::uint64_t>(saved->next_iteration);
+      if (g_rank == 0) {
+        std::printf("resumed from %s at iteration %lld: %d global micro-batches over %d DP replicas (was %d)\n",
+                    path.c_str(), static_cast<long long>(saved->next_iteration), o.global_mb, D, saved->dp);
+        std::fflush(stdout);
+      }
+    } else if (!err.empty()) {
+      die("cannot resume: %s", err.c_str());
+    }
+  }
   auto act_at = [&](int mb, int l) { return act + (static_cast<std::size_t>(mb) * (L + 1) + l) * hb; };
   std::vector<float> host_batch(hb);
+  std::vector<float> host_w(nparams);  // the weights on the host (checksums, checkpoints)
   const float one = 1.0f, zero = 0.0f, minus_one = -1.0f;
 
   // Micro-batches per DP replica (S2 plans change it; the global batch stays the same): this replica's are
   // the global micro-batches first_mb .. first_mb + my_mb - 1 of the iteration.
-  std::vector<int> alloc(static_cast<std::size_t>(D), M);  // micro-batches per DP replica, in force
+  // The global batch split as evenly as it goes, the first replicas one more (a job restarted with fewer
+  // replicas keeps its global batch).
+  std::vector<int> alloc(static_cast<std::size_t>(D));  // micro-batches per DP replica, in force
+  for (int d = 0; d < D; ++d) alloc[static_cast<std::size_t>(d)] = o.global_mb / D + (d < o.global_mb % D ? 1 : 0);
   const std::vector<int> initial_alloc = alloc;
-  int my_mb = M, first_mb = lay.dp * M, global_mb = D * M;
+  int my_mb = alloc[static_cast<std::size_t>(lay.dp)], global_mb = o.global_mb, first_mb = 0;
+  for (int d = 0; d < lay.dp; ++d) first_mb += alloc[static_cast<std::size_t>(d)];
   auto load_batch = [&](float* dst, std::uint64_t iter, int mb, std::uint64_t salt) {
     const auto g = static_cast<std::uint64_t>(first_mb + mb);
     fill_uniform(host_batch, greyhound::splitmix64(seed ^ (iter * 0x9e37ull) ^ (g << 20) ^ salt));
@@ -565,7 +639,7 @@ int main(int argc, char** argv) {
     }
   };
 
-  std::vector<PipeStep> steps = greyhound::sim::one_f_one_b(lay.pp, P, M);
+  std::vector<PipeStep> steps = greyhound::sim::one_f_one_b(lay.pp, P, my_mb);
 
   // Plans (--plan): the job's side of greyhound's mitigation.
   std::int64_t applied_epoch = 0;
@@ -639,9 +713,53 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamSynchronize(stream));
     return took_s;
   };
+  // A world-wide "did any rank fail": every rank passes its own flag, all get the OR.
+  auto any_rank = [&](bool failed) {
+    float f = failed ? 1.0f : 0.0f;
+    CUDA_CHECK(cudaMemcpyAsync(loss_buf, &f, sizeof f, cudaMemcpyHostToDevice, stream));
+    nccl.all_reduce("world", world_comm, loss_buf, 1, ncclMax, stream);
+    CUDA_CHECK(cudaMemcpyAsync(&f, loss_buf, sizeof f, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return f > 0.5f;
+  };
+  // S4 at the boundary before iteration `iter`: the holder of each (tp, pp)'s replica-0 role saves those
+  // weights, rank 0 commits the checkpoint and asks for the restart, and only then does every rank
+  // acknowledge (so the master sees the request before the plan counts as applied). True: stop now.
+  // A failure anywhere leaves the job running as it was, the plan rejected.
+  auto checkpoint_and_stop = [&](std::int64_t epoch, std::uint64_t iter) -> bool {
+    const std::uint64_t t_start = mono_ns();
+    std::string err;
+    greyhound::sim::CheckpointMeta meta = this_job;
+    meta.next_iteration = static_cast<std::int64_t>(iter);
+    const std::string ckpt = greyhound::sim::checkpoint_path(o.checkpoint_dir, meta.next_iteration);
+    bool failed = false;
+    if (lay.dp == 0) {
+      CUDA_CHECK(cudaMemcpy(host_w.data(), W, nparams * sizeof(float), cudaMemcpyDeviceToHost));
+      failed = !greyhound::sim::write_shard(ckpt, lay.tp, lay.pp, host_w, &err);
+    }
+    if (!any_rank(failed)) {
+      failed = g_rank == 0 && (!greyhound::sim::commit_checkpoint(o.checkpoint_dir, meta, &err) ||
+                               !plans->request_restart(epoch, &err));
+      if (!any_rank(failed)) {
+        const double took_s = static_cast<double>(mono_ns() - t_start) * 1e-9;
+        char detail[200];
+        std::snprintf(detail, sizeof detail, "checkpoint %s saved in %.1f ms; stopping for the restart", ckpt.c_str(),
+                      took_s * 1e3);
+        std::printf("plan %lld applied at iter %llu: %s\n", static_cast<long long>(epoch),
+                    static_cast<unsigned long long>(iter), detail);
+        plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_APPLIED, detail, took_s);
+        return true;
+      }
+    }
+    const std::string why = err.empty() ? "the checkpoint failed on another rank" : "checkpoint failed: " + err;
+    std::fprintf(stderr, "greyhound-minitrain: plan %lld not applied: %s\n", static_cast<long long>(epoch), why.c_str());
+    plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_REJECTED, why.c_str(), 0);
+    return false;
+  };
   // Rank 0 reads the latest plan; everyone gets its epoch and configuration through one NCCL broadcast, so
   // all ranks switch at the same iteration (Redis is never on the others' critical path).
-  auto check_plan = [&](std::uint64_t iter) {
+  // True when the job stops here for an S4 restart.
+  auto check_plan = [&](std::uint64_t iter) -> bool {
     std::fill(plan_buf.begin(), plan_buf.end(), 0);
     if (g_rank == 0) {
       plans->read({T, D, P, gpus_per_node, capabilities, alloc, initial_alloc, role_of}, plan_buf);
@@ -651,9 +769,11 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaMemcpyAsync(plan_buf.data(), plan_dev, plan_buf.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
     const std::int64_t epoch = plan_buf[0];
-    if (epoch <= applied_epoch) return;
+    if (epoch <= applied_epoch) return false;
     applied_epoch = epoch;
-    if (plan_buf[1] == PlanChannel::kUnsupported) {
+    if (plan_buf[1] == PlanChannel::kRestart) {
+      return checkpoint_and_stop(epoch, iter);
+    } else if (plan_buf[1] == PlanChannel::kUnsupported) {
       plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_UNSUPPORTED, "a strategy this job does not advertise", 0);
     } else if (plan_buf[1] == PlanChannel::kRejected) {
       plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_REJECTED, "the plan does not fit this job", 0);
@@ -677,17 +797,21 @@ int main(int argc, char** argv) {
                   role_of[static_cast<std::size_t>(g_rank)], lay.tp, lay.dp, lay.pp, role_before, switch_s * 1e3);
       plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_APPLIED, detail, apply_s);
     }
+    return false;
   };
   std::uint64_t epoch_ns = mono_ns();
   if (const char* e = std::getenv("GREYHOUND_SIM_EPOCH_NS"); e != nullptr && *e != '\0') {
     epoch_ns = std::strtoull(e, nullptr, 10);
   }
   const std::uint64_t run_start = mono_ns();
-  std::vector<float> host_w(nparams);
-  int stop = 0;
+  int stop = iterations > 0 && static_cast<std::int64_t>(start_iter) >= iterations;  // resumed with nothing left
+  bool restart = false;
 
-  for (std::uint64_t iter = 0; stop == 0; ++iter) {
-    if (plan_mode) check_plan(iter);  // before the clock: a plan switch is not part of an iteration
+  for (std::uint64_t iter = start_iter; stop == 0; ++iter) {
+    if (plan_mode && check_plan(iter)) {  // before the clock: a plan switch is not part of an iteration
+      restart = true;
+      break;
+    }
     const std::uint64_t t0 = mono_ns();
     iter_loss = 0;
     CUDA_CHECK(cudaMemsetAsync(G, 0, nparams * sizeof(float), stream));
@@ -784,5 +908,5 @@ int main(int argc, char** argv) {
   cudaStreamDestroy(stream);
   for (float* p : {W, G, act, dy, dx, target, loss_buf, shard}) cudaFree(p);
   cudaFree(plan_dev);
-  return 0;
+  return restart ? kExitRestart : 0;
 }

@@ -224,18 +224,42 @@ void ClusterServices::on_tick(double t_s) {
   }
 }
 
-void ClusterServices::finish() {
-  // Agents exit by themselves once their ranks are gone and drained (--idle-exit-s); give them time.
-  const auto agents_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+bool ClusterServices::wait_agents_exit(double max_s, bool kill_late) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_s);
+  bool all = true;
   for (std::size_t n = 0; n < opt_.node_shm_dirs.size(); ++n) {
     const pid_t p = agent_pid(static_cast<int>(n));
-    while (alive(p) && std::chrono::steady_clock::now() < agents_deadline) {
+    while (alive(p) && std::chrono::steady_clock::now() < deadline) {
       for (pid_t e : extra_agents_) reap(e);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (alive(p)) terminate(p, 3.0);
+    if (alive(p)) {
+      all = false;
+      if (kill_late) terminate(p, 3.0);
+    }
   }
-  for (pid_t e : extra_agents_) terminate(e, 3.0);
+  if (kill_late) {
+    for (pid_t e : extra_agents_) terminate(e, 3.0);
+    extra_agents_.clear();
+  }
+  return all;
+}
+
+std::optional<RestartRequest> ClusterServices::restart_request(std::string* error) {
+  RedisClient c = client(redis_url_);
+  store::JobStore st(c, opt_.job);
+  auto r = st.restart_request();
+  if (!r) {
+    *error = r.error();
+    return std::nullopt;
+  }
+  if (!*r) *error = "no restart request in the job store";
+  return *r;
+}
+
+void ClusterServices::finish() {
+  // Agents exit by themselves once their ranks are gone and drained (--idle-exit-s); give them time.
+  wait_agents_exit(8.0, true);
   // The master (ours, or the one already serving the job) catches up with the stream (its cursor reaches
   // the last entry); ours then stops.
   if (alive(master_pid_) || !opt_.start_master) {

@@ -12,12 +12,14 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/redis_server.h"
+#include "store/messages.h"
 
 namespace greyhound::sim {
 
@@ -61,6 +63,11 @@ class ClusterServices {
 
   // Runs the chaos actions that are due at job time t_s.
   void on_tick(double t_s);
+  // Waits up to max_s for every node's agent to exit by itself (its ranks gone and drained); with
+  // kill_late, stops those still running after that. True when all had exited.
+  bool wait_agents_exit(double max_s, bool kill_late);
+  // The job's restart request (S4, key "restart"); nullopt with *error when none could be read.
+  std::optional<RestartRequest> restart_request(std::string* error);
   // After the ranks are done: lets the agents drain and exit, the master catch up, then stops them.
   void finish();
   // Every event of the job's stream, in order, each with its stream "id".

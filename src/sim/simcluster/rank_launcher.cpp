@@ -96,7 +96,7 @@ void stop_all(const std::vector<pid_t>& pids, double grace_s) {
 
 std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vector<std::string>& names,
                                 volatile bool* stop_requested, bool fail_fast,
-                                const std::function<void()>& on_tick) {
+                                const std::function<void()>& on_tick, int also_fine) {
   std::vector<ChildExit> exits(pids.size());
   std::size_t remaining = pids.size();
   unsigned ticks = 0;
@@ -112,7 +112,7 @@ std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vecto
         if (pids[i] != p || exits[i].exit_code != -1) continue;
         exits[i].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         --remaining;
-        if (fail_fast && exits[i].exit_code != 0) {
+        if (fail_fast && exits[i].exit_code != 0 && exits[i].exit_code != also_fine) {
           std::vector<pid_t> rest;
           for (std::size_t j = 0; j < pids.size(); ++j) {
             if (exits[j].exit_code == -1) rest.push_back(pids[j]);

@@ -32,11 +32,11 @@ pid_t spawn(const ChildSpec& spec, std::string* error);
 void stop_all(const std::vector<pid_t>& pids, double grace_s);
 
 // Waits for every pid (each in `names` order); returns their exits. Stops early, killing the others,
-// when `stop_requested` becomes true (signal handler) or one child fails and `fail_fast` is set.
-// `on_tick` (optional) runs about every 100 ms while waiting.
+// when `stop_requested` becomes true (signal handler) or one child fails (exits with neither 0 nor
+// `also_fine`) and `fail_fast` is set. `on_tick` (optional) runs about every 100 ms while waiting.
 std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vector<std::string>& names,
                                 volatile bool* stop_requested, bool fail_fast,
-                                const std::function<void()>& on_tick = {});
+                                const std::function<void()>& on_tick = {}, int also_fine = 0);
 
 // Last `lines` lines of a text file ("" if unreadable).
 std::string tail_file(const std::string& path, int lines);

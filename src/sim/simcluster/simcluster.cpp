@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +38,7 @@
 #include "sim/simcluster/cluster_services.h"
 #include "sim/simcluster/oracle_driver.h"
 #include "sim/simcluster/rank_launcher.h"
+#include "sim/simcluster/restart_plan.h"
 #include "sim/simcluster/run_report.h"
 #include "sim/simcluster/time_scale.h"
 
@@ -71,7 +75,12 @@ void usage() {
       "         [--hidden H] [--rows B] [--layers L] [--dp-sync allreduce|rs-ag] [--group-init split|uniqueid]\n"
       "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--mitigate]\n"
       "         [--external-master] [--oracle] [--time-scale X] [--s3-pause-s S] [--s4-restart-s S] [--quiet]\n"
-      "         [--master-args 'ARGS']\n"
+      "         [--master-args 'ARGS'] [--capabilities S2,S3,S4] [--max-restarts N]\n"
+      "--capabilities: the remedies the job advertises with --mitigate or --oracle (default S2,S3). With S4 the\n"
+      "          job checkpoints into the work dir on an S4 plan and stops; this launcher, as the cluster's\n"
+      "          scheduler, waits --s4-restart-s (job seconds, scaled) and starts it again from the checkpoint\n"
+      "          on the nodes left after excluding those the restart request names: as many DP replicas as\n"
+      "          fit, the same global batch. At most --max-restarts (default 3) restarts.\n"
       "--master-args: more flags for the master it starts, split on spaces (e.g. '--pay-margin 0.5')\n"
       "--external-master: a master already serves the job on --redis (greyhound-master --jobs ...); start none\n"
       "--oracle: no detection (no master, agents or hook); the job applies plans (--plan) that this launcher\n"
@@ -90,6 +99,9 @@ struct Options {
   json config;  // the report's "config"
   gs::FaultSchedule faults;
   std::string faults_path, report_path, job, work_dir, shm_dir, model_text, rank_env, external_redis;
+  std::string capabilities = "S2,S3";  // what the job advertises (--plan)
+  bool s4 = false;                      // ... S4 among them: checkpoints and restarts
+  int max_restarts = 3;
   std::vector<std::string> master_args;  // --master-args
   std::vector<gs::ChaosAction> chaos;
   bool hook = true, keep = false, call_log = false, quiet = false, mitigate = false, external_master = false;
@@ -113,7 +125,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
                           {"tp", "dp", "pp", "gpus-per-node", "microbatches", "iterations", "duration-s", "faults",
                            "report", "seed", "job", "work-dir", "shm-dir", "model", "hidden", "rows", "layers",
                            "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos", "time-scale",
-                           "s3-pause-s", "s4-restart-s", "master-args"},
+                           "s3-pause-s", "s4-restart-s", "master-args", "capabilities", "max-restarts"},
                           {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master", "oracle"});
   *help = a.flag("help");
   if (*help) return o;
@@ -154,6 +166,17 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
     o.hook = false;
   }
   o.quiet = a.flag("quiet");
+  if (a.has("capabilities") && !o.mitigate && !o.oracle) {
+    throw greyhound::ArgError("--capabilities needs --mitigate or --oracle (the job applies no plans otherwise)");
+  }
+  o.capabilities = a.str("capabilities", o.capabilities);
+  for (const std::string& c : split(o.capabilities, ',')) {
+    if (c != "S2" && c != "S3" && c != "S4") {
+      throw greyhound::ArgError("--capabilities: '" + c + "' is not S2, S3 or S4 (a comma list)");
+    }
+    o.s4 |= c == "S4";
+  }
+  o.max_restarts = static_cast<int>(a.integer_in("max-restarts", 3, 0, 100));
   o.faults_path = a.str("faults", "");
   o.report_path = a.str("report", "");
   o.job = a.str("job", "sim-" + std::to_string(getpid()));
@@ -206,7 +229,8 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.config = {{"tp", o.T},       {"dp", o.D},           {"pp", o.P},
               {"gpus_per_node", o.G}, {"microbatches", o.M}, {"nodes", o.nodes()},
               {"greyhound", o.hook},  {"mitigate", o.mitigate}, {"seed", o.seed},
-              {"job", o.job},         {"model", json::parse(o.model_text)}, {"oracle", o.oracle}};
+              {"job", o.job},         {"model", json::parse(o.model_text)}, {"oracle", o.oracle},
+              {"capabilities", o.capabilities}};
   const gs::RemedyCosts sim_costs = gs::simulated_costs(o.costs_job_s, o.time_scale);
   o.config["time_scale"] = o.time_scale;
   o.config["s3_pause_s"] = o.costs_job_s.s3_pause_s;      // job seconds
@@ -252,7 +276,10 @@ std::optional<Dirs> prepare_dirs(const Options& o) {
   }
   // A work dir reused from an earlier run: its rendezvous files name that run's communicators.
   std::error_code rdzv_ec;
-  fs::remove_all(d.work_dir + "/rdzv", rdzv_ec);
+  for (const auto& e : fs::directory_iterator(d.work_dir, rdzv_ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "rdzv" || name.rfind("rdzv.r", 0) == 0 || name == "checkpoint") fs::remove_all(e.path(), rdzv_ec);
+  }
   fs::create_directories(d.work_dir + "/rdzv");
   // Communicator segments of the stand-ins: tmpfs when there is one.
   d.sim_dir = "/dev/shm/greyhound-sim-" + std::to_string(getpid());
@@ -270,15 +297,23 @@ std::optional<Dirs> prepare_dirs(const Options& o) {
 
 // Rank r's process: minitrain, under greyhound-run (which preloads the hook and starts the node's agent
 // once) unless --no-greyhound. nullopt (with *error) on a bad --rank-env.
+// Rank r of incarnation `inc` runs on the GPU of slot inc.slots[r] (the stand-ins take their rank and node
+// for faults and links from GREYHOUND_SIM_RANK / GREYHOUND_SIM_NODE); a restarted incarnation resumes from
+// the checkpoint with the same global batch and runs for what is left of the duration.
 std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const std::string& redis_url,
-                                       std::uint64_t epoch_ns, int r, std::string* error) {
-  const int node = r / o.G;
+                                       std::uint64_t epoch_ns, const gs::Incarnation& inc, double duration_s, int r,
+                                       std::string* error) {
+  const int slot = inc.slots[static_cast<std::size_t>(r)];
+  const int node = slot / o.G;
+  const int world = static_cast<int>(inc.slots.size());
+  const std::string suffix = inc.index == 0 ? "" : ".r" + std::to_string(inc.index);
+  const std::string rdzv = d.work_dir + "/rdzv" + suffix;
   const std::string& node_dir = d.node_dirs[static_cast<std::size_t>(node)];
   gs::ChildSpec spec;
-  spec.name = "rank " + std::to_string(r);
+  spec.name = "rank " + std::to_string(r) + suffix;
   if (o.hook) {
     spec.argv = {d.bin + "/greyhound-run", "--job", o.job, "--node", std::to_string(node), "--redis", redis_url,
-                 "--agent-log", d.work_dir + "/agent" + std::to_string(node) + ".log", "--agent-args", "--idle-exit-s 2"};
+                 "--agent-log", d.work_dir + "/agent" + std::to_string(node) + suffix + ".log", "--agent-args", "--idle-exit-s 2"};
     // The node's shm dir, unless --rank-env overrides it (tests of an unusable one).
     if (o.rank_env.find("GREYHOUND_SHM_DIR=") == std::string::npos) {
       spec.argv.insert(spec.argv.end(), {"--shm-dir", node_dir});
@@ -286,20 +321,29 @@ std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const st
     spec.argv.push_back("--");
   }
   spec.argv.insert(spec.argv.end(),
-                   {d.minitrain, "--tp", std::to_string(o.T), "--dp", std::to_string(o.D), "--pp", std::to_string(o.P),
-                    "--microbatches", std::to_string(o.M), "--rdzv", d.work_dir + "/rdzv", "--seed",
-                    std::to_string(o.seed)});
+                   {d.minitrain, "--tp", std::to_string(o.T), "--dp", std::to_string(inc.dp), "--pp",
+                    std::to_string(o.P), "--rdzv", rdzv, "--seed", std::to_string(o.seed)});
+  if (inc.index == 0) {
+    spec.argv.insert(spec.argv.end(), {"--microbatches", std::to_string(o.M)});
+  } else {
+    spec.argv.insert(spec.argv.end(), {"--global-microbatches", std::to_string(o.D * o.M)});
+  }
   if (o.iterations > 0) {
     spec.argv.insert(spec.argv.end(), {"--iterations", std::to_string(o.iterations)});
   } else {
-    spec.argv.insert(spec.argv.end(), {"--duration-s", std::to_string(o.duration_s)});
+    spec.argv.insert(spec.argv.end(), {"--duration-s", std::to_string(duration_s)});
   }
+  if (o.s4) spec.argv.insert(spec.argv.end(), {"--checkpoint-dir", d.work_dir + "/checkpoint"});
   spec.argv.insert(spec.argv.end(), o.minitrain_extra.begin(), o.minitrain_extra.end());
-  if (o.call_log) spec.argv.insert(spec.argv.end(), {"--call-log", d.work_dir + "/calls." + std::to_string(r) + ".csv"});
-  if (o.mitigate || o.oracle) spec.argv.insert(spec.argv.end(), {"--plan", "--redis", redis_url, "--job", o.job});
+  if (o.call_log) {
+    spec.argv.insert(spec.argv.end(), {"--call-log", d.work_dir + "/calls." + std::to_string(r) + suffix + ".csv"});
+  }
+  if (o.mitigate || o.oracle) {
+    spec.argv.insert(spec.argv.end(), {"--plan", "--redis", redis_url, "--job", o.job, "--capabilities", o.capabilities});
+  }
   spec.env = {{"RANK", std::to_string(r)},
-              {"WORLD_SIZE", std::to_string(o.world())},
-              {"LOCAL_RANK", std::to_string(r % o.G)},
+              {"WORLD_SIZE", std::to_string(world)},
+              {"LOCAL_RANK", std::to_string(slot % o.G)},
               {"LOCAL_WORLD_SIZE", std::to_string(o.G)},
               {"GREYHOUND_JOB", o.job},
               {"GREYHOUND_JOB_EPOCH_NS", std::to_string(epoch_ns)},
@@ -312,6 +356,10 @@ std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const st
               {"GREYHOUND_SIM_TIMEOUT_S", std::to_string(o.timeout_s)},
               {"LD_LIBRARY_PATH", d.sim_lib_dir}};
   spec.unset_env = {"GREYHOUND_RANK", "GREYHOUND_SIM_RANK", "GREYHOUND_SIM_NODE", "LD_PRELOAD"};
+  if (inc.index > 0) {  // its hardware: the slot's GPU (faults) and node (links)
+    spec.env["GREYHOUND_SIM_RANK"] = std::to_string(slot);
+    spec.env["GREYHOUND_SIM_NODE"] = std::to_string(node);
+  }
   for (const auto& kv : split(o.rank_env, ',')) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos) {
@@ -320,8 +368,10 @@ std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const st
     }
     spec.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  spec.stdout_path = d.work_dir + "/rank" + std::to_string(r) + ".out";
-  spec.stderr_path = d.work_dir + "/rank" + std::to_string(r) + ".err";
+  spec.stdout_path = d.work_dir + "/rank" + std::to_string(r) + suffix + ".out";
+  spec.stderr_path = d.work_dir + "/rank" + std::to_string(r) + suffix + ".err";
+  std::error_code ec;
+  fs::create_directories(rdzv, ec);
   return spec;
 }
 
@@ -434,33 +484,14 @@ int main(int argc, char** argv) {
   std::unique_ptr<gs::OracleDriver> oracle;
   if (o.oracle && rc == 0) oracle = std::make_unique<gs::OracleDriver>(gs::OracleDriver::Options{redis_url, o.job, o.faults, 20});
 
-  std::vector<pid_t> pids;
-  std::vector<std::string> names;
-  for (int r = 0; r < o.world() && rc == 0; ++r) {
-    std::string err;
-    const auto spec = rank_spec(o, d, redis_url, epoch_ns, r, &err);
-    const pid_t pid = spec ? gs::spawn(*spec, &err) : -1;
-    if (pid < 0) {
-      std::fprintf(stderr, "greyhound-simcluster: %s\n", err.c_str());
-      rc = spec ? 1 : 2;
-      break;
-    }
-    pids.push_back(pid);
-    names.push_back(spec->name);
-  }
-  if (!o.quiet && rc == 0) {
-    std::printf("greyhound-simcluster: %d ranks (TP%d x DP%d x PP%d) on %d virtual nodes of %d GPUs, %s, job %s\n",
-                o.world(), o.T, o.D, o.P, o.nodes(), o.G,
-                o.hook     ? ("with greyhound (Redis " + redis_url + ")").c_str()
-                : o.oracle ? ("with the oracle's plans (Redis " + redis_url + ")").c_str()
-                           : "without greyhound",
-                o.job.c_str());
-    std::fflush(stdout);
-  }
-
-  // Follow rank 0's iteration lines while the job runs; run the chaos schedule.
+  // The job's incarnations: as launched, then after each S4 restart (the ranks all exit with status 3, the
+  // job store holds the restart request): this launcher waits the restart's cost and starts the job again
+  // on the nodes that are left, from its checkpoint.
+  std::vector<gs::Incarnation> incs{gs::first_incarnation(o.T, o.D, o.P)};
+  json restarts = json::array();
+  std::string rank0_out = d.work_dir + "/rank0.out";
   std::size_t shown = 0;
-  const std::string rank0_out = d.work_dir + "/rank0.out";
+  // Follow rank 0's iteration lines while the job runs; run the chaos schedule.
   auto tick = [&] {
     if (services) services->on_tick(job_time_now());
     if (oracle) oracle->on_tick(job_time_now());
@@ -477,10 +508,92 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   };
-  if (rc == 0) {
-    rc = ranks_rc(gs::wait_all(pids, names, &g_stop, true, tick), d.work_dir);
-  } else {
-    gs::stop_all(pids, 2.0);
+  while (rc == 0) {
+    const gs::Incarnation& inc = incs.back();
+    const double left_s = o.duration_s - job_time_now();
+    if (o.duration_s > 0 && left_s < 1.0) break;  // restarted too late to run at all
+    std::vector<pid_t> pids;
+    std::vector<std::string> names;
+    for (int r = 0; r < static_cast<int>(inc.slots.size()) && rc == 0; ++r) {
+      std::string err;
+      const auto spec = rank_spec(o, d, redis_url, epoch_ns, inc, left_s, r, &err);
+      const pid_t pid = spec ? gs::spawn(*spec, &err) : -1;
+      if (pid < 0) {
+        std::fprintf(stderr, "greyhound-simcluster: %s\n", err.c_str());
+        rc = spec ? 1 : 2;
+        break;
+      }
+      pids.push_back(pid);
+      names.push_back(spec->name);
+    }
+    if (!o.quiet && rc == 0 && inc.index == 0) {
+      std::printf("greyhound-simcluster: %d ranks (TP%d x DP%d x PP%d) on %d virtual nodes of %d GPUs, %s, job %s\n",
+                  o.world(), o.T, o.D, o.P, o.nodes(), o.G,
+                  o.hook     ? ("with greyhound (Redis " + redis_url + ")").c_str()
+                  : o.oracle ? ("with the oracle's plans (Redis " + redis_url + ")").c_str()
+                             : "without greyhound",
+                  o.job.c_str());
+      std::fflush(stdout);
+    }
+    if (rc != 0) {
+      gs::stop_all(pids, 2.0);
+      break;
+    }
+    const std::vector<gs::ChildExit> exits = gs::wait_all(pids, names, &g_stop, true, tick, o.s4 ? 3 : 0);
+    const bool restart = o.s4 && !g_stop && std::all_of(exits.begin(), exits.end(), [](const gs::ChildExit& e) {
+      return e.exit_code == 3;  // greyhound-minitrain's kExitRestart
+    });
+    if (!restart) {
+      rc = ranks_rc(exits, d.work_dir);
+      break;
+    }
+    // An S4 restart: where to, then the wait it costs.
+    const double stopped_s = job_time_now();
+    std::string err;
+    const auto req = services ? services->restart_request(&err) : std::nullopt;
+    gs::Incarnation next;
+    if (!req) {
+      std::fprintf(stderr, "greyhound-simcluster: the job stopped for a restart, but %s\n", err.c_str());
+      rc = 1;
+      break;
+    }
+    if (static_cast<int>(incs.size()) > o.max_restarts) {
+      std::fprintf(stderr, "greyhound-simcluster: the job asked for restart %zu; --max-restarts is %d\n", incs.size(),
+                   o.max_restarts);
+      rc = 1;
+      break;
+    }
+    if (!gs::restart_without(inc, o.T, o.P, o.G, o.nodes(), req->exclude_nodes, req->exclude_ranks, o.D, &next, &err)) {
+      std::fprintf(stderr, "greyhound-simcluster: cannot restart the job: %s\n", err.c_str());
+      rc = 1;
+      break;
+    }
+    // The old ranks' agents drain and exit first (a node's new ranks start a new one).
+    if (services) services->wait_agents_exit(8.0, true);
+    const double cost_s = gs::simulated_costs(o.costs_job_s, o.time_scale).s4_restart_s;
+    while (!g_stop && job_time_now() < stopped_s + cost_s) {
+      tick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (g_stop) {
+      rc = 130;
+      break;
+    }
+    std::vector<int> nodes(next.excluded_nodes.begin(), next.excluded_nodes.end());
+    restarts.push_back({{"t_s", stopped_s}, {"resumed_t_s", job_time_now()}, {"epoch", req->epoch},
+                        {"exclude_nodes", req->exclude_nodes}, {"exclude_ranks", req->exclude_ranks},
+                        {"excluded_nodes", nodes}, {"world", next.slots.size()}, {"dp", next.dp},
+                        {"slots", next.slots}, {"reason", req->reason}});
+    if (!o.quiet) {
+      std::printf("greyhound-simcluster: restart %d at t=%.2fs (%s): without node(s) %s, now TP%d x DP%d x PP%d on %zu "
+                  "ranks, %d global micro-batches\n",
+                  next.index, stopped_s, req->reason.c_str(), json(nodes).dump().c_str(), o.T, next.dp, o.P,
+                  next.slots.size(), o.D * o.M);
+      std::fflush(stdout);
+    }
+    incs.push_back(std::move(next));
+    rank0_out = d.work_dir + "/rank0.r" + std::to_string(incs.back().index) + ".out";
+    shown = 0;
   }
 
   json events = json::array(), chaos;
@@ -490,15 +603,24 @@ int main(int argc, char** argv) {
     chaos = services->chaos_log();
     services->stop_all();
   }
-  std::vector<std::vector<gs::IterationLine>> per_rank;
-  for (int r = 0; r < o.world(); ++r) {
-    std::ifstream in(d.work_dir + "/rank" + std::to_string(r) + ".out");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    per_rank.push_back(gs::parse_iteration_log(ss.str()));
+  // The job's iterations, incarnation after incarnation (a restarted one resumes after the checkpoint).
+  std::vector<gs::JobIteration> its;
+  for (const gs::Incarnation& inc : incs) {
+    const std::string suffix = inc.index == 0 ? "" : ".r" + std::to_string(inc.index);
+    std::vector<std::vector<gs::IterationLine>> per_rank;
+    for (std::size_t r = 0; r < inc.slots.size(); ++r) {
+      std::ifstream in(d.work_dir + "/rank" + std::to_string(r) + suffix + ".out");
+      std::stringstream ss;
+      ss << in.rdbuf();
+      per_rank.push_back(gs::parse_iteration_log(ss.str()));
+    }
+    std::vector<gs::JobIteration> part = gs::job_iterations(per_rank);
+    // The first iteration after a restart counts from the previous one's end: the restart's time is lost.
+    if (!its.empty() && !part.empty()) part.front().iter_ms = (part.front().t_s - its.back().t_s) * 1e3;
+    its.insert(its.end(), part.begin(), part.end());
   }
-  const auto its = gs::job_iterations(per_rank);
-  const json report = make_report(o, its, std::move(events), std::move(chaos), rc);
+  json report = make_report(o, its, std::move(events), std::move(chaos), rc);
+  if (o.s4) report["restarts"] = std::move(restarts);
   if (!o.report_path.empty()) {
     std::ofstream out(o.report_path);
     out << report.dump(2) << "\n";
