@@ -389,7 +389,9 @@ void Controller::open_account(const FailSlow& f) {
   si.s2_available = planner_->available(Strategy::kS2, f.cause);
   si.s3_available = planner_->available(Strategy::kS3, f.cause);
   si.s4_available = planner_->available(Strategy::kS4, f.cause);
-  auto ski = mitigate::SkiRental::create(cfg_.planner.ski, si);
+  mitigate::SkiRentalConfig costs = cfg_.planner.ski;
+  if (measured_s3_s_ > 0) costs.s3_pause_s = measured_s3_s_;  // what a switch measured on this job
+  auto ski = mitigate::SkiRental::create(costs, si);
   if (!ski) {
     warn_once("ski:" + ski.error(), "no mitigation for fail-slow " + std::to_string(f.id) + ": " + ski.error());
     accounts_[f.id] = Account{};
@@ -704,6 +706,7 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   o.ranks = layout_->world;
   for (const PlanAck& a : in.acks) {
     if (a.epoch != plan.epoch) continue;
+    o.apply_s = std::max(o.apply_s, a.apply_s);
     if (a.status == AckStatus::kApplied) ++o.applied;
     if (a.status == AckStatus::kUnsupported) ++o.unsupported;
     if (a.status == AckStatus::kRejected) ++o.rejected;
@@ -725,6 +728,13 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
       if (!plan.microbatches.empty()) layout_->microbatches = plan.microbatches;
       if (!plan.microbatches.empty()) split_for_ = planner_ && planner_->split_in_force() ? pending_->fail_slows : std::set<std::int64_t>{};
       if (plan.placement.is_array()) placement_for_ = planner_ && planner_->moved() ? pending_->fail_slows : std::set<std::int64_t>{};
+      // A placement switch the job timed: S3 costs that on this job from now on, not the configured pause.
+      if (plan.placement.is_array() && o.apply_s > 0) {
+        measured_s3_s_ = o.apply_s;
+        for (auto& [id, a] : accounts_) {
+          if (a.ski) a.ski->measured_overhead(mitigate::Strategy::kS3Topology, o.apply_s);
+        }
+      }
       if (pending_->undo) {
         check_ = std::move(*pending_->undo);
       } else if (pending_->remedy && std::all_of(pending_->fail_slows.begin(), pending_->fail_slows.end(),
@@ -787,6 +797,7 @@ void Controller::job_restarting(const Plan& plan, const Now& now, Intents& out) 
   check_.reset();
   last_loc_.reset();
   planner_.reset();
+  measured_s3_s_ = 0;  // a new job: its switches are yet to be timed
   restarting_ = layout_ ? layout_ : JobLayout{};
   restarting_epoch_ = plan.epoch;
   layout_.reset();

@@ -21,6 +21,9 @@
 //    solved for the fail-slows that want S2 (again whenever that set changes), the placement for those that
 //    want S3; with none left, back to the original. Plans are published with growing epochs and their
 //    predicted iteration time, and acknowledged by every rank of the layout (deadline ack_timeout_s).
+//  - S3 is charged what the job measured: once a placement switch is acknowledged with its apply_s (the
+//    slowest rank's), that is S3's overhead in every account of the job from then on (not kept across
+//    master restarts).
 //  - Every remedy is checked: once in force, `check_iterations` iterations (after one to settle) are
 //    compared with those before it; one that does not make iterations at least pay_margin faster is
 //    reverted to the configuration it replaced and not tried again for those fail-slows.
@@ -246,6 +249,7 @@ class Controller {
   std::set<std::int64_t> s4_sent_;
   std::optional<JobLayout> restarting_;  // an S4 restart is under way: the layout before it
   std::int64_t restarting_epoch_ = 0;    // ... and its plan
+  double measured_s3_s_ = 0;             // the latest placement switch the job acknowledged (apply_s); 0: none
   std::set<std::int64_t> trusted_;  // fail-slows whose remedy an undo check showed paying: not checked again
   bool mitigated_ = false;     // a remedy was applied during the open incident
 

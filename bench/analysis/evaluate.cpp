@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     if (args.flag("ablation")) {
       std::vector<ge::LabelledTrace> paper_traces;
       for (std::size_t i = 0; i < 3; ++i) paper_traces.insert(paper_traces.end(), traces[i].begin(), traces[i].end());
-      auto run = [&](const std::string& label, const ga::BocdDetectorParams& p) {
+      auto run_variant = [&](const std::string& label, const ga::BocdDetectorParams& p) {
         print_ablation_row(label, ge::evaluate(paper_traces, [p] { return std::make_unique<ga::BocdDetector>(p); }));
       };
       std::printf("\n## bocd+v trade-offs (the paper's three populations together)\n\n");
@@ -164,18 +164,29 @@ int main(int argc, char** argv) {
         ga::BocdDetectorParams p;
         p.min_run = d;
         p.early_run = 0;
-        run("min_run " + std::to_string(d) + ", no early rule", p);
+        p.severe_run = 0;
+        run_variant("min_run " + std::to_string(d) + ", no early rule", p);
       }
       for (auto [e, sig] : {std::pair{5u, 2.5}, std::pair{4u, 2.5}, std::pair{5u, 2.0}, std::pair{5u, 3.0},
                             std::pair{5u, 4.0}}) {
         ga::BocdDetectorParams p;
         p.early_run = e;
         p.flat_sigmas = sig;
-        const ga::BocdDetectorParams d;
+        p.severe_run = 0;
         char b[96];
-        std::snprintf(b, sizeof b, "min_run 6, early_run %u if flat within %.1f sigma%s", e, sig,
-                      e == d.early_run && sig == d.flat_sigmas ? " (default)" : "");
-        run(b, p);
+        std::snprintf(b, sizeof b, "min_run 6, early_run %u if flat within %.1f sigma, no severe rule", e, sig);
+        run_variant(b, p);
+      }
+      for (auto [run, ratio] : {std::pair{4u, 1.2}, std::pair{4u, 1.3}, std::pair{4u, 1.4}, std::pair{4u, 1.5},
+                                std::pair{3u, 1.5}, std::pair{3u, 2.0}}) {
+        ga::BocdDetectorParams p;
+        p.severe_run = run;
+        p.severe_ratio = ratio;
+        const ga::BocdDetectorParams d;
+        char b[128];
+        std::snprintf(b, sizeof b, "min_run 6, early_run 5, severe_run %u if flat and >= %.1fx%s", run, ratio,
+                      run == d.severe_run && ratio == d.severe_ratio ? " (default)" : "");
+        run_variant(b, p);
       }
       for (auto [lo, hi] : {std::pair{0.0, 0.0}, std::pair{0.25, 0.25}, std::pair{0.0, 0.5}}) {
         ga::BocdDetectorParams p;
@@ -183,36 +194,36 @@ int main(int argc, char** argv) {
         p.validation.trim_high = hi;
         char b[64];
         std::snprintf(b, sizeof b, "validation trim low %.2f high %.2f", lo, hi);
-        run(b, p);
+        run_variant(b, p);
       }
       for (std::uint32_t w : {8u, 16u, 32u}) {
         ga::BocdDetectorParams p;
         p.max_run = w;
-        run("max_run " + std::to_string(w), p);
+        run_variant("max_run " + std::to_string(w), p);
       }
       for (double lambda : {50.0, 100.0, 250.0, 1000.0}) {
         ga::BocdDetectorParams p;
         p.hazard_lambda = lambda;
-        run("hazard_lambda " + num(lambda), p);
+        run_variant("hazard_lambda " + num(lambda), p);
       }
       for (double prune : {1e-4, 1e-3}) {
         ga::BocdDetectorParams p;
         p.prune_below = prune;
         char b[32];
         std::snprintf(b, sizeof b, "prune_below %.0e", prune);
-        run(b, p);
+        run_variant(b, p);
       }
       {
         ga::BocdDetectorParams p;
         p.outlier_probability = 0.0;
-        run("no outlier component (plain Normal-Gamma)", p);
+        run_variant("no outlier component (plain Normal-Gamma)", p);
       }
       for (double th : {0.5, 0.9, 0.95, 0.98}) {
         ga::BocdDetectorParams p;
         p.threshold = th;
         char b[32];
         std::snprintf(b, sizeof b, "threshold %.2f", th);
-        run(b, p);
+        run_variant(b, p);
       }
       std::printf("\n## window baseline trade-offs\n\n");
       std::printf("| variant | accuracy | FPR | FNR | positives with an extra event | median latency >= 20 %% | p95 | median recovery latency | unmatched / 10k it |\n");

@@ -76,30 +76,40 @@ bool BocdDetector::first_between_levels(std::span<const double> before, std::spa
 void BocdDetector::step(std::uint64_t i, std::uint64_t now, std::vector<SlowdownEvent>& events) {
   bocd_.update(std::log(history_.at(i)) - log_level_);
   const auto& p = params_;
-  bool early = false;
-  if (bocd_.mass_between(p.min_run, p.max_run) < p.threshold) {
-    if (p.early_run == 0 || p.early_run >= p.min_run || bocd_.mass_between(p.early_run, p.max_run) < p.threshold) {
-      return;
-    }
-    early = true;
+  // The rules in order of the persistence they ask for: ordinary (min_run), early (early_run, flat), severe
+  // (severe_run, flat and far from the old level). The first that decides wins.
+  if (bocd_.mass_between(p.min_run, p.max_run) >= p.threshold && decide(i, now, p.min_run, Rule::kOrdinary, events)) return;
+  if (p.early_run > 0 && p.early_run < p.min_run && bocd_.mass_between(p.early_run, p.max_run) >= p.threshold &&
+      decide(i, now, p.early_run, Rule::kEarly, events)) {
+    return;
   }
+  if (p.severe_run > 0 && p.severe_run < std::min(p.min_run, p.early_run > 0 ? p.early_run : p.min_run) &&
+      bocd_.mass_between(p.severe_run, p.max_run) >= p.threshold) {
+    decide(i, now, p.severe_run, Rule::kSevere, events);
+  }
+}
+
+bool BocdDetector::decide(std::uint64_t i, std::uint64_t now, std::uint32_t run, Rule rule,
+                          std::vector<SlowdownEvent>& events) {
+  const auto& p = params_;
+  const bool early = rule != Rule::kOrdinary;
   std::uint64_t r = 0;
-  if (!bocd_.map_run_length_between(early ? p.early_run : p.min_run, p.max_run, &r)) return;
+  if (!bocd_.map_run_length_between(run, p.max_run, &r)) return false;
   std::uint64_t onset = i + 1 - r;
-  if (last_decided_ && onset <= *last_decided_) return;  // not new evidence
+  if (last_decided_ && onset <= *last_decided_) return false;  // not new evidence
   const std::uint64_t before_from = std::max<std::uint64_t>(segment_start_, onset >= p.before_max ? onset - p.before_max : 0);
-  if (onset < before_from + p.min_run) return;  // too little before the onset to compare with
+  if (onset < before_from + p.min_run) return false;  // too little before the onset to compare with
   const auto before = history_.range(before_from, onset);
   auto after = history_.range(onset, i + 1);
   // The run may begin with the iteration the change happened in, partly at the old level and partly at the
-  // new one; the onset is then the next iteration. Under the early rule: when the run is not flat with it,
-  // but the rest is (and still early_run long). Under the ordinary rule, where Bocd's most probable run may
-  // start with it when it lies nearer the new level: when it is farther from that level than the jitter
-  // allows (min_run iterations still remain).
+  // new one; the onset is then the next iteration. Under the early and severe rules: when the run is not
+  // flat with it, but the rest is (and still `run` long). Under the ordinary rule, where Bocd's most
+  // probable run may start with it when it lies nearer the new level: when it is farther from that level
+  // than the jitter allows (min_run iterations still remain).
   bool drop_first = false;
   if (early && !flat(before, after)) {
-    if (after.size() <= p.early_run || !first_between_levels(before, after, false) || !flat(before, after.subspan(1))) {
-      return;
+    if (after.size() <= run || !first_between_levels(before, after, false) || !flat(before, after.subspan(1))) {
+      return false;
     }
     drop_first = true;
   } else if (!early && after.size() > p.min_run) {
@@ -109,11 +119,17 @@ void BocdDetector::step(std::uint64_t i, std::uint64_t now, std::vector<Slowdown
     after = after.subspan(1);
     ++onset;
   }
+  if (rule == Rule::kSevere) {
+    const double old_level = median(before, scratch_);
+    const double new_level = median(after, scratch_);
+    if (!(old_level > 0) || std::max(new_level / old_level, old_level / new_level) < p.severe_ratio) return false;
+  }
   const LevelChange c = validate_change(before, after, p.validation, scratch_);
-  if (p.validate && !c.significant) return;
+  if (p.validate && !c.significant) return false;
   events.push_back(SlowdownEvent{c.direction, onset, now, c.before, c.after, c.ratio});
   segment_start_ = onset;
   last_decided_ = now;
+  return true;
 }
 
 }  // namespace greyhound::analysis

@@ -863,7 +863,7 @@ std::optional<BaselineReport> parse_baseline_report(const json& detail, std::str
 json to_json(const PlanOutcome& o) {
   return {{"epoch", o.epoch},     {"strategy", name(o.strategy)}, {"action", name(o.action)},
           {"applied", o.applied}, {"unsupported", o.unsupported}, {"rejected", o.rejected},
-          {"ranks", o.ranks},     {"from_iteration", o.from_iteration}};
+          {"ranks", o.ranks},     {"from_iteration", o.from_iteration}, {"apply_s", o.apply_s}};
 }
 
 std::optional<PlanOutcome> parse_plan_outcome(const json& detail, std::string* error) {
@@ -877,6 +877,8 @@ std::optional<PlanOutcome> parse_plan_outcome(const json& detail, std::string* e
     o.rejected = static_cast<int>(f.integer_or("rejected", 0, 0, kMaxRank));
     o.ranks = static_cast<int>(f.integer_or("ranks", 0, 0, kMaxRank));
     o.from_iteration = f.integer_or("from_iteration", -1, -1, kMaxCount);
+    o.apply_s = f.num_or("apply_s", 0);
+    if (!(o.apply_s >= 0)) throw Invalid("apply_s: must be >= 0");
     return o;
   });
 }

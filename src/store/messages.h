@@ -366,6 +366,7 @@ struct PlanOutcome {
   int applied = 0, unsupported = 0, rejected = 0;
   int ranks = 0;
   std::int64_t from_iteration = -1;
+  double apply_s = 0;  // the slowest rank's time applying it, as acknowledged (0: not measured)
 };
 nlohmann::json to_json(const PlanOutcome& o);
 std::optional<PlanOutcome> parse_plan_outcome(const nlohmann::json& detail, std::string* error);

@@ -47,13 +47,13 @@ TEST(BocdDetector, SlowdownAndRecoveryWithExactOnsets) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].direction, ga::ChangeDirection::kSlowdown);
   EXPECT_EQ(events[0].index, 100u);
-  EXPECT_EQ(events[0].detected_index, 104u);  // a flat level shift: decided on its 5th iteration (early_run)
+  EXPECT_EQ(events[0].detected_index, 103u);  // a flat shift of 1.5x: decided on its 4th iteration (severe_run)
   EXPECT_NEAR(events[0].ratio, 1.5, 0.03);
   EXPECT_NEAR(events[0].before_ms, 297.0, 3.0);  // fastest-quarter level of a +-1 % jitter
   EXPECT_NEAR(events[0].after_ms / events[0].before_ms, events[0].ratio, 1e-12);
   EXPECT_EQ(events[1].direction, ga::ChangeDirection::kRecovery);
   EXPECT_EQ(events[1].index, 150u);
-  EXPECT_EQ(events[1].detected_index, 154u);
+  EXPECT_EQ(events[1].detected_index, 153u);
   EXPECT_NEAR(events[1].ratio, 1.0 / 1.5, 0.02);
   EXPECT_EQ(det.iterations(), 220u);
   EXPECT_NEAR(*det.level(), 300.0, 3.0);
@@ -106,7 +106,8 @@ TEST(BocdDetector, CompoundSlowdownAndPartialRecoveries) {
                                       ga::ChangeDirection::kRecovery, ga::ChangeDirection::kRecovery};
   for (std::size_t e = 0; e < 4; ++e) {
     EXPECT_EQ(events[e].index, onsets[e]);
-    EXPECT_EQ(events[e].detected_index, onsets[e] + 4);  // flat changes: early_run 5
+    // Flat changes: the 1.5x ones (in and out) by severe_run 4, the 1.3x ones by early_run 5.
+    EXPECT_EQ(events[e].detected_index, onsets[e] + (e == 1 || e == 2 ? 3 : 4));
     EXPECT_EQ(events[e].direction, dirs[e]);
     EXPECT_NEAR(events[e].ratio, ratios[e], 0.03);
   }
@@ -153,10 +154,39 @@ TEST(BocdDetector, EarlyDecisionNeedsAFlatRunAndMinRunOtherwise) {
   EXPECT_EQ(events[0].detected_index, 105u);
   ga::BocdDetectorParams no_early;
   no_early.early_run = 0;
+  no_early.severe_run = 0;
   ga::BocdDetector strict(no_early);
   const auto flat = run(strict, trace(200, 300.0, {{100, 200, 1.4}}));
   ASSERT_EQ(flat.size(), 1u);
   EXPECT_EQ(flat[0].detected_index, 105u);  // without the early rule even a flat shift waits for min_run
+}
+
+TEST(BocdDetector, SevereDecisionNeedsAFlatRunFarFromTheOldLevel) {
+  // Flat shifts: 2x on its 4th iteration (severe_run), 1.3x on its 5th (early_run, below severe_ratio).
+  ga::BocdDetector det;
+  auto events = run(det, trace(200, 300.0, {{100, 200, 2.0}}));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].index, 100u);
+  EXPECT_EQ(events[0].detected_index, 103u);
+  ga::BocdDetector mild;
+  events = run(mild, trace(200, 300.0, {{100, 200, 1.3}}));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].detected_index, 104u);
+  // A 2x shift whose third iteration is a GC pause is not flat: min_run decides.
+  auto v = trace(200, 300.0, {{100, 200, 2.0}});
+  v[102] *= 1.6;
+  ga::BocdDetector scattered;
+  events = run(scattered, v);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].index, 100u);
+  EXPECT_EQ(events[0].detected_index, 105u);
+  // Switched off, the early rule decides the flat 2x shift.
+  ga::BocdDetectorParams off;
+  off.severe_run = 0;
+  ga::BocdDetector no_severe(off);
+  events = run(no_severe, trace(200, 300.0, {{100, 200, 2.0}}));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].detected_index, 104u);
 }
 
 TEST(BocdDetector, AChangeWithinAnIterationIsReportedFromTheFirstWholeIteration) {

@@ -4,6 +4,8 @@
 // by greyhound-eval-detect (docs/analysis.md).
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include <algorithm>
 #include <cmath>
 
@@ -61,20 +63,25 @@ TEST(DetectionAccuracy, SimulatedClusterSlowdownsWithinFiveIterations) {
   EXPECT_EQ(s.unmatched_events, 0u);
   EXPECT_EQ(s.found_slowdowns, s.true_slowdowns);
   EXPECT_EQ(s.found_recoveries, s.true_recoveries);
-  // 4 when the new level is flat from its first iteration (early_run 5), 5 otherwise (min_run 6); one more
-  // when a GC pause lands on the first slow iteration (the new run then starts after it), more when a burst
-  // does. On this sample: 23 of 50 slowdowns within 4 iterations, 46 within 5, 47 within 6, all within 9;
-  // 24 of 40 recoveries within 4, 39 within 5.
+  // 3 when the new level is flat and at least 1.4x (or 1 / 1.4) the old (severe_run 4), 4 when it is flat
+  // (early_run 5), 5 otherwise (min_run 6); one more when a GC pause lands on the first slow iteration (the
+  // new run then starts after it), more when a burst does. On this sample: 30 of 50 slowdowns within 3
+  // iterations, 33 within 4, 48 within 5 and 6, all within 10; 31 of 40 recoveries within 3 and 4, all 40
+  // within 5. (Without the severe rule: 23 within 4, 46 within 5, 47 within 6; 24 and 39 recoveries.)
   auto within = [](const std::vector<double>& v, double x) {
     return static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [x](double l) { return l <= x; }));
   };
-  EXPECT_EQ(ge::quantile(s.slowdown_latency, 0.5), 5.0);
-  EXPECT_EQ(ge::quantile(s.recovery_latency, 0.5), 4.0);
-  EXPECT_GE(within(s.slowdown_latency, 4.0), 23u);
-  EXPECT_GE(within(s.slowdown_latency, 5.0), 46u);
-  EXPECT_GE(within(s.slowdown_latency, 6.0), 47u);
-  EXPECT_GE(within(s.recovery_latency, 4.0), 24u);
-  EXPECT_GE(within(s.recovery_latency, 5.0), 39u);
+  for (double x : {3.0, 4.0, 5.0, 6.0}) {
+    std::cerr << "[ note ] within " << x << ": " << within(s.slowdown_latency, x) << " of " << s.slowdown_latency.size()
+              << " slowdowns, " << within(s.recovery_latency, x) << " of " << s.recovery_latency.size() << " recoveries\n";
+  }
+  EXPECT_EQ(ge::quantile(s.slowdown_latency, 0.5), 3.0);
+  EXPECT_EQ(ge::quantile(s.recovery_latency, 0.5), 3.0);
+  EXPECT_GE(within(s.slowdown_latency, 3.0), 30u);
+  EXPECT_GE(within(s.slowdown_latency, 4.0), 33u);
+  EXPECT_GE(within(s.slowdown_latency, 5.0), 48u);
+  EXPECT_GE(within(s.recovery_latency, 3.0), 31u);
+  EXPECT_GE(within(s.recovery_latency, 5.0), 40u);
   EXPECT_LE(ge::quantile(s.slowdown_latency, 1.0), 10.0);
   EXPECT_LE(ge::quantile(s.recovery_latency, 1.0), 10.0);
 }

@@ -52,6 +52,19 @@ TEST(SkiRental, CommunicationSkipsS2AndRentsUntilTheS3Pause) {
             "accumulated loss 60 s >= S3 overhead 60 s; S1 leaves iterations at 1.5 s > 1.1 x healthy 1 s; skipped S2");
 }
 
+TEST(SkiRental, AMeasuredS3SwitchReplacesTheConfiguredPause) {
+  SkiRental s = make(FailSlowCause::kCommunication);
+  s.measured_overhead(Strategy::kS3Topology, 1.2);  // the job timed its last switch at 1.2 s
+  s.measured_overhead(Strategy::kS3Topology, -1);   // ignored
+  s.measured_overhead(Strategy::kS4Restart, 5);     // S4's restart is not the job's to time: ignored
+  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS3Topology), 1.2);
+  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS4Restart), 1800.0);
+  SkiRentalDecision d;
+  EXPECT_EQ(feed(s, 1.5, 1000, true, &d), 3);  // 3 x 0.5 s >= 1.2 s, not 120 iterations for 60 s
+  EXPECT_EQ(d.strategy, Strategy::kS3Topology);
+  EXPECT_DOUBLE_EQ(d.overhead_s, 1.2);
+}
+
 TEST(SkiRental, UnavailableStrategiesAreSkipped) {
   SkiRentalConfig c;
   c.s4_restart_s = 100.0;

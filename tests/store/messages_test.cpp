@@ -178,6 +178,52 @@ TEST(Messages, EventRoundTripKeepsTheDetail) {
   EXPECT_EQ(back->detail["culprit"], 3);
 }
 
+TEST(Messages, PlanOutcomeAndJobRestartDetailsRoundTripAndChecks) {
+  PlanOutcome o;
+  o.epoch = 5;
+  o.strategy = Strategy::kS3;
+  o.applied = o.ranks = 8;
+  o.from_iteration = 59;
+  o.apply_s = 0.0075;
+  std::string err;
+  auto back = parse_plan_outcome(to_json(o), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->strategy, Strategy::kS3);
+  EXPECT_DOUBLE_EQ(back->apply_s, 0.0075);
+  nlohmann::json bad = to_json(o);
+  bad["apply_s"] = -1;
+  EXPECT_FALSE(parse_plan_outcome(bad, &err));
+  EXPECT_NE(err.find("apply_s"), std::string::npos) << err;
+  bad.erase("apply_s");  // from a master before it was recorded
+  back = parse_plan_outcome(bad, &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->apply_s, 0);
+
+  JobRestart r;
+  r.epoch = 3;
+  r.world_before = 8;
+  r.dp_before = 4;
+  r.world = 6;
+  r.dp = 3;
+  r.microbatches = {11, 11, 10};
+  const auto rb = parse_job_restart(to_json(r), &err);
+  ASSERT_TRUE(rb) << err;
+  EXPECT_EQ(rb->world, 6);
+  EXPECT_EQ(rb->microbatches, (std::vector<int>{11, 11, 10}));
+  nlohmann::json j = to_json(r);
+  j["microbatches"] = {11, 0};
+  EXPECT_FALSE(parse_job_restart(j, &err));
+  EXPECT_NE(err.find("microbatches"), std::string::npos) << err;
+  j = to_json(r);
+  j.erase("world");
+  EXPECT_FALSE(parse_job_restart(j, &err));
+  Event e;
+  e.type = event_type::kJobRestart;
+  e.t_s = 20;
+  e.detail = to_json(r);
+  EXPECT_TRUE(parse_event(to_json(e).dump(), &err)) << err;  // a known event type
+}
+
 TEST(Messages, RoundTripAndRejectBadValues) {
   Event e;
   e.type = event_type::kSlowdown;

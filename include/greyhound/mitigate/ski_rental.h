@@ -107,6 +107,11 @@ class SkiRental {
   // master): continue from it, with the loss counted from now. Other strategies: no effect.
   void resume(Strategy s);
 
+  // What applying `s` measured on this job (S3: the switch the job acknowledged), in place of the
+  // configured overhead from now on: the next escalation to it, and its revert, weigh what it costs here.
+  // S1, S2 and S4 (whose restart the job cannot time): no effect; a negative or non-finite value: ignored.
+  void measured_overhead(Strategy s, double seconds);
+
   SkiRentalState state() const;
   // Continues from `state` (its window cut to the configured length; availability only ever narrows).
   void restore(const SkiRentalState& state);
