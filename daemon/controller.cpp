@@ -41,6 +41,10 @@ void Controller::load(MasterState state, std::optional<Incident> open, std::int6
   split_for_.clear();  // the planner, made again from the layout, says what serves whom
   placement_for_.clear();
   check_.reset();
+  trusted_.clear();  // which remedies an undo check showed paying: in the accounts
+  for (const FailSlow& f : tracker_->state().fail_slows) {
+    if (f.account.trusted) trusted_.insert(f.id);
+  }
   layout_wanted_ = cfg_.mitigate;
   if (!ever_loaded_) {  // a reload (after a reconnect) keeps what this run has seen and made
     ever_loaded_ = true;
@@ -430,6 +434,7 @@ void Controller::sync_accounts() {
     f.account.s2 = st.s2_available;
     f.account.s3 = st.s3_available;
     f.account.s4 = st.s4_available;
+    f.account.trusted = trusted_.count(f.id) != 0;
   }
 }
 

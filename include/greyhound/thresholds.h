@@ -22,4 +22,9 @@ inline constexpr double kPeerExcess = 0.10;
 inline constexpr double kPeerExcessRatio = 1.0 + kPeerExcess;
 static_assert(kPeerExcessRatio == 1.10);
 
+// Validation's P2P test: a transfer slower than the median of the transfers over links of its class
+// (intra-node, inter-node) by more than 50 % is over a slow link. Links of one class differ by more than
+// GPUs do (routes, NIC placement), and a congestion worth acting on costs far more than that.
+inline constexpr double kSlowLinkExcess = 0.50;
+
 }  // namespace greyhound

@@ -15,5 +15,6 @@ int cmd_period(const Argv& args);              // ctl_analysis.cpp: iteration pe
 int cmd_detect(const Argv& args);              // ctl_analysis.cpp: slowdown/recovery events of a trace
 int cmd_plan_microbatches(const Argv& args);   // ctl_plan.cpp: S2 micro-batch allocation
 int cmd_status(const Argv& args);              // ctl_status.cpp: a job's ranks, nodes, groups, incidents
+int cmd_passes(const Argv& args);              // ctl_passes.cpp: the validation's P2P pass plan
 
 }  // namespace greyhound::ctl

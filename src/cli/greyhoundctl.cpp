@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"plan-microbatches", &greyhound::ctl::cmd_plan_microbatches,
      "optimal micro-batch allocation across DP groups (S2)"},
     {"status", &greyhound::ctl::cmd_status, "ranks, nodes, groups, iteration times and incidents of a job"},
+    {"passes", &greyhound::ctl::cmd_passes, "the validation's P2P pass plan over a ring or tree of ranks"},
 };
 
 void usage(std::FILE* out) {

@@ -573,7 +573,8 @@ json to_json(const FailSlow& f) {
             {"window_s", f.account.window_s},
             {"s2", f.account.s2},
             {"s3", f.account.s3},
-            {"s4", f.account.s4}};
+            {"s4", f.account.s4},
+            {"trusted", f.account.trusted}};
   json j = {{"id", f.id},
             {"incident", f.incident},
             {"cause", name(f.cause)},
@@ -621,12 +622,13 @@ std::optional<FailSlow> fail_slow_from_json(const json& j, std::string* error) {
       x.account.last_iteration_s = a.num_or("last_iteration_s", 0);
       x.account.window_s = doubles_or_empty(raw.at("account"), "window_s");
       if (x.account.window_s.size() > 1024) throw Invalid("account.window_s: more than 1024 entries");
-      for (const char* k : {"s2", "s3", "s4"}) {
+      for (const char* k : {"s2", "s3", "s4", "trusted"}) {
         if (a.has(k) && !a.raw(k).is_boolean()) throw Invalid(std::string("account.") + k + ": must be a boolean");
       }
       x.account.s2 = !a.has("s2") || a.raw("s2").get<bool>();
       x.account.s3 = !a.has("s3") || a.raw("s3").get<bool>();
       x.account.s4 = !a.has("s4") || a.raw("s4").get<bool>();
+      x.account.trusted = a.has("trusted") && a.raw("trusted").get<bool>();
       if (x.account.loss_s < 0 || x.account.rung_loss_s < 0 || x.account.last_iteration_s < 0) {
         throw Invalid("account: losses and times must be >= 0");
       }

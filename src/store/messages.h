@@ -153,6 +153,7 @@ struct SkiAccount {
   double last_iteration_s = 0;
   std::vector<double> window_s;       // iteration times under the rung, newest last (bounded by the window)
   bool s2 = true, s3 = true, s4 = true;  // still worth trying (not declined, not found not to pay)
+  bool trusted = false;               // its remedy was shown paying by an undo check: not judged again
 };
 
 // One localised fail-slow of a job, tracked on its own (daemon/fail_slows.h): what it is, the evidence for

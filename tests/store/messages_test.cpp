@@ -178,6 +178,38 @@ TEST(Messages, EventRoundTripKeepsTheDetail) {
   EXPECT_EQ(back->detail["culprit"], 3);
 }
 
+TEST(Messages, AFailSlowKeepsItsAccountAcrossARoundTrip) {
+  FailSlow f;
+  f.id = 4;
+  f.incident = 2;
+  f.cause = Cause::kComputation;
+  f.rank = 3;
+  f.node = 1;
+  f.onset_t_s = 10;
+  f.account.rung = Strategy::kS2;
+  f.account.loss_s = 3.5;
+  f.account.window_s = {0.5, 0.52};
+  f.account.s3 = false;
+  f.account.trusted = true;
+  std::string err;
+  auto back = fail_slow_from_json(to_json(f), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->rank, 3);
+  EXPECT_EQ(back->account.rung, Strategy::kS2);
+  EXPECT_DOUBLE_EQ(back->account.loss_s, 3.5);
+  EXPECT_EQ(back->account.window_s, (std::vector<double>{0.5, 0.52}));
+  EXPECT_FALSE(back->account.s3);
+  EXPECT_TRUE(back->account.trusted);
+  nlohmann::json j = to_json(f);
+  j["account"].erase("trusted");  // a state from before it was kept
+  back = fail_slow_from_json(j, &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_FALSE(back->account.trusted);
+  j["account"]["trusted"] = "yes";
+  EXPECT_FALSE(fail_slow_from_json(j, &err));
+  EXPECT_NE(err.find("account.trusted: must be a boolean"), std::string::npos) << err;
+}
+
 TEST(Messages, PlanOutcomeAndJobRestartDetailsRoundTripAndChecks) {
   PlanOutcome o;
   o.epoch = 5;

@@ -1,0 +1,55 @@
+// What the validation's measurements say (the paper's "Validation"), pure, std only:
+//  - GEMM: every tested rank ran the same GEMM (the median of its repeats); a rank is a slow GPU when its
+//    time exceeds the median of the *other* tested ranks' by more than `excess` (kPeerExcess, 10 %). With
+//    no other rank tested there is nothing to compare with: not judged.
+//  - P2P: every transfer of the passes moved the same bytes (the median of its repeats); a transfer is over
+//    a slow link when its time exceeds the median of the other transfers over links of its class
+//    (intra-node: both ranks on one node; inter-node) by more than `excess` (kSlowLinkExcess, 50 %).
+//    A transfer alone in its class is not judged.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "greyhound/thresholds.h"
+#include "greyhound/validate/pass_plan.h"
+
+namespace greyhound::validate {
+
+struct GemmTime {
+  int rank = -1, node = -1;
+  double ms = 0;
+};
+struct GpuVerdict {
+  int rank = -1, node = -1;
+  double ms = 0;
+  double peers_ms = 0;  // median of the other ranks (0: none)
+  double ratio = 0;     // ms / peers_ms (0: not judged)
+  bool judged = false;
+  bool slow = false;
+};
+std::vector<GpuVerdict> judge_gemm(const std::vector<GemmTime>& times, double excess = kPeerExcess);
+
+enum class LinkClass { kIntraNode, kInterNode };
+const char* link_class_name(LinkClass c);
+
+struct TransferTime {
+  Transfer transfer;
+  int src_node = -1, dst_node = -1;
+  double bytes = 0;
+  double ms = 0;
+};
+struct LinkVerdict {
+  Transfer transfer;
+  int src_node = -1, dst_node = -1;
+  LinkClass link_class = LinkClass::kIntraNode;
+  double ms = 0;
+  double peers_ms = 0;   // median of the other transfers of its class (0: none)
+  double ratio = 0;      // ms / peers_ms (0: not judged)
+  double gb_per_s = 0;   // bytes / ms
+  bool judged = false;
+  bool slow = false;
+};
+std::vector<LinkVerdict> judge_links(const std::vector<TransferTime>& times, double excess = kSlowLinkExcess);
+
+}  // namespace greyhound::validate

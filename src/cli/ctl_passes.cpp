@@ -1,0 +1,61 @@
+// greyhoundctl passes --topology ring|tree (--ranks R1,R2,.. | --graph-dump FILE [--channel C])
+// The validation's P2P pass plan (include/greyhound/validate/pass_plan.h) over a ring or binary tree of
+// ranks: --ranks in the order given (the ring's order, or the tree in heap layout); --graph-dump the ring
+// order of channel C (default 0) of NCCL's graph dump (NCCL_GRAPH_DUMP_FILE; ring topology only). Prints
+// one JSON object, {"passes":[[[src,dst],...],...]}: every link once, no rank twice in a pass. Bad input:
+// one error line, exit 2.
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/ctl_commands.h"
+#include "common/args.h"
+#include "greyhound/validate/graph_dump.h"
+#include "greyhound/validate/pass_plan.h"
+
+namespace greyhound::ctl {
+
+int cmd_passes(const Argv& argv) {
+  const Args args(argv, {"topology", "ranks", "graph-dump", "channel"}, {});
+  const std::string topology = args.str("topology");
+  if (topology != "ring" && topology != "tree") throw ArgError("--topology: ring or tree, not '" + topology + "'");
+  if (args.has("ranks") == args.has("graph-dump")) throw ArgError("give one of --ranks, --graph-dump");
+  if (args.has("channel") && !args.has("graph-dump")) throw ArgError("--channel needs --graph-dump");
+  std::vector<int> order;
+  if (args.has("ranks")) {
+    for (std::int64_t r : parse_integer_list(args.str("ranks"), "--ranks")) {
+      if (r < 0 || r > (1 << 24)) throw ArgError("--ranks: " + std::to_string(r) + " is not a rank");
+      order.push_back(static_cast<int>(r));
+    }
+  } else {
+    if (topology != "ring") throw ArgError("--graph-dump gives a ring order: use --topology ring");
+    const std::string path = args.str("graph-dump");
+    std::ifstream in(path);
+    if (!in) throw ArgError("--graph-dump: cannot read " + path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const auto rings = validate::parse_graph_dump_rings(ss.str());
+    if (!rings) throw ArgError("--graph-dump " + path + ": " + rings.error());
+    const std::int64_t c = args.integer("channel", 0);
+    if (c < 0 || c >= static_cast<std::int64_t>(rings->size())) {
+      throw ArgError("--channel " + std::to_string(c) + ": the dump's ring has " + std::to_string(rings->size()) +
+                     " channels");
+    }
+    order = (*rings)[static_cast<std::size_t>(c)].ranks;
+  }
+  if (std::set<int>(order.begin(), order.end()).size() != order.size()) throw ArgError("--ranks: a rank appears twice");
+  const validate::Topology t = topology == "ring" ? validate::Topology::kRing : validate::Topology::kTree;
+  nlohmann::json passes = nlohmann::json::array();
+  for (const validate::Pass& p : validate::passes(t, order)) {
+    nlohmann::json pass = nlohmann::json::array();
+    for (const validate::Transfer& x : p) pass.push_back({x.src, x.dst});
+    passes.push_back(std::move(pass));
+  }
+  std::printf("%s\n", nlohmann::json{{"passes", passes}}.dump().c_str());
+  return 0;
+}
+
+}  // namespace greyhound::ctl

@@ -1,0 +1,73 @@
+#include "greyhound/validate/interpret.h"
+
+#include <algorithm>
+
+namespace greyhound::validate {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const std::size_t h = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h), v.end());
+  if (v.size() % 2 == 1) return v[h];
+  const double hi = v[h];
+  return (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h))) / 2;
+}
+
+LinkClass class_of(const TransferTime& t) {
+  return t.src_node == t.dst_node ? LinkClass::kIntraNode : LinkClass::kInterNode;
+}
+
+}  // namespace
+
+const char* link_class_name(LinkClass c) { return c == LinkClass::kIntraNode ? "intra-node" : "inter-node"; }
+
+std::vector<GpuVerdict> judge_gemm(const std::vector<GemmTime>& times, double excess) {
+  std::vector<GpuVerdict> out;
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    GpuVerdict v;
+    v.rank = times[i].rank;
+    v.node = times[i].node;
+    v.ms = times[i].ms;
+    std::vector<double> others;
+    for (std::size_t j = 0; j < times.size(); ++j) {
+      if (j != i && times[j].ms > 0) others.push_back(times[j].ms);
+    }
+    v.peers_ms = median(others);
+    v.judged = v.peers_ms > 0 && v.ms > 0;
+    if (v.judged) {
+      v.ratio = v.ms / v.peers_ms;
+      v.slow = v.ratio > 1.0 + excess;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<LinkVerdict> judge_links(const std::vector<TransferTime>& times, double excess) {
+  std::vector<LinkVerdict> out;
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    const TransferTime& t = times[i];
+    LinkVerdict v;
+    v.transfer = t.transfer;
+    v.src_node = t.src_node;
+    v.dst_node = t.dst_node;
+    v.link_class = class_of(t);
+    v.ms = t.ms;
+    if (t.ms > 0) v.gb_per_s = t.bytes / (t.ms * 1e-3) * 1e-9;
+    std::vector<double> others;
+    for (std::size_t j = 0; j < times.size(); ++j) {
+      if (j != i && times[j].ms > 0 && class_of(times[j]) == v.link_class) others.push_back(times[j].ms);
+    }
+    v.peers_ms = median(others);
+    v.judged = v.peers_ms > 0 && v.ms > 0;
+    if (v.judged) {
+      v.ratio = v.ms / v.peers_ms;
+      v.slow = v.ratio > 1.0 + excess;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace greyhound::validate

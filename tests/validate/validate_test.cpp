@@ -1,0 +1,161 @@
+// The validation's pure pieces: pass plans (every link once, disjoint pairs, 2 / 3 / 4 passes), what the
+// measurements say (hand-made cases), and NCCL's graph dump (fixtures in the format NCCL writes,
+// src/graph/search.cc ncclTopoGetXmlFromGraphs).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "greyhound/validate/graph_dump.h"
+#include "greyhound/validate/interpret.h"
+#include "greyhound/validate/pass_plan.h"
+
+namespace greyhound::validate {
+namespace {
+
+std::vector<int> iota_order(int n, int scramble = 0) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  // Ranks as given, not sorted: a fixed permutation when asked.
+  if (scramble != 0) {
+    for (std::size_t i = 0; i < v.size(); ++i) std::swap(v[i], v[(i * 7919 + static_cast<std::size_t>(scramble)) % v.size()]);
+  }
+  return v;
+}
+
+TEST(PassPlan, RingsOfEverySizeTakeTwoPassesWhenEvenThreeWhenOdd) {
+  for (int n = 2; n <= 1024; ++n) {
+    const std::vector<int> order = iota_order(n, n % 5);
+    const auto plan = ring_passes(order);
+    ASSERT_EQ(plan.size(), n % 2 == 0 ? 2u : 3u) << n;
+    ASSERT_EQ(check_passes(plan, ring_links(order)), "") << n;
+  }
+  EXPECT_TRUE(ring_passes({7}).empty());
+  EXPECT_TRUE(ring_passes({}).empty());
+}
+
+TEST(PassPlan, TreesOfEverySizeTakeAtMostFourPasses) {
+  for (int n = 2; n <= 1024; ++n) {
+    const std::vector<int> order = iota_order(n, n % 3);
+    const auto plan = tree_passes(order);
+    ASSERT_LE(plan.size(), 4u) << n;
+    if (n >= 7) ASSERT_EQ(plan.size(), 4u) << n;
+    ASSERT_EQ(check_passes(plan, tree_links(order)), "") << n;
+    ASSERT_EQ(tree_links(order).size(), static_cast<std::size_t>(n - 1));
+  }
+  EXPECT_TRUE(tree_passes({3}).empty());
+}
+
+TEST(PassPlan, RanksAsGiven) {
+  // The ring 3 -> 0 -> 1 -> 2 -> 3.
+  const auto plan = ring_passes({3, 0, 1, 2});
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0], (Pass{{3, 0}, {1, 2}}));
+  EXPECT_EQ(plan[1], (Pass{{0, 1}, {2, 3}}));
+  const auto odd = ring_passes({4, 2, 9});
+  ASSERT_EQ(odd.size(), 3u);
+  EXPECT_EQ(odd[0], (Pass{{4, 2}}));
+  EXPECT_EQ(odd[1], (Pass{{2, 9}}));
+  EXPECT_EQ(odd[2], (Pass{{9, 4}}));
+  // Heap layout: 5 at the root, 6 and 7 under it, 8 under 6.
+  const auto tree = tree_passes({5, 6, 7, 8});
+  ASSERT_EQ(tree.size(), 3u);
+  EXPECT_EQ(tree[0], (Pass{{5, 6}}));
+  EXPECT_EQ(tree[1], (Pass{{6, 8}}));
+  EXPECT_EQ(tree[2], (Pass{{5, 7}}));
+}
+
+TEST(PassPlan, CheckNamesWhatIsWrong) {
+  const auto links = ring_links({0, 1, 2, 3});
+  EXPECT_NE(check_passes({{{0, 1}, {1, 2}}, {{2, 3}, {3, 0}}}, links).find("rank 1 takes part in two transfers"),
+            std::string::npos);
+  EXPECT_NE(check_passes({{{0, 1}, {2, 3}}, {{1, 2}}}, links).find("link 3->0 timed 0 times"), std::string::npos);
+  EXPECT_NE(check_passes({{{0, 1}, {2, 3}}, {{1, 2}, {3, 0}}, {{0, 2}}}, links).find("no link"), std::string::npos);
+  EXPECT_NE(check_passes({{{1, 1}}}, links).find("sends to itself"), std::string::npos);
+}
+
+TEST(Interpret, ASlowGpuIsAboveTheMedianOfItsPeersByMoreThanTenPercent) {
+  const auto v = judge_gemm({{0, 0, 10.0}, {1, 0, 10.4}, {2, 1, 9.8}, {3, 1, 15.0}});
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_FALSE(v[0].slow);
+  EXPECT_FALSE(v[1].slow);
+  EXPECT_FALSE(v[2].slow);
+  EXPECT_TRUE(v[3].slow);
+  EXPECT_DOUBLE_EQ(v[3].peers_ms, 10.0);
+  EXPECT_DOUBLE_EQ(v[3].ratio, 1.5);
+  // 10 % exactly is not more than 10 %; one rank alone is not judged.
+  EXPECT_FALSE(judge_gemm({{0, 0, 10.0}, {1, 0, 11.0}})[1].slow);
+  EXPECT_TRUE(judge_gemm({{0, 0, 10.0}, {1, 0, 11.01}})[1].slow);
+  const auto alone = judge_gemm({{4, 2, 30.0}});
+  EXPECT_FALSE(alone[0].judged);
+  EXPECT_FALSE(alone[0].slow);
+}
+
+TEST(Interpret, ASlowLinkIsAboveTheMedianOfItsClassByMoreThanHalf) {
+  // 32 MiB over two intra-node links (fast) and three inter-node ones, one of them congested.
+  const double b = 32.0 * (1 << 20);
+  const auto v = judge_links({{{0, 1}, 0, 0, b, 1.0},
+                              {{2, 3}, 1, 1, b, 1.1},
+                              {{1, 2}, 0, 1, b, 10.0},
+                              {{3, 4}, 1, 2, b, 10.5},
+                              {{5, 0}, 2, 0, b, 40.0}});
+  ASSERT_EQ(v.size(), 5u);
+  EXPECT_EQ(v[0].link_class, LinkClass::kIntraNode);
+  EXPECT_EQ(v[2].link_class, LinkClass::kInterNode);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_FALSE(v[i].slow) << i;  // intra-node ones not compared with the others
+  EXPECT_TRUE(v[4].slow);
+  EXPECT_DOUBLE_EQ(v[4].peers_ms, 10.25);
+  EXPECT_NEAR(v[4].gb_per_s, b / 0.040 * 1e-9, 1e-9);
+  EXPECT_STREQ(link_class_name(v[4].link_class), "inter-node");
+  // Alone in its class: not judged.
+  const auto one = judge_links({{{0, 1}, 0, 0, b, 1.0}, {{1, 2}, 0, 1, b, 50.0}});
+  EXPECT_FALSE(one[1].judged);
+  EXPECT_FALSE(one[1].slow);
+}
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(GREYHOUND_VALIDATE_DATA) + "/" + name);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(GraphDump, TheRingsOfEveryChannelInOrder) {
+  auto rings = parse_graph_dump_rings(fixture("graph-dump-2nodes.xml"));
+  ASSERT_TRUE(rings) << rings.error();
+  ASSERT_EQ(rings->size(), 2u);
+  EXPECT_EQ((*rings)[0].ranks, (std::vector<int>{0, 1, 3, 2}));
+  EXPECT_EQ((*rings)[1].ranks, (std::vector<int>{2, 3, 1, 0}));
+  EXPECT_TRUE((*rings)[0].crosses_nodes);
+  EXPECT_EQ((*rings)[1].channel, 1);
+  rings = parse_graph_dump_rings(fixture("graph-dump-1node.xml"));
+  ASSERT_TRUE(rings) << rings.error();
+  ASSERT_EQ(rings->size(), 1u);
+  EXPECT_EQ((*rings)[0].ranks, (std::vector<int>{0, 2, 1, 3}));
+  EXPECT_FALSE((*rings)[0].crosses_nodes);
+  const auto plan = ring_passes((*rings)[0].ranks);
+  EXPECT_EQ(check_passes(plan, ring_links({0, 2, 1, 3})), "");
+}
+
+TEST(GraphDump, WhatIsNotARingDumpIsRefusedWithItsReason) {
+  const auto err = [](const std::string& xml) {
+    auto r = parse_graph_dump_rings(xml);
+    return r ? std::string("parsed") : r.error();
+  };
+  EXPECT_NE(err("<graphs version=\"1\"><graph").find("not XML"), std::string::npos);
+  EXPECT_NE(err("<system version=\"1\"/>").find("not <graphs>"), std::string::npos);
+  EXPECT_NE(err("<graphs version=\"2\"/>").find("version '2'"), std::string::npos);
+  EXPECT_NE(err("<graphs version=\"1\"><graph id=\"1\" pattern=\"1\"/></graphs>").find("no ring graph"), std::string::npos);
+  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu dev=\"0\"/></channel></graph></graphs>")
+                .find("without a rank"),
+            std::string::npos);
+  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu rank=\"-2\"/></channel></graph></graphs>")
+                .find("without a rank"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace greyhound::validate
