@@ -18,6 +18,28 @@ LinkClass class_of(const TransferTime& t) {
   return t.src_node == t.dst_node ? LinkClass::kIntraNode : LinkClass::kInterNode;
 }
 
+// Element i of `times` against the median of the others that `peer(j)` admits: (peers' median, ratio,
+// judged, slow).
+struct Judged {
+  double peers_ms = 0, ratio = 0;
+  bool judged = false, slow = false;
+};
+template <class T, class Peer>
+Judged against_peers(const std::vector<T>& times, std::size_t i, double excess, Peer peer) {
+  std::vector<double> others;
+  for (std::size_t j = 0; j < times.size(); ++j) {
+    if (j != i && times[j].ms > 0 && peer(j)) others.push_back(times[j].ms);
+  }
+  Judged out;
+  out.peers_ms = median(others);
+  out.judged = out.peers_ms > 0 && times[i].ms > 0;
+  if (out.judged) {
+    out.ratio = times[i].ms / out.peers_ms;
+    out.slow = out.ratio > 1.0 + excess;
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* link_class_name(LinkClass c) { return c == LinkClass::kIntraNode ? "intra-node" : "inter-node"; }
@@ -29,16 +51,11 @@ std::vector<GpuVerdict> judge_gemm(const std::vector<GemmTime>& times, double ex
     v.rank = times[i].rank;
     v.node = times[i].node;
     v.ms = times[i].ms;
-    std::vector<double> others;
-    for (std::size_t j = 0; j < times.size(); ++j) {
-      if (j != i && times[j].ms > 0) others.push_back(times[j].ms);
-    }
-    v.peers_ms = median(others);
-    v.judged = v.peers_ms > 0 && v.ms > 0;
-    if (v.judged) {
-      v.ratio = v.ms / v.peers_ms;
-      v.slow = v.ratio > 1.0 + excess;
-    }
+    const Judged j = against_peers(times, i, excess, [](std::size_t) { return true; });
+    v.peers_ms = j.peers_ms;
+    v.ratio = j.ratio;
+    v.judged = j.judged;
+    v.slow = j.slow;
     out.push_back(v);
   }
   return out;
@@ -55,16 +72,11 @@ std::vector<LinkVerdict> judge_links(const std::vector<TransferTime>& times, dou
     v.link_class = class_of(t);
     v.ms = t.ms;
     if (t.ms > 0) v.gb_per_s = t.bytes / (t.ms * 1e-3) * 1e-9;
-    std::vector<double> others;
-    for (std::size_t j = 0; j < times.size(); ++j) {
-      if (j != i && times[j].ms > 0 && class_of(times[j]) == v.link_class) others.push_back(times[j].ms);
-    }
-    v.peers_ms = median(others);
-    v.judged = v.peers_ms > 0 && v.ms > 0;
-    if (v.judged) {
-      v.ratio = v.ms / v.peers_ms;
-      v.slow = v.ratio > 1.0 + excess;
-    }
+    const Judged j = against_peers(times, i, excess, [&](std::size_t k) { return class_of(times[k]) == v.link_class; });
+    v.peers_ms = j.peers_ms;
+    v.ratio = j.ratio;
+    v.judged = j.judged;
+    v.slow = j.slow;
     out.push_back(v);
   }
   return out;

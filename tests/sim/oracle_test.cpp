@@ -81,6 +81,48 @@ TEST(Oracle, PipelineMultiplesOnlyWhenTheSplitInForceHasThem) {
   EXPECT_EQ((*p)->microbatches, (std::vector<int>{9, 6, 9, 8}));
 }
 
+TEST(Oracle, ACongestedLinkGetsAPlacementThatUsesItForNothingAndBackAfterIt) {
+  // TP2 x DP2 x PP2 on 4 nodes of 2 GPUs (slot = node): Megatron puts stage 0's DP ring on link 0-1.
+  OracleJob job;
+  job.shape = {2, 2, 2};
+  job.initial_microbatches = {8, 8};
+  job.capabilities = {"S2", "S3"};
+  job.gpus_per_node = 2;
+  const FaultSchedule link = FaultSchedule::parse_text(
+      R"({"faults":[{"kind":"link","nodes":[0,1],"start_s":0,"end_s":10,"bandwidth_factor":0.05}]})");
+  const mitigate::Placement megatron = mitigate::megatron_placement(2, 2);
+  auto p = oracle_link_plan(job, link, 1.0, {8, 8}, megatron);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->strategy, Strategy::kS3);
+  EXPECT_EQ(p->action, PlanAction::kApply);
+  ASSERT_TRUE(p->placement.is_array());
+  ASSERT_EQ(p->placement.size(), 8u);
+  // Ranks 0 and 2 head the TP groups of nodes 0 and 1: they share neither a DP ring nor a PP edge now.
+  const auto& a = p->placement[0];
+  const auto& b = p->placement[2];
+  EXPECT_NE(a["dp"], b["dp"]) << p->placement.dump();
+  EXPECT_NE(a["pp"], b["pp"]) << p->placement.dump();
+  EXPECT_NE(p->reason.find("link 0-1 at 5%"), std::string::npos) << p->reason;
+  // The placement the layout then names is in force: nothing more while the link is slow; back after it.
+  JobLayout l;
+  l.tp = 2;
+  l.dp = 2;
+  l.pp = 2;
+  l.world = 8;
+  for (const auto& r : p->placement) l.placement.push_back({r["rank"], r["tp"], r["dp"], r["pp"]});
+  const mitigate::Placement moved = placement_in_force(l);
+  EXPECT_NE(moved, megatron);
+  EXPECT_FALSE(oracle_link_plan(job, link, 2.0, {8, 8}, moved).has_value());
+  auto back = oracle_link_plan(job, link, 10.0, {8, 8}, moved);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->action, PlanAction::kRevert);
+  EXPECT_EQ(back->strategy, Strategy::kS1);
+  EXPECT_FALSE(oracle_link_plan(job, link, 10.0, {8, 8}, megatron).has_value());
+  // A job without its GPUs per node cannot be re-placed.
+  job.gpus_per_node = 0;
+  EXPECT_FALSE(oracle_link_plan(job, link, 1.0, {8, 8}, megatron).has_value());
+}
+
 TEST(Oracle, LinkFaultsAndJobsWithoutS2GetNothing) {
   OracleJob job = dp4_pp2();
   const FaultSchedule link = FaultSchedule::parse_text(
@@ -88,7 +130,8 @@ TEST(Oracle, LinkFaultsAndJobsWithoutS2GetNothing) {
   auto p = oracle_plan(job, link, 1.0, {8, 8, 8, 8});
   ASSERT_TRUE(p);
   EXPECT_FALSE(p->has_value());
-  EXPECT_FALSE(oracle_link_plan(job, link, 1.0, {8, 8, 8, 8}).has_value());
+  // Without S3 advertised (and the GPUs per node), a link gets nothing either.
+  EXPECT_FALSE(oracle_link_plan(job, link, 1.0, {8, 8, 8, 8}, mitigate::megatron_placement(4, 2)).has_value());
   job.capabilities = {};
   auto q = oracle_plan(job, gpu_of_rank(1, 2.0, 0, 10), 1.0, {8, 8, 8, 8});
   ASSERT_TRUE(q);

@@ -11,23 +11,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/command.h"
+
 namespace {
 
-struct Outcome {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
+using Outcome = greyhound::test::CommandOutcome;
 
 Outcome run(const std::string& args) {
-  const std::string cmd = std::string(GREYHOUNDCTL) + " passes " + args + " 2>&1";
-  Outcome o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return o;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), static_cast<int>(buf.size()), p) != nullptr) o.out += buf.data();
-  const int raw = pclose(p);
-  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return o;
+  return greyhound::test::run_command_line(std::string(GREYHOUNDCTL) + " passes " + args + " 2>&1");
 }
 
 TEST(CtlPasses, RingAndTreeOfTheRanksAsGiven) {

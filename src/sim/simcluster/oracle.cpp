@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <numeric>
 
+#include "greyhound/mitigate/cost_model.h"
 #include "greyhound/mitigate/microbatch_solver.h"
+#include "greyhound/mitigate/topology_planner.h"
 
 namespace greyhound::sim {
 namespace {
@@ -123,8 +125,79 @@ Result<std::optional<Plan>> oracle_plan(const OracleJob& job, const FaultSchedul
   return std::optional<Plan>{std::move(p)};
 }
 
-std::optional<Plan> oracle_link_plan(const OracleJob&, const FaultSchedule&, double, const std::vector<int>&) {
-  return std::nullopt;
+mitigate::Placement placement_in_force(const JobLayout& l) {
+  const mitigate::Placement megatron = mitigate::megatron_placement(l.dp, l.pp);
+  if (l.placement.empty() || l.tp <= 0) return megatron;
+  mitigate::Placement placed(megatron.size());
+  for (const PlacementEntry& e : l.placement) {
+    if (e.rank >= 0 && e.rank % l.tp == 0 && static_cast<std::size_t>(e.rank / l.tp) < placed.size()) {
+      placed[static_cast<std::size_t>(e.rank / l.tp)] = {e.dp, e.pp};
+    }
+  }
+  return mitigate::placement_error(placed, l.dp, l.pp) ? megatron : placed;
+}
+
+std::optional<Plan> oracle_link_plan(const OracleJob& job, const FaultSchedule& faults, double t_s,
+                                     const std::vector<int>& in_force_microbatches,
+                                     const mitigate::Placement& in_force_placement) {
+  const int T = job.shape.tp, D = job.shape.dp, P = job.shape.pp, G = job.gpus_per_node;
+  const int world = job.shape.world();
+  if (!advertises(job, Strategy::kS3) || G <= 0 || G % T != 0 || world % G != 0 ||
+      in_force_microbatches.size() != static_cast<std::size_t>(D) || mitigate::placement_error(in_force_placement, D, P)) {
+    return std::nullopt;
+  }
+  const auto roles_json = [&](const mitigate::Placement& placement) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : mitigate::rank_roles(placement, T, D, G)) {
+      out.push_back({{"rank", r.rank}, {"tp", r.tp}, {"dp", r.dp}, {"pp", r.pp}});
+    }
+    return out;
+  };
+  constexpr double kInterBps = 1e9, kIntraBps = 1e10;
+  mitigate::ClusterState cluster;
+  cluster.nodes = world / G;
+  cluster.gpus_per_node = G;
+  cluster.inter_node_bytes_per_s = kInterBps;
+  cluster.intra_node_bytes_per_s = kIntraBps;
+  for (const Fault& f : faults.faults()) {
+    if (f.kind != FaultKind::kLink || !f.active(t_s) || f.nodes[0] >= cluster.nodes || f.nodes[1] >= cluster.nodes) continue;
+    cluster.links.push_back({std::min(f.nodes[0], f.nodes[1]), std::max(f.nodes[0], f.nodes[1]), kInterBps * f.bandwidth_factor});
+  }
+  const mitigate::Placement megatron = mitigate::megatron_placement(D, P);
+  if (cluster.links.empty()) {
+    if (in_force_placement == megatron) return std::nullopt;
+    Plan p;
+    p.strategy = Strategy::kS1;
+    p.action = PlanAction::kRevert;
+    p.placement = roles_json(megatron);
+    p.reason = "oracle: no link congested any more: back to Megatron's placement";
+    return p;
+  }
+  mitigate::JobShape shape;
+  shape.tp = T;
+  shape.dp = D;
+  shape.pp = P;
+  shape.stage_compute_s.assign(static_cast<std::size_t>(P), 0.050);
+  for (int m : in_force_microbatches) shape.microbatches.push_back(m);
+  shape.activation_bytes = P > 1 ? 1e6 : 0.0;
+  if (D > 1) shape.gradient_bytes.assign(static_cast<std::size_t>(P), 8e6);
+  auto model = mitigate::CostModel::create(cluster, shape);
+  if (!model) return std::nullopt;
+  mitigate::TopologyPlanOptions opt;
+  opt.pause_s = 0;
+  opt.horizon_s = 3600;
+  mitigate::TopologyPlanner planner(model.value());
+  auto plan = planner.plan(in_force_placement, opt);
+  if (!plan || !plan->worthwhile || plan->placement == in_force_placement) return std::nullopt;
+  Plan p;
+  p.strategy = Strategy::kS3;
+  p.action = plan->placement == megatron ? PlanAction::kRevert : PlanAction::kApply;
+  p.placement = roles_json(plan->placement);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "; nominal cost model: %.4g -> %.4g s per iteration, %d slots moved",
+                plan->current_iteration_s, plan->predicted_iteration_s, plan->moved_slots);
+  p.reason = "oracle: faults active: " + active_faults(faults, t_s) + buf;
+  return p;
 }
 
 std::optional<OracleOutcome> oracle_outcome(const Plan& plan, const std::vector<PlanAck>& acks, int world) {

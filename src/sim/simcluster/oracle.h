@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "greyhound/mitigate/placement.h"
 #include "greyhound/parallel_shape.h"
 #include "greyhound/result.h"
 #include "sim/fault_schedule.h"
@@ -27,7 +28,12 @@ struct OracleJob {
   ParallelShape shape;
   std::vector<int> initial_microbatches;  // by DP index
   std::vector<std::string> capabilities;
+  int gpus_per_node = 0;                   // 0: unknown (no S3)
 };
+
+// The placement a layout names in force (each slot's role is its first rank's), Megatron's when it names
+// none or one that is not a placement.
+mitigate::Placement placement_in_force(const JobLayout& layout);
 
 // Per DP replica (dp order), its time per micro-batch at job time t_s relative to a healthy replica.
 std::vector<double> replica_slowdowns(const ParallelShape& shape, const FaultSchedule& faults, double t_s);
@@ -47,11 +53,16 @@ std::vector<double> fault_change_times(const FaultSchedule& faults);
 Result<std::optional<Plan>> oracle_plan(const OracleJob& job, const FaultSchedule& faults, double t_s,
                                         const std::vector<int>& in_force);
 
-// The hook for link faults: an S3 placement that takes the congested links out of the DP rings and PP
-// edges, for a job whose layout advertises "S3". Not built: greyhound-minitrain does not apply S3 yet, so
-// this returns nothing for every input; it is where the TopologyPlanner call goes once a job applies S3.
+// For link faults, S3 (for a job that advertises "S3" and names its GPUs per node, whole TP groups per
+// node): the TopologyPlanner's placement for the links congested at t_s, from `in_force`, with no pause
+// (the oracle pays nothing) and a horizon of an hour, when it predicts the iteration faster; with no link
+// congested, a revert to Megatron's placement when another is in force. Its cost model is nominal, in the
+// sim's proportions: 50 ms of compute per micro-batch and stage, 1 GB/s between nodes and 10 GB/s inside
+// one, the DP sync 8 MB per slot, a PP edge 1 MB per micro-batch each way (healthy: 8 and 1 ms), each
+// congested link at its bandwidth_factor of 1 GB/s. Nothing when no placement is predicted faster.
 std::optional<Plan> oracle_link_plan(const OracleJob& job, const FaultSchedule& faults, double t_s,
-                                     const std::vector<int>& in_force);
+                                     const std::vector<int>& in_force_microbatches,
+                                     const mitigate::Placement& in_force_placement);
 
 // How the job answered plan `plan` once every one of its `world` ranks acknowledged it (plan_applied when
 // all applied, else plan_rejected: the same event types as the master's); nullopt while some rank has not.

@@ -47,6 +47,10 @@ void OracleDriver::emit(const char* type, double t_s, const nlohmann::json& deta
 }
 
 void OracleDriver::on_tick(double t_s) {
+  if (recheck_at_s_ >= 0 && t_s >= recheck_at_s_) {
+    recheck_at_s_ = -1;
+    due_ = true;
+  }
   while (next_change_ < changes_.size() && changes_[next_change_] <= t_s) {
     due_ = true;
     ++next_change_;
@@ -64,6 +68,7 @@ void OracleDriver::on_tick(double t_s) {
       if (auto o = oracle_outcome(pending_->plan, read, world)) {
         emit(o->event_type.c_str(), t_s, to_json(o->outcome));
         pending_.reset();
+        recheck_at_s_ = t_s + 1.0;
       }
     }
     if (pending_ && t_s >= pending_->deadline_s) {
@@ -89,6 +94,7 @@ void OracleDriver::on_tick(double t_s) {
   job.shape = {l.tp, l.dp, l.pp};
   job.initial_microbatches = l.initial_microbatches.empty() ? l.microbatches : l.initial_microbatches;
   job.capabilities = l.capabilities;
+  job.gpus_per_node = l.gpus_per_node;
   due_ = false;
   auto plan = oracle_plan(job, opt_.faults, t_s, l.microbatches);
   if (!plan) {
@@ -96,7 +102,7 @@ void OracleDriver::on_tick(double t_s) {
     return;
   }
   std::optional<Plan> p = *plan;
-  if (!p) p = oracle_link_plan(job, opt_.faults, t_s, l.microbatches);
+  if (!p) p = oracle_link_plan(job, opt_.faults, t_s, l.microbatches, placement_in_force(l));
   if (!p) return;
   p->epoch = epoch_ + 1;
   p->t_unix_ms = unix_ms();

@@ -48,6 +48,9 @@ class OracleDriver {
   std::vector<double> changes_;
   std::size_t next_change_ = 0;
   bool due_ = false;
+  // After a plan's outcome, plan again once the job has re-published its layout (at its next iteration
+  // boundary): the other remedy (a split, a placement) may be due for the same faults. < 0: nothing due.
+  double recheck_at_s_ = -1;
   std::optional<Pending> pending_;
   std::int64_t epoch_ = 0;
   int plans_ = 0;
