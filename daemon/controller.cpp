@@ -215,12 +215,19 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
     start_profiling(want_profile_why_, false, in, now, out);
   }
   if (in.layout) {
+    if (!restarting_ && layout_ && (in.layout->world != layout_->world || in.layout->dp != layout_->dp)) {
+      // A job that came back in another shape restarted without this master seeing its S4 plan applied
+      // (the plan timed out, an acknowledgement was lost): the same as if it had.
+      job_restarting("the job restarted in another shape (" + std::to_string(layout_->world) + " -> " +
+                         std::to_string(in.layout->world) + " ranks)",
+                     0, now, out);
+    }
     if (restarting_) {
       job_restarted(*in.layout, now, out);
     } else if (!pending_) {
       layout_ = in.layout;  // the job republishes it after each plan
     }
-    layout_wanted_ = restarting_.has_value();
+    layout_wanted_ = restarting_.has_value() || s4_unsettled_;
   }
   if (cfg_.mitigate && !planner_ && layout_) {
     planner_.emplace(cfg_.planner, *layout_);
@@ -607,12 +614,14 @@ void Controller::reconcile(const Now& now, Intents& out) {
         s4_sent_.count(f.id)) {
       continue;
     }
-    s4_sent_.insert(f.id);
-    // A restart leaves fewer DP replicas: it must beat what runs now by the pay margin.
+    // A restart leaves fewer DP replicas: it must beat what runs now by the pay margin. Without iteration
+    // times yet (or a healthy one to predict from), it waits for them.
     const double now_s =
         median_of(std::vector<double>(recent_s_.end() - std::min<std::ptrdiff_t>(5, recent_s_.size()), recent_s_.end()));
     auto p = planner_->s4(f, healthy_s(), "S4 for fail-slow " + std::to_string(f.id));
-    if (p && p->predicted_iteration_s > 0 && now_s > 0 && p->predicted_iteration_s <= now_s * (1.0 - cfg_.pay_margin)) {
+    if (p && (!(p->predicted_iteration_s > 0) || !(now_s > 0))) continue;
+    s4_sent_.insert(f.id);
+    if (p && p->predicted_iteration_s <= now_s * (1.0 - cfg_.pay_margin)) {
       propose_plan(std::move(*p), {f.id}, false, out);
       return;
     }
@@ -761,6 +770,11 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   } else if (now.mono_s >= pending_->deadline_s) {
     type = event_type::kPlanTimeout;
     decline();
+    // An S4 plan that timed out may still have stopped the job: watch its layout for a restart.
+    if (plan.strategy == Strategy::kS4 && plan.action == PlanAction::kApply) {
+      s4_unsettled_ = true;
+      layout_wanted_ = true;
+    }
   } else {
     return;
   }
@@ -771,7 +785,11 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   out.persist_state = true;
   pending_.reset();
   if (type == event_type::kPlanApplied && applied_plan.strategy == Strategy::kS4 && applied_plan.action == PlanAction::kApply) {
-    job_restarting(applied_plan, now, out);
+    std::string without;
+    for (int n : applied_plan.exclude_nodes) without += (without.empty() ? "" : ", ") + std::to_string(n);
+    job_restarting("the job restarts from its checkpoint without node(s) " + without + " (S4 plan " +
+                       std::to_string(applied_plan.epoch) + ")",
+                   applied_plan.epoch, now, out);
     return;
   }
   maybe_close_incident(now, out);
@@ -780,11 +798,7 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
 // An S4 plan in force: every rank saved its checkpoint and the job is going down, to come back without the
 // nodes the plan names (the job store dropped its layout with the restart request). The restart is the
 // remedy of every fail-slow of the old job: they end; what was measured on it no longer holds.
-void Controller::job_restarting(const Plan& plan, const Now& now, Intents& out) {
-  std::string without;
-  for (int n : plan.exclude_nodes) without += (without.empty() ? "" : ", ") + std::to_string(n);
-  const std::string why = "the job restarts from its checkpoint without node(s) " + without + " (S4 plan " +
-                          std::to_string(plan.epoch) + ")";
+void Controller::job_restarting(const std::string& why, std::int64_t epoch, const Now& now, Intents& out) {
   for (const FailSlow& f : open_fail_slows()) {
     Event e = master_event(event_type::kFailSlowEnd, now);
     e.rank = f.rank;
@@ -804,7 +818,10 @@ void Controller::job_restarting(const Plan& plan, const Now& now, Intents& out) 
   planner_.reset();
   measured_s3_s_ = 0;  // a new job: its switches are yet to be timed
   restarting_ = layout_ ? layout_ : JobLayout{};
-  restarting_epoch_ = plan.epoch;
+  restarting_epoch_ = epoch;
+  s4_unsettled_ = false;
+  pending_.reset();  // a plan in flight to the old job: nobody is left to acknowledge it
+  profiling_.reset();  // a window of the old job says nothing of the new one
   layout_.reset();
   layout_wanted_ = true;
   baseline_.reset();

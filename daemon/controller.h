@@ -209,7 +209,7 @@ class Controller {
   void judge(const Now& now, Intents& out);
   void reconcile(const Now& now, Intents& out);
   void maybe_close_incident(const Now& now, Intents& out);
-  void job_restarting(const Plan& plan, const Now& now, Intents& out);
+  void job_restarting(const std::string& why, std::int64_t epoch, const Now& now, Intents& out);
   void job_restarted(const JobLayout& layout, const Now& now, Intents& out);
   Event master_event(const char* type, const Now& now) const;
   void take(Decision d, const Now& now, Intents& out);
@@ -248,7 +248,8 @@ class Controller {
   std::set<std::int64_t> split_for_, placement_for_;  // the fail-slows the split / placement in force serve
   std::set<std::int64_t> s4_sent_;
   std::optional<JobLayout> restarting_;  // an S4 restart is under way: the layout before it
-  std::int64_t restarting_epoch_ = 0;    // ... and its plan
+  std::int64_t restarting_epoch_ = 0;    // ... and its plan (0: seen from the layout alone)
+  bool s4_unsettled_ = false;            // an S4 plan timed out: the job may restart all the same
   double measured_s3_s_ = 0;             // the latest placement switch the job acknowledged (apply_s); 0: none
   std::set<std::int64_t> trusted_;  // fail-slows whose remedy an undo check showed paying: not checked again
   bool mitigated_ = false;     // a remedy was applied during the open incident

@@ -201,7 +201,9 @@ std::optional<Plan> Planner::s4(const FailSlow& f, double healthy_iteration_s, c
   if (p.exclude_ranks.empty() && p.exclude_nodes.empty()) return std::nullopt;  // nothing named: a restart changes nothing
   // What is left: the GPUs outside the excluded nodes (or without the excluded ranks, nodes unknown).
   const int T = layout_.tp, D = layout_.dp, P = layout_.pp, G = layout_.gpus_per_node;
-  const int lost = G > 0 ? G * static_cast<int>(p.exclude_nodes.size()) : static_cast<int>(p.exclude_ranks.size());
+  // A restart leaves out whole nodes (the scheduler cannot give a job part of one): a rank's own node too.
+  const int lost = G > 0 ? G * std::max<int>(1, static_cast<int>(p.exclude_nodes.size()))
+                         : static_cast<int>(p.exclude_ranks.size());
   const int dp_after = std::min(D, (layout_.world - lost) / std::max(1, T * P));
   if (dp_after < 1) return std::nullopt;
   int global = 0, largest = 0;

@@ -47,6 +47,7 @@ int cmd_passes(const Argv& argv) {
     order = (*rings)[static_cast<std::size_t>(c)].ranks;
   }
   if (std::set<int>(order.begin(), order.end()).size() != order.size()) throw ArgError("--ranks: a rank appears twice");
+  if (order.size() < 2) throw ArgError("a " + topology + " of " + std::to_string(order.size()) + " rank(s) has no link to time");
   const validate::Topology t = topology == "ring" ? validate::Topology::kRing : validate::Topology::kTree;
   nlohmann::json passes = nlohmann::json::array();
   for (const validate::Pass& p : validate::passes(t, order)) {

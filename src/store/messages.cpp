@@ -966,7 +966,7 @@ json to_json(const JobRestart& r) {
 std::optional<JobRestart> parse_job_restart(const json& detail, std::string* error) {
   return build_from<JobRestart>(detail, error, [](const Fields& f, const json& j) {
     JobRestart r;
-    r.epoch = f.integer("epoch", 1, kMaxCount);
+    r.epoch = f.integer("epoch", 0, kMaxCount);
     r.world_before = static_cast<int>(f.integer("world_before", 1, kMaxRank));
     r.dp_before = static_cast<int>(f.integer("dp_before", 1, kMaxRank));
     r.world = static_cast<int>(f.integer("world", 1, kMaxRank));

@@ -397,7 +397,8 @@ nlohmann::json to_json(const RemedyCheck& c);
 std::optional<RemedyCheck> parse_remedy_check(const nlohmann::json& detail, std::string* error);
 
 // job_restart: the job published its layout again after the S4 plan `epoch` stopped it (a checkpoint-restart
-// without some nodes): what it was and what it is now.
+// without some nodes; epoch 0: a restart seen only from a layout of another shape): what it was and what it
+// is now.
 struct JobRestart {
   std::int64_t epoch = 0;
   int world_before = 0, dp_before = 0;

@@ -723,6 +723,36 @@ TEST(Controller, S4RestartEndsTheOldJobsFailSlowsAndStartsAgainOnItsNewLayout) {
   EXPECT_TRUE(d.c.has_baseline());
 }
 
+TEST(Controller, AJobBackInAnotherShapeRestartedEvenWithoutItsS4PlanApplied) {
+  // The S4 plan timed out (an acknowledgement was lost) but the job restarted all the same.
+  S4Job job(1000);
+  TwoFaults& f = job.f;
+  Driven& d = f.d;
+  std::optional<Plan> plan;
+  for (int i = 0; i < 20 && !plan; ++i) plan = f.step(JobInputs{}, 1000).plan;
+  ASSERT_TRUE(plan);
+  d.c.plan_published(*plan, at(f.t, f.t));
+  f.t += 100;  // past the acknowledgement deadline, no acknowledgement
+  JobInputs none;
+  none.acks_read = true;
+  Intents it = d.c.step(at(f.t, f.t), none);
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"plan_timeout"});
+  EXPECT_TRUE(d.c.needs(at(f.t, f.t)).layout);  // watching for the restarted job's layout
+  EXPECT_EQ(d.c.fail_slows().size(), 1u);
+  JobInputs back;
+  back.layout = layout({16}, {16});
+  back.layout->dp = 1;
+  back.layout->world = 2;
+  it = f.step(back, 760);
+  const auto ty = types(it.events);
+  EXPECT_NE(std::find(ty.begin(), ty.end(), "fail_slow_end"), ty.end());
+  EXPECT_NE(std::find(ty.begin(), ty.end(), "job_restart"), ty.end());
+  EXPECT_TRUE(d.c.fail_slows().empty());
+  EXPECT_FALSE(d.c.open_incident());
+  EXPECT_FALSE(d.c.restarting());
+  EXPECT_TRUE(d.c.planning());
+}
+
 TEST(Controller, S4IsDeclinedWhenFewerReplicasWouldBeNoFaster) {
   // 700 ms now against (16 + 1) / (8 + 1) x 400 = 756 ms with one replica left: no restart.
   S4Job job(700);

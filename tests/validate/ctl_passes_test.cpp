@@ -40,7 +40,7 @@ TEST(CtlPasses, TheRingOrderOfAGraphDump) {
 TEST(CtlPasses, BadInputIsOneLineAndExitStatus2) {
   for (const char* args : {"--topology star --ranks 0,1", "--topology ring", "--topology ring --ranks 0,x",
                            "--topology ring --ranks 0,1,0", "--topology tree --graph-dump /nonexistent",
-                           "--topology ring --graph-dump /nonexistent", "--topology ring --ranks 0,1 --channel 2"}) {
+                           "--topology ring --graph-dump /nonexistent", "--topology ring --ranks 0,1 --channel 2", "--topology ring --ranks 4"}) {
     const Outcome o = run(args);
     EXPECT_EQ(o.status, 2) << args << ": " << o.out;
     EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 1) << args << ": " << o.out;

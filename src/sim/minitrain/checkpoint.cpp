@@ -92,7 +92,8 @@ bool commit_checkpoint(const std::string& dir, const CheckpointMeta& m, std::str
   if (!make_dir(ckpt, error)) return false;
   const nlohmann::json j = {{"next_iteration", m.next_iteration}, {"tp", m.tp}, {"pp", m.pp}, {"dp", m.dp},
                             {"hidden", m.hidden}, {"layers", m.layers},
-                            {"global_microbatches", m.global_microbatches}, {"seed", m.seed}};
+                            {"global_microbatches", m.global_microbatches}, {"seed", m.seed},
+                            {"rows", m.rows}, {"lr", m.lr}};
   const std::string meta = j.dump(2) + "\n";
   if (!write_atomically(ckpt + "/meta.json", meta.data(), meta.size(), error)) return false;
   const std::string latest = "iter-" + std::to_string(m.next_iteration) + "\n";
@@ -127,6 +128,8 @@ std::optional<CheckpointMeta> latest_checkpoint(const std::string& dir, std::str
     m.layers = j.at("layers").get<int>();
     m.global_microbatches = j.at("global_microbatches").get<int>();
     m.seed = j.at("seed").get<std::uint64_t>();
+    m.rows = j.at("rows").get<int>();
+    m.lr = j.at("lr").get<double>();
   } catch (const nlohmann::json::exception& e) {
     *error = *path + "/meta.json: " + (in ? e.what() : "cannot read it");
     return std::nullopt;
@@ -151,6 +154,11 @@ std::string resume_mismatch(const CheckpointMeta& saved, const CheckpointMeta& j
   differ("--layers", saved.layers, job.layers);
   differ("global micro-batches", saved.global_microbatches, job.global_microbatches);
   differ("--seed", static_cast<long long>(saved.seed), static_cast<long long>(job.seed));
+  differ("--rows", saved.rows, job.rows);
+  if (saved.lr != job.lr) {
+    why += std::string(why.empty() ? "" : "; ") + "--lr " + std::to_string(saved.lr) + " in the checkpoint, " +
+           std::to_string(job.lr) + " in this job";
+  }
   return why;
 }
 

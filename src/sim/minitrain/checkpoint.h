@@ -24,6 +24,8 @@ struct CheckpointMeta {
   int hidden = 0, layers = 0;
   int global_microbatches = 0;      // the global batch, in micro-batches
   std::uint64_t seed = 0;
+  int rows = 0;                     // rows per micro-batch (with global_microbatches, the global batch)
+  double lr = 0;
 };
 
 // DIR/iter-<N>.
@@ -42,7 +44,7 @@ bool commit_checkpoint(const std::string& dir, const CheckpointMeta& meta, std::
 std::optional<CheckpointMeta> latest_checkpoint(const std::string& dir, std::string* path, std::string* error);
 
 // Why a job configured as `job` cannot resume from `saved` ("" when it can: the same TP and PP shape,
-// model size, seed and global batch; the DP width may differ).
+// model size, seed, learning rate and global batch (micro-batches and rows each); the DP width may differ).
 std::string resume_mismatch(const CheckpointMeta& saved, const CheckpointMeta& job);
 
 }  // namespace greyhound::sim

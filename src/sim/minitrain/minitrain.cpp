@@ -567,7 +567,7 @@ int main(int argc, char** argv) {
   // Resume from the latest checkpoint (an S4 restart): the weights of this rank's (tp, pp), the next
   // iteration; the DP width may have changed, the global batch may not.
   std::uint64_t start_iter = 0;
-  const greyhound::sim::CheckpointMeta this_job{0, T, P, D, H, L, o.global_mb, seed};
+  const greyhound::sim::CheckpointMeta this_job{0, T, P, D, H, L, o.global_mb, seed, B, lr};
   if (!o.checkpoint_dir.empty()) {
     std::string path, err;
     if (auto saved = greyhound::sim::latest_checkpoint(o.checkpoint_dir, &path, &err)) {
@@ -752,6 +752,8 @@ int main(int argc, char** argv) {
       }
     }
     const std::string why = err.empty() ? "the checkpoint failed on another rank" : "checkpoint failed: " + err;
+    // The restart request may have reached Redis, and with it the layout's removal: publish it again.
+    if (g_rank == 0) plans->layout_changed();
     std::fprintf(stderr, "greyhound-minitrain: plan %lld not applied: %s\n", static_cast<long long>(epoch), why.c_str());
     plans->ack(g_rank, epoch, iter, GREYHOUND_JOB_ACK_REJECTED, why.c_str(), 0);
     return false;

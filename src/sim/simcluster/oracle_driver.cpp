@@ -68,7 +68,10 @@ void OracleDriver::on_tick(double t_s) {
       if (auto o = oracle_outcome(pending_->plan, read, world)) {
         emit(o->event_type.c_str(), t_s, to_json(o->outcome));
         pending_.reset();
-        recheck_at_s_ = t_s + 1.0;
+        if (o->event_type == event_type::kPlanApplied) {  // a rejected plan is not tried again
+          recheck_at_s_ = t_s + 1.0;
+          layout_after_ms_ = unix_ms();
+        }
       }
     }
     if (pending_ && t_s >= pending_->deadline_s) {
@@ -90,6 +93,8 @@ void OracleDriver::on_tick(double t_s) {
   }
   if (!*layout) return;  // the job has not published it yet: plan once it has
   const JobLayout& l = **layout;
+  if (l.t_unix_ms < layout_after_ms_) return;  // not yet the layout the last plan left: the next tick asks again
+  layout_after_ms_ = 0;
   OracleJob job;
   job.shape = {l.tp, l.dp, l.pp};
   job.initial_microbatches = l.initial_microbatches.empty() ? l.microbatches : l.initial_microbatches;

@@ -51,6 +51,7 @@ class OracleDriver {
   // After a plan's outcome, plan again once the job has re-published its layout (at its next iteration
   // boundary): the other remedy (a split, a placement) may be due for the same faults. < 0: nothing due.
   double recheck_at_s_ = -1;
+  std::int64_t layout_after_ms_ = 0;  // ... and plan on a layout published after this (unix ms) only
   std::optional<Pending> pending_;
   std::int64_t epoch_ = 0;
   int plans_ = 0;

@@ -114,6 +114,7 @@ struct Options {
   std::int64_t iterations = 0, seed = 1, timeout_s = 0;
   double duration_s = 0;
   std::vector<std::string> minitrain_extra;
+  std::int64_t hidden = 64, layers = 2;  // minitrain's model (its defaults), for the DP widths it accepts
   int world() const { return greyhound::ParallelShape{T, D, P}.world(); }
   int nodes() const { return (world() + G - 1) / G; }
 };
@@ -220,6 +221,8 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
       !std::isfinite(o.costs_job_s.s3_pause_s) || !std::isfinite(o.costs_job_s.s4_restart_s)) {
     throw greyhound::ArgError("--s3-pause-s and --s4-restart-s must be finite numbers >= 0 (job seconds)");
   }
+  o.hidden = a.integer_in("hidden", 64, 1, 1 << 14);
+  o.layers = a.integer_in("layers", 2, 1, 1024);
   for (const char* k : {"hidden", "rows", "layers", "dp-sync", "group-init"}) {
     if (a.has(k)) {
       o.minitrain_extra.push_back(std::string("--") + k);
@@ -298,13 +301,16 @@ std::optional<Dirs> prepare_dirs(const Options& o) {
 // Rank r's process: minitrain, under greyhound-run (which preloads the hook and starts the node's agent
 // once) unless --no-greyhound. nullopt (with *error) on a bad --rank-env.
 // Rank r of incarnation `inc` runs on the GPU of slot inc.slots[r] (the stand-ins take their rank and node
-// for faults and links from GREYHOUND_SIM_RANK / GREYHOUND_SIM_NODE); a restarted incarnation resumes from
-// the checkpoint with the same global batch and runs for what is left of the duration.
+// for faults and links from GREYHOUND_SIM_RANK / GREYHOUND_SIM_NODE, cluster numbers); its agent numbers
+// the node as the incarnation does (restart_plan.h). A restarted incarnation resumes from the checkpoint
+// with the same global batch and runs for what is left of the duration.
 std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const std::string& redis_url,
                                        std::uint64_t epoch_ns, const gs::Incarnation& inc, double duration_s, int r,
                                        std::string* error) {
   const int slot = inc.slots[static_cast<std::size_t>(r)];
-  const int node = slot / o.G;
+  const int node = slot / o.G;  // the cluster's number
+  const std::vector<int> ids = gs::node_ids(inc, o.G);
+  const int job_node = static_cast<int>(std::find(ids.begin(), ids.end(), node) - ids.begin());  // the job's
   const int world = static_cast<int>(inc.slots.size());
   const std::string suffix = inc.index == 0 ? "" : ".r" + std::to_string(inc.index);
   const std::string rdzv = d.work_dir + "/rdzv" + suffix;
@@ -312,7 +318,7 @@ std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const st
   gs::ChildSpec spec;
   spec.name = "rank " + std::to_string(r) + suffix;
   if (o.hook) {
-    spec.argv = {d.bin + "/greyhound-run", "--job", o.job, "--node", std::to_string(node), "--redis", redis_url,
+    spec.argv = {d.bin + "/greyhound-run", "--job", o.job, "--node", std::to_string(job_node), "--redis", redis_url,
                  "--agent-log", d.work_dir + "/agent" + std::to_string(node) + suffix + ".log", "--agent-args", "--idle-exit-s 2"};
     // The node's shm dir, unless --rank-env overrides it (tests of an unusable one).
     if (o.rank_env.find("GREYHOUND_SHM_DIR=") == std::string::npos) {
@@ -563,7 +569,12 @@ int main(int argc, char** argv) {
       rc = 1;
       break;
     }
-    if (!gs::restart_without(inc, o.T, o.P, o.G, o.nodes(), req->exclude_nodes, req->exclude_ranks, o.D, &next, &err)) {
+    // A distributed optimizer (--dp-sync rs-ag) shards the weights over DP: only widths that divide them.
+    const bool sharded = std::find(o.minitrain_extra.begin(), o.minitrain_extra.end(), "rs-ag") != o.minitrain_extra.end();
+    const std::int64_t weights = o.layers * o.hidden * o.hidden;
+    const auto dp_allowed = [&](int dp) { return !sharded || weights % dp == 0; };
+    if (!gs::restart_without(inc, o.T, o.P, o.G, o.nodes(), req->exclude_nodes, req->exclude_ranks, o.D, &next, &err,
+                             dp_allowed)) {
       std::fprintf(stderr, "greyhound-simcluster: cannot restart the job: %s\n", err.c_str());
       rc = 1;
       break;
