@@ -40,6 +40,14 @@ Judged against_peers(const std::vector<T>& times, std::size_t i, double excess, 
   return out;
 }
 
+template <class Verdict>
+void take(Verdict& v, const Judged& j) {
+  v.peers_ms = j.peers_ms;
+  v.ratio = j.ratio;
+  v.judged = j.judged;
+  v.slow = j.slow;
+}
+
 }  // namespace
 
 const char* link_class_name(LinkClass c) { return c == LinkClass::kIntraNode ? "intra-node" : "inter-node"; }
@@ -51,11 +59,7 @@ std::vector<GpuVerdict> judge_gemm(const std::vector<GemmTime>& times, double ex
     v.rank = times[i].rank;
     v.node = times[i].node;
     v.ms = times[i].ms;
-    const Judged j = against_peers(times, i, excess, [](std::size_t) { return true; });
-    v.peers_ms = j.peers_ms;
-    v.ratio = j.ratio;
-    v.judged = j.judged;
-    v.slow = j.slow;
+    take(v, against_peers(times, i, excess, [](std::size_t) { return true; }));
     out.push_back(v);
   }
   return out;
@@ -72,11 +76,7 @@ std::vector<LinkVerdict> judge_links(const std::vector<TransferTime>& times, dou
     v.link_class = class_of(t);
     v.ms = t.ms;
     if (t.ms > 0) v.gb_per_s = t.bytes / (t.ms * 1e-3) * 1e-9;
-    const Judged j = against_peers(times, i, excess, [&](std::size_t k) { return class_of(times[k]) == v.link_class; });
-    v.peers_ms = j.peers_ms;
-    v.ratio = j.ratio;
-    v.judged = j.judged;
-    v.slow = j.slow;
+    take(v, against_peers(times, i, excess, [&](std::size_t k) { return class_of(times[k]) == v.link_class; }));
     out.push_back(v);
   }
   return out;

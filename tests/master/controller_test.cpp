@@ -662,14 +662,27 @@ struct S4Job {
     l.capabilities = {"S4"};
     return l;
   }
+  // Steps the slow job until the S4 plan comes (nullopt if it never does).
+  std::optional<Plan> until_s4() {
+    std::optional<Plan> plan;
+    for (int i = 0; i < 20 && !plan; ++i) plan = f.step(JobInputs{}, 1000).plan;
+    return plan;
+  }
+  // The job back with one replica (ranks 0 and 1) and all 16 micro-batches on it.
+  static JobInputs back_with_one_replica() {
+    JobInputs back = registry();
+    back.layout = layout({16}, {16});
+    back.layout->dp = 1;
+    back.layout->world = 2;
+    return back;
+  }
 };
 
 TEST(Controller, S4RestartEndsTheOldJobsFailSlowsAndStartsAgainOnItsNewLayout) {
   S4Job job(1000);
   TwoFaults& f = job.f;
   Driven& d = f.d;
-  std::optional<Plan> plan;
-  for (int i = 0; i < 20 && !plan; ++i) plan = f.step(JobInputs{}, 1000).plan;
+  const std::optional<Plan> plan = job.until_s4();
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->strategy, Strategy::kS4);
   EXPECT_EQ(plan->exclude_ranks, (std::vector<int>{3}));
@@ -695,11 +708,7 @@ TEST(Controller, S4RestartEndsTheOldJobsFailSlowsAndStartsAgainOnItsNewLayout) {
     EXPECT_TRUE(d.c.needs(at(f.t, f.t)).layout);
   }
   // Back with one replica (ranks 0 and 1) and all 16 micro-batches on it.
-  JobInputs back = registry();
-  back.layout = layout({16}, {16});
-  back.layout->dp = 1;
-  back.layout->world = 2;
-  Intents it = f.step(back, 760);
+  Intents it = f.step(S4Job::back_with_one_replica(), 760);
   ASSERT_EQ(types(it.events), std::vector<std::string>{"job_restart"});
   std::string err;
   const auto r = parse_job_restart(it.events[0].detail, &err);
@@ -728,8 +737,7 @@ TEST(Controller, AJobBackInAnotherShapeRestartedEvenWithoutItsS4PlanApplied) {
   S4Job job(1000);
   TwoFaults& f = job.f;
   Driven& d = f.d;
-  std::optional<Plan> plan;
-  for (int i = 0; i < 20 && !plan; ++i) plan = f.step(JobInputs{}, 1000).plan;
+  const std::optional<Plan> plan = job.until_s4();
   ASSERT_TRUE(plan);
   d.c.plan_published(*plan, at(f.t, f.t));
   f.t += 100;  // past the acknowledgement deadline, no acknowledgement
@@ -739,11 +747,7 @@ TEST(Controller, AJobBackInAnotherShapeRestartedEvenWithoutItsS4PlanApplied) {
   ASSERT_EQ(types(it.events), std::vector<std::string>{"plan_timeout"});
   EXPECT_TRUE(d.c.needs(at(f.t, f.t)).layout);  // watching for the restarted job's layout
   EXPECT_EQ(d.c.fail_slows().size(), 1u);
-  JobInputs back;
-  back.layout = layout({16}, {16});
-  back.layout->dp = 1;
-  back.layout->world = 2;
-  it = f.step(back, 760);
+  it = f.step(S4Job::back_with_one_replica(), 760);
   const auto ty = types(it.events);
   EXPECT_NE(std::find(ty.begin(), ty.end(), "fail_slow_end"), ty.end());
   EXPECT_NE(std::find(ty.begin(), ty.end(), "job_restart"), ty.end());
