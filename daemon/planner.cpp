@@ -1,5 +1,7 @@
 #include "daemon/planner.h"
 
+#include "store/placement_roles.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -46,18 +48,7 @@ Planner::Planner(const PlannerConfig& c, const JobLayout& l) : config_(c), layou
   original_.microbatches = l.initial_microbatches.size() == l.microbatches.size() ? l.initial_microbatches : l.microbatches;
   original_.placement = mitigate::megatron_placement(l.dp, l.pp);
   current_.microbatches = l.microbatches;
-  current_.placement = original_.placement;
-  // The placement the layout names in force (a job that applied an S3 plan): each slot's role is its first
-  // rank's.
-  if (!l.placement.empty() && l.tp > 0) {
-    mitigate::Placement placed(original_.placement.size());
-    for (const PlacementEntry& e : l.placement) {
-      if (e.rank >= 0 && e.rank % l.tp == 0 && static_cast<std::size_t>(e.rank / l.tp) < placed.size()) {
-        placed[static_cast<std::size_t>(e.rank / l.tp)] = {e.dp, e.pp};
-      }
-    }
-    if (!mitigate::placement_error(placed, l.dp, l.pp)) current_.placement = placed;
-  }
+  current_.placement = store::placement_in_force(l);  // a job that applied an S3 plan names it
 }
 
 bool Planner::available(Strategy s, Cause cause) const {
@@ -75,11 +66,7 @@ bool Planner::available(Strategy s, Cause cause) const {
 }
 
 nlohmann::json Planner::placement_json(const mitigate::Placement& placement) const {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& r : mitigate::rank_roles(placement, layout_.tp, layout_.dp, layout_.gpus_per_node)) {
-    out.push_back({{"rank", r.rank}, {"tp", r.tp}, {"dp", r.dp}, {"pp", r.pp}});
-  }
-  return out;
+  return store::placement_json(placement, layout_.tp, layout_.dp, layout_.gpus_per_node);
 }
 
 std::optional<Plan> Planner::s2(const Localisation& loc, double iteration_s, const std::string& why) const {
@@ -241,17 +228,8 @@ std::optional<Plan> Planner::back_to(const JobConfig& to, bool microbatches, boo
 
 void Planner::applied(const Plan& plan) {
   if (!plan.microbatches.empty()) current_.microbatches = plan.microbatches;
-  if (plan.placement.is_array() && layout_.gpus_per_node > 0) {
-    // Back from per-rank roles to the role of each slot (TP group): its first rank's.
-    mitigate::Placement placed(current_.placement.size());
-    const int T = layout_.tp;
-    for (const auto& r : plan.placement) {
-      const int rank = r.value("rank", -1);
-      if (rank >= 0 && rank % T == 0 && static_cast<std::size_t>(rank / T) < placed.size()) {
-        placed[static_cast<std::size_t>(rank / T)] = {r.value("dp", 0), r.value("pp", 0)};
-      }
-    }
-    if (!mitigate::placement_error(placed, layout_.dp, layout_.pp)) current_.placement = placed;
+  if (layout_.gpus_per_node > 0) {
+    if (auto p = store::placement_of_plan(plan.placement, layout_.tp, layout_.dp, layout_.pp)) current_.placement = *p;
   }
   if (!plan.microbatches.empty()) layout_.microbatches = plan.microbatches;
 }

@@ -6,6 +6,7 @@
 
 #include "sim/fault_schedule.h"
 #include "sim/simcluster/oracle.h"
+#include "store/placement_roles.h"
 #include "sim/simcluster/time_scale.h"
 
 namespace greyhound::sim {
@@ -110,7 +111,7 @@ TEST(Oracle, ACongestedLinkGetsAPlacementThatUsesItForNothingAndBackAfterIt) {
   l.pp = 2;
   l.world = 8;
   for (const auto& r : p->placement) l.placement.push_back({r["rank"], r["tp"], r["dp"], r["pp"]});
-  const mitigate::Placement moved = placement_in_force(l);
+  const mitigate::Placement moved = store::placement_in_force(l);
   EXPECT_NE(moved, megatron);
   EXPECT_FALSE(oracle_link_plan(job, link, 2.0, {8, 8}, moved).has_value());
   auto back = oracle_link_plan(job, link, 10.0, {8, 8}, moved);

@@ -7,6 +7,7 @@
 #include "greyhound/mitigate/cost_model.h"
 #include "greyhound/mitigate/microbatch_solver.h"
 #include "greyhound/mitigate/topology_planner.h"
+#include "store/placement_roles.h"
 
 namespace greyhound::sim {
 namespace {
@@ -125,18 +126,6 @@ Result<std::optional<Plan>> oracle_plan(const OracleJob& job, const FaultSchedul
   return std::optional<Plan>{std::move(p)};
 }
 
-mitigate::Placement placement_in_force(const JobLayout& l) {
-  const mitigate::Placement megatron = mitigate::megatron_placement(l.dp, l.pp);
-  if (l.placement.empty() || l.tp <= 0) return megatron;
-  mitigate::Placement placed(megatron.size());
-  for (const PlacementEntry& e : l.placement) {
-    if (e.rank >= 0 && e.rank % l.tp == 0 && static_cast<std::size_t>(e.rank / l.tp) < placed.size()) {
-      placed[static_cast<std::size_t>(e.rank / l.tp)] = {e.dp, e.pp};
-    }
-  }
-  return mitigate::placement_error(placed, l.dp, l.pp) ? megatron : placed;
-}
-
 std::optional<Plan> oracle_link_plan(const OracleJob& job, const FaultSchedule& faults, double t_s,
                                      const std::vector<int>& in_force_microbatches,
                                      const mitigate::Placement& in_force_placement) {
@@ -146,13 +135,7 @@ std::optional<Plan> oracle_link_plan(const OracleJob& job, const FaultSchedule& 
       in_force_microbatches.size() != static_cast<std::size_t>(D) || mitigate::placement_error(in_force_placement, D, P)) {
     return std::nullopt;
   }
-  const auto roles_json = [&](const mitigate::Placement& placement) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : mitigate::rank_roles(placement, T, D, G)) {
-      out.push_back({{"rank", r.rank}, {"tp", r.tp}, {"dp", r.dp}, {"pp", r.pp}});
-    }
-    return out;
-  };
+  const auto roles_json = [&](const mitigate::Placement& placement) { return store::placement_json(placement, T, D, G); };
   constexpr double kInterBps = 1e9, kIntraBps = 1e10;
   mitigate::ClusterState cluster;
   cluster.nodes = world / G;

@@ -31,9 +31,7 @@ struct OracleJob {
   int gpus_per_node = 0;                   // 0: unknown (no S3)
 };
 
-// The placement a layout names in force (each slot's role is its first rank's), Megatron's when it names
-// none or one that is not a placement.
-mitigate::Placement placement_in_force(const JobLayout& layout);
+
 
 // Per DP replica (dp order), its time per micro-batch at job time t_s relative to a healthy replica.
 std::vector<double> replica_slowdowns(const ParallelShape& shape, const FaultSchedule& faults, double t_s);

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "store/placement_roles.h"
+
 namespace greyhound::sim {
 namespace {
 
@@ -107,7 +109,7 @@ void OracleDriver::on_tick(double t_s) {
     return;
   }
   std::optional<Plan> p = *plan;
-  if (!p) p = oracle_link_plan(job, opt_.faults, t_s, l.microbatches, placement_in_force(l));
+  if (!p) p = oracle_link_plan(job, opt_.faults, t_s, l.microbatches, store::placement_in_force(l));
   if (!p) return;
   p->epoch = epoch_ + 1;
   p->t_unix_ms = unix_ms();

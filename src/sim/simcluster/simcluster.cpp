@@ -116,6 +116,7 @@ struct Options {
   double duration_s = 0;
   std::vector<std::string> minitrain_extra;
   std::int64_t hidden = 64, layers = 2;  // minitrain's model (its defaults), for the DP widths it accepts
+  bool sharded = false;                  // --dp-sync rs-ag: the distributed optimizer shards the weights over DP
   int world() const { return greyhound::ParallelShape{T, D, P}.world(); }
   int nodes() const { return (world() + G - 1) / G; }
 };
@@ -224,6 +225,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   }
   o.hidden = a.integer_in("hidden", 64, 1, 1 << 14);
   o.layers = a.integer_in("layers", 2, 1, 1024);
+  o.sharded = a.str("dp-sync", "allreduce") == "rs-ag";
   for (const char* k : {"hidden", "rows", "layers", "dp-sync", "group-init"}) {
     if (a.has(k)) {
       o.minitrain_extra.push_back(std::string("--") + k);
@@ -570,10 +572,9 @@ int main(int argc, char** argv) {
       rc = 1;
       break;
     }
-    // A distributed optimizer (--dp-sync rs-ag) shards the weights over DP: only widths that divide them.
-    const bool sharded = std::find(o.minitrain_extra.begin(), o.minitrain_extra.end(), "rs-ag") != o.minitrain_extra.end();
+    // A distributed optimizer shards the weights over DP: only widths that divide them.
     const std::int64_t weights = o.layers * o.hidden * o.hidden;
-    const auto dp_allowed = [&](int dp) { return !sharded || weights % dp == 0; };
+    const auto dp_allowed = [&](int dp) { return !o.sharded || weights % dp == 0; };
     if (!gs::restart_without(inc, o.T, o.P, o.G, o.nodes(), req->exclude_nodes, req->exclude_ranks, o.D, &next, &err,
                              dp_allowed)) {
       std::fprintf(stderr, "greyhound-simcluster: cannot restart the job: %s\n", err.c_str());
