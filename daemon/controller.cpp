@@ -4,7 +4,45 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace greyhound::master {
+
+namespace {
+
+// The median of iteration times (0 for none), by the one robust median of src/analysis.
+double median_of(const std::vector<double>& v) {
+  std::vector<double> scratch;
+  return v.empty() ? 0.0 : analysis::median(v, scratch);
+}
+
+std::string ids(const std::set<std::int64_t>& s) {
+  std::string out;
+  for (std::int64_t id : s) {
+    if (id <= 0) continue;
+    out += (out.empty() ? "" : ",") + std::to_string(id);
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+const char* validate_mode_name(ValidateMode m) {
+  switch (m) {
+    case ValidateMode::kNever: return "never";
+    case ValidateMode::kAuto: return "auto";
+    case ValidateMode::kAlways: return "always";
+  }
+  return "never";
+}
+
+std::optional<ValidateMode> parse_validate_mode(std::string_view s) {
+  if (s == "never") return ValidateMode::kNever;
+  if (s == "auto") return ValidateMode::kAuto;
+  if (s == "always") return ValidateMode::kAlways;
+  return std::nullopt;
+}
 
 std::vector<GroupMembers> comparable_groups(const std::vector<GroupRecord>& records) {
   std::vector<GroupMembers> out;
@@ -125,6 +163,14 @@ void Controller::react(const Event& e, const Now& now) {
       if (auto v = profile_view(e); v && profiling_->expected.count(e.rank) != 0) profiling_->got[e.rank] = *v;
     }
   }
+  if (e.type == event_type::kPause && validating_) {
+    std::string err;
+    if (auto r = parse_pause_report(e.detail, &err)) {
+      validating_->report(e.rank, e.node, *r, now.mono_s);
+    } else {
+      warn_once("pause-report", "a malformed pause report: " + err);
+    }
+  }
   if (!from_master) return;
   if (e.type == event_type::kIncidentOpen || e.type == event_type::kIncidentUpdate) {
     if (profiling_ && profiling_->baseline) profiling_.reset();  // not healthy any more: no reference
@@ -210,7 +256,9 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
   Intents out;
   if (!tracker_) return out;
   if (in.pace && in.pace->iter_ms > 0) last_iteration_s_ = in.pace->iter_ms * 1e-3;
-  if (want_profile_) {
+  if (in.pace) last_pace_ = in.pace;
+  if (validating_) step_validation(now, out);
+  if (want_profile_ && !validating_) {
     want_profile_ = false;
     start_profiling(want_profile_why_, false, in, now, out);
   }
@@ -266,7 +314,8 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
 
 void Controller::start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now,
                                  Intents& out) {
-  if (profiling_ || in.agents.empty() || out.profile || restarting_) return;
+  if (profiling_ || in.agents.empty() || out.profile || restarting_ || validating_) return;
+  last_agents_ = in.agents;
   Profiling p;
   p.baseline = baseline;
   p.id = (baseline ? "baseline-" : "profile-") + std::to_string(tracker_->state().incidents_total) + "-" +
@@ -332,7 +381,19 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   if (!(loc.step_ms > 0)) {
     spdlog::info("profile {} measured no iteration: fail-slows left as they were", p.id);
   } else if (last_change_s_ < last_profile_s_) {
-    track_fail_slows(loc, now, out);
+    last_groups_ = in.groups;
+    last_ranks_.assign(p.expected.begin(), p.expected.end());
+    const std::vector<FailSlow> opened = track_fail_slows(loc, now, out);
+    std::set<std::int64_t> fresh, ambiguous;
+    for (const FailSlow& f : opened) {
+      fresh.insert(f.id);
+      if (f.cause == Cause::kUnknown) ambiguous.insert(f.id);
+    }
+    if (cfg_.validate == ValidateMode::kAlways && !fresh.empty()) {
+      start_validation(loc, fresh, "new fail-slow(s) " + ids(fresh), now, out);
+    } else if (cfg_.validate == ValidateMode::kAuto && !ambiguous.empty()) {
+      start_validation(loc, ambiguous, "ambiguous profile (no cause) for fail-slow(s) " + ids(ambiguous), now, out);
+    }
   } else {
     spdlog::info("profile {} straddles a change of configuration: fail-slows left as they were", p.id);
   }
@@ -343,7 +404,7 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   maybe_close_incident(now, out);
 }
 
-void Controller::track_fail_slows(const Localisation& loc, const Now& now, Intents& out) {
+std::vector<FailSlow> Controller::track_fail_slows(const Localisation& loc, const Now& now, Intents& out) {
   MasterState& st = tracker_->mutable_state();
   const auto& incident = tracker_->open_incident();
   const bool may_open = incident.has_value() || !st.fail_slows.empty();
@@ -379,6 +440,7 @@ void Controller::track_fail_slows(const Localisation& loc, const Now& now, Inten
   }
   settled_ = true;
   out.persist_state = true;
+  return ch.opened;
 }
 
 // The job's healthy iteration: the lesser of the baseline's (a window that overlapped an onset is slower)
@@ -452,25 +514,6 @@ std::set<std::int64_t> Controller::wanting(Strategy s) const {
   }
   return out;
 }
-
-namespace {
-
-// The median of iteration times (0 for none), by the one robust median of src/analysis.
-double median_of(const std::vector<double>& v) {
-  std::vector<double> scratch;
-  return v.empty() ? 0.0 : analysis::median(v, scratch);
-}
-
-std::string ids(const std::set<std::int64_t>& s) {
-  std::string out;
-  for (std::int64_t id : s) {
-    if (id <= 0) continue;
-    out += (out.empty() ? "" : ",") + std::to_string(id);
-  }
-  return out.empty() ? "none" : out;
-}
-
-}  // namespace
 
 // Once per iteration of the job: every fail-slow's ski rental, and the remedy being checked.
 void Controller::observe_iterations(const JobInputs& in, const Now& now, Intents& out) {
@@ -575,7 +618,7 @@ void Controller::judge(const Now& now, Intents& out) {
 
 // The remedies in force follow the fail-slows that want them.
 void Controller::reconcile(const Now& now, Intents& out) {
-  if (!cfg_.mitigate || !planner_ || !settled_ || pending_ || out.plan || check_) return;
+  if (!cfg_.mitigate || !planner_ || !settled_ || pending_ || out.plan || check_ || validating_) return;
   // The open incident, else the last one (whose remedy a revert undoes).
   const std::int64_t incident = tracker_->open_incident() ? tracker_->open_incident()->id
                                                           : (tracker_->state().incidents_total > 0 ? tracker_->state().incidents_total : -1);
@@ -589,6 +632,17 @@ void Controller::reconcile(const Now& now, Intents& out) {
         return;
       }
       placement_for_.clear();
+    } else if (last_loc_ && validate_first(want3, "S3", now, out)) {
+      return;
+    } else if (last_loc_ && std::any_of(want3.begin(), want3.end(), [&](std::int64_t id) { return not_confirmed_.count(id) != 0; })) {
+      for (std::int64_t id : want3) {
+        if (not_confirmed_.count(id) == 0) continue;
+        spdlog::info("fail-slow {}: S3 declined: its validation found no slow GPU or link", id);
+        if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
+          it->second.ski->decline(mitigate::Strategy::kS3Topology);
+        }
+      }
+      out.persist_state = true;
     } else if (last_loc_) {
       double onset = now.job_s;
       for (const FailSlow& f : tracker_->state().fail_slows) {
@@ -620,6 +674,13 @@ void Controller::reconcile(const Now& now, Intents& out) {
         median_of(std::vector<double>(recent_s_.end() - std::min<std::ptrdiff_t>(5, recent_s_.size()), recent_s_.end()));
     auto p = planner_->s4(f, healthy_s(), "S4 for fail-slow " + std::to_string(f.id));
     if (p && (!(p->predicted_iteration_s > 0) || !(now_s > 0))) continue;
+    if (p && last_loc_ && validate_first({f.id}, "S4", now, out)) return;
+    if (not_confirmed_.count(f.id)) {
+      spdlog::info("fail-slow {}: S4 declined: its validation found no slow GPU or link", f.id);
+      s4_sent_.insert(f.id);
+      it->second.ski->decline(mitigate::Strategy::kS4Restart);
+      continue;
+    }
     s4_sent_.insert(f.id);
     if (p && p->predicted_iteration_s <= now_s * (1.0 - cfg_.pay_margin)) {
       propose_plan(std::move(*p), {f.id}, false, out);
@@ -864,6 +925,96 @@ void Controller::job_restarted(const JobLayout& layout, const Now& now, Intents&
   restarting_.reset();
   layout_ = layout;
   healthy_since_s_ = now.mono_s;
+}
+
+}  // namespace greyhound::master
+
+namespace greyhound::master {
+
+bool Controller::start_validation(const Localisation& loc, std::set<std::int64_t> fail_slows, const std::string& why,
+                                  const Now& now, Intents& out) {
+  if (validating_ || restarting_ || last_agents_.empty() || last_ranks_.empty()) return false;
+  const auto give_up = [&](const std::string& reason) {
+    for (std::int64_t id : fail_slows) validated_.insert(id);
+    warn_once("validate:" + reason, "no validation pause: " + reason);
+    ValidatedReport v;
+    v.id = "validate-" + std::to_string(validations_ + 1) + "." + run_tag_;
+    v.aborted = true;
+    v.reason = reason;
+    v.localised_t_s = now.job_s;
+    Event e = master_event(event_type::kValidated, now);
+    e.incident = tracker_->open_incident() ? tracker_->open_incident()->id : -1;
+    e.detail = to_json(v);
+    out.events.push_back(std::move(e));
+    out.persist_state = true;
+    return false;
+  };
+  if (!last_pace_ || last_pace_->mark < 0) return give_up("the job marks no iterations (greyhound_job_mark_iteration_v1)");
+  const ValidationPlan plan = plan_validation(loc, last_groups_, {}, cfg_.validator);
+  // The cut: far enough ahead that every rank is still before it when its agent arms it.
+  const double iter_s = last_iteration_s_ > 0 ? last_iteration_s_ : 1.0;
+  const double stale_s = std::max(0.0, now.job_s - last_pace_->t_s);
+  const std::int64_t ahead = cfg_.pause.lead_iterations + static_cast<std::int64_t>(std::ceil(stale_s / iter_s));
+  const std::int64_t at = last_pace_->mark + ahead;
+  const PauseSpec spec = pause_spec(plan, last_groups_, last_ranks_, at, cfg_.pause);
+  const double arm_timeout_s =
+      cfg_.pause.arm_timeout_s > 0 ? cfg_.pause.arm_timeout_s : (static_cast<double>(ahead) + 3.0) * iter_s + 5.0;
+  const std::string id = "validate-" + std::to_string(++validations_) + "." + run_tag_;
+  validating_.emplace(id, plan, spec, last_groups_, loc, now.job_s, now.mono_s, arm_timeout_s);
+  validating_for_ = std::move(fail_slows);
+  ProfileRequest req;
+  req.command.cmd = "pause";
+  req.command.id = id;
+  req.command.pause = spec;
+  req.nodes = last_agents_;
+  out.commands.push_back(std::move(req));
+  spdlog::info("{}: validation pause {} at iteration {} ({} ranks; {})", why, id, at, spec.ranks.size(), plan.why);
+  return true;
+}
+
+void Controller::step_validation(const Now& now, Intents& out) {
+  const ValidationRun::Step s = validating_->step(now.mono_s);
+  if (s.command) {
+    ProfileRequest req;
+    req.command.cmd = *s.command;
+    req.command.id = validating_->id();
+    req.nodes = last_agents_;
+    out.commands.push_back(std::move(req));
+  }
+  if (!s.finished) return;
+  const ValidatedReport v = validating_->outcome();
+  validating_.reset();
+  for (std::int64_t id : validating_for_) {
+    validated_.insert(id);
+    if (!v.aborted && v.cause == "none") not_confirmed_.insert(id);
+  }
+  validating_for_.clear();
+  Event e = master_event(event_type::kValidated, now);
+  e.rank = v.cause == "gpu" || v.cause == "host" ? v.rank : -1;
+  e.node = v.cause == "gpu" || v.cause == "host" ? v.node : -1;
+  e.ratio = v.ratio;
+  e.incident = tracker_->open_incident() ? tracker_->open_incident()->id : -1;
+  e.detail = to_json(v);
+  out.events.push_back(std::move(e));
+  out.persist_state = true;
+  if (v.aborted) {
+    spdlog::warn("validation {} aborted: {} (paused {:.2f} s)", v.id, v.reason, v.pause_s);
+  } else {
+    spdlog::info("validation {}: {} ({}); paused {:.2f} s, tests {:.2f} s", v.id, v.cause, v.reason, v.pause_s, v.tests_s);
+  }
+  // The pause is no iteration of the job: the next profile starts after it.
+  last_profile_end_s_ = now.mono_s;
+}
+
+bool Controller::validate_first(const std::set<std::int64_t>& ids_in, const char* remedy, const Now& now,
+                                Intents& out) {
+  if (cfg_.validate != ValidateMode::kAuto || !last_loc_) return false;
+  std::set<std::int64_t> todo;
+  for (std::int64_t id : ids_in) {
+    if (id > 0 && validated_.count(id) == 0) todo.insert(id);
+  }
+  if (todo.empty()) return false;
+  return start_validation(*last_loc_, todo, std::string("before ") + remedy + " for fail-slow(s) " + ids(todo), now, out);
 }
 
 }  // namespace greyhound::master

@@ -45,18 +45,31 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/fail_slows.h"
 #include "daemon/incident_tracker.h"
 #include "daemon/localiser.h"
 #include "daemon/planner.h"
+#include "daemon/validator.h"
 #include "store/messages.h"
 
 namespace greyhound::master {
 
+// When the master validates a localisation with a pause (docs/validation.md).
+//  never: not at all; always: every localisation that opens a fail-slow;
+//  auto: a localisation that opens a fail-slow of unknown cause (ambiguous), and before the first remedy
+//        above S2 (S3, S4) of a fail-slow not validated yet.
+enum class ValidateMode { kNever, kAuto, kAlways };
+const char* validate_mode_name(ValidateMode m);
+std::optional<ValidateMode> parse_validate_mode(std::string_view s);
+
 struct ControllerConfig {
   bool mitigate = false;                       // drive the planner and publish plans
+  ValidateMode validate = ValidateMode::kNever;
+  PauseSettings pause;                         // how a validation pause tests
+  ValidatorConfig validator;
   double profile_s = kDefaultProfileWindowS;   // a profiling window, until the job's iteration time is known
   int profile_iterations = 3;                  // ... then this many iterations (within 1..30 s)
   double profile_grace_s = 4.0;                // wait this much after the window for the ranks' reports
@@ -111,8 +124,11 @@ struct Intents {
   std::vector<Incident> incidents;   // changed incidents, same transaction
   bool persist_state = false;        // the state changed (phase): commit it even without events
   std::optional<ProfileRequest> profile;
+  std::vector<ProfileRequest> commands;  // other commands to every agent (a validation pause's), in order
   std::optional<Plan> plan;          // to publish (epoch assigned); then plan_published() or plan_failed()
-  bool empty() const { return events.empty() && incidents.empty() && !persist_state && !profile && !plan; }
+  bool empty() const {
+    return events.empty() && incidents.empty() && !persist_state && !profile && !plan && commands.empty();
+  }
 };
 
 class Controller {
@@ -156,6 +172,7 @@ class Controller {
   bool planning() const { return planner_.has_value(); }
   bool checking() const { return check_.has_value(); }
   bool restarting() const { return restarting_.has_value(); }
+  bool validating() const { return validating_.has_value(); }
   std::optional<std::int64_t> plan_in_flight() const {
     return pending_ ? std::optional<std::int64_t>(pending_->plan.epoch) : std::nullopt;
   }
@@ -201,7 +218,14 @@ class Controller {
   void react(const Event& e, const Now& now);
   void start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now, Intents& out);
   void finish_profiling(const JobInputs& in, const Now& now, Intents& out);
-  void track_fail_slows(const Localisation& loc, const Now& now, Intents& out);
+  // Returns the fail-slows it opened.
+  std::vector<FailSlow> track_fail_slows(const Localisation& loc, const Now& now, Intents& out);
+  // A validation pause of `loc` for `fail_slows` (false: it cannot start now, e.g. the job marks no iterations).
+  bool start_validation(const Localisation& loc, std::set<std::int64_t> fail_slows, const std::string& why,
+                        const Now& now, Intents& out);
+  void step_validation(const Now& now, Intents& out);
+  // auto: the fail-slows of `ids` not validated yet are validated first (true: wait for it).
+  bool validate_first(const std::set<std::int64_t>& ids, const char* remedy, const Now& now, Intents& out);
   void open_account(const FailSlow& f);
   void sync_accounts();
   void check_acks(const JobInputs& in, const Now& now, Intents& out);
@@ -253,6 +277,17 @@ class Controller {
   double measured_s3_s_ = 0;             // the latest placement switch the job acknowledged (apply_s); 0: none
   std::set<std::int64_t> trusted_;  // fail-slows whose remedy an undo check showed paying: not checked again
   bool mitigated_ = false;     // a remedy was applied during the open incident
+
+  // Validation (docs/validation.md).
+  std::optional<ValidationRun> validating_;
+  std::set<std::int64_t> validating_for_;      // the fail-slows the pause in progress validates
+  std::set<std::int64_t> validated_;           // fail-slows validated (whatever the verdict) or given up on
+  std::set<std::int64_t> not_confirmed_;       // ... whose validation found nothing slow: no S3/S4 for them
+  int validations_ = 0;
+  std::vector<GroupMembers> last_groups_;      // the groups of the latest localisation
+  std::vector<int> last_ranks_;                // the ranks it expected
+  std::vector<int> last_agents_;               // the agents of the job when it was requested
+  std::optional<IterationUpdate> last_pace_;   // the latest iteration of the pacing rank (with the job's mark)
 
   std::optional<Planner> planner_;
   std::optional<JobLayout> layout_;

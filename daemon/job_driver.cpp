@@ -164,6 +164,14 @@ JobInputs JobDriver::read_inputs(const Needs& needs, std::optional<IterationUpda
 }
 
 void JobDriver::carry_out(Intents it, const Now& t) {
+  for (const ProfileRequest& req : it.commands) {
+    for (int node : req.nodes) {
+      if (const Status s = store_.send_command(node, req.command); !s) {
+        warn_once("command", "cannot send a " + req.command.cmd + " command to node " + std::to_string(node) + ": " +
+                                 s.error());
+      }
+    }
+  }
   if (it.profile) {
     for (int node : it.profile->nodes) {
       if (const Status s = store_.send_command(node, it.profile->command); !s) {

@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -25,14 +26,22 @@ int main(int argc, char** argv) {
     const greyhound::Args a(std::vector<std::string>(argv + 1, argv + argc),
                             {"job", "jobs", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
                              "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
-                             "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin"},
+                             "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin",
+                             "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s"},
                             {"help", "mitigate"});
     if (a.flag("help")) {
       std::printf("usage: greyhound-master [--job J | --jobs PATTERN] [--redis URL] [--event-log FILE] [--poll-ms MS]\n"
                   "         [--mitigate] [--profile-s S] [--ack-timeout-s S] [--s3-pause-s S] [--s4-restart-s S]\n"
                   "         [--baseline-after-s S] [--baseline-every-s S] [--retire-after-s S]\n"
                   "         [--profile-iterations N] [--reprofile-iterations N] [--check-iterations N] [--pay-margin F]\n"
+                  "         [--validate never|auto|always] [--validate-gemm-n N] [--validate-bytes B,B,..]\n"
+                  "         [--validate-repeats N] [--pause-deadline-s S]\n"
                   "--jobs serves every registered job matching PATTERN (fnmatch, e.g. '*'); --job one job\n"
+                  "--validate: confirm localisations with a pause (docs/validation.md; default never): always after\n"
+                  "each new fail-slow, auto when the profile names no cause and before S3/S4\n"
+                  "--validate-gemm-n: n of the n x n x n GEMMs (default 8192); --validate-bytes: P2P sizes (default\n"
+                  "16, 32 and 64 MiB); --validate-repeats: runs of each test (default 3); --pause-deadline-s: every\n"
+                  "rank resumes by itself after this (default 30)\n"
                   "defaults from GREYHOUND_JOB and GREYHOUND_REDIS\n");
       return 0;
     }
@@ -56,6 +65,36 @@ int main(int argc, char** argv) {
         static_cast<int>(a.integer_in("reprofile-iterations", cfg.controller.reprofile_iterations, 0, 1000));
     cfg.controller.check_iterations = static_cast<int>(a.integer_in("check-iterations", cfg.controller.check_iterations, 1, 1000));
     cfg.controller.pay_margin = a.number("pay-margin", cfg.controller.pay_margin);
+    if (a.has("validate")) {
+      const auto m = greyhound::master::parse_validate_mode(a.str("validate"));
+      if (!m) throw greyhound::ArgError("--validate must be never, auto or always");
+      cfg.controller.validate = *m;
+    }
+    auto& pause = cfg.controller.pause;
+    pause.gemm_n = static_cast<int>(a.integer_in("validate-gemm-n", pause.gemm_n, 0, 16384));
+    pause.repeats = static_cast<int>(a.integer_in("validate-repeats", pause.repeats, 1, 9));
+    pause.deadline_s = a.number("pause-deadline-s", pause.deadline_s);
+    if (!(pause.deadline_s >= 1 && pause.deadline_s <= greyhound::kMaxPauseDeadlineS)) {
+      throw greyhound::ArgError("--pause-deadline-s must be in [1, 600]");
+    }
+    if (a.has("validate-bytes")) {
+      pause.sizes.clear();
+      std::vector<std::string> items(1);
+      for (char ch : a.str("validate-bytes")) {
+        if (ch == ',') items.emplace_back(); else items.back() += ch;
+      }
+      for (const std::string& item : items) {
+        char* end = nullptr;
+        const unsigned long long b = std::strtoull(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || b == 0 || b > (1ull << 32)) {
+          throw greyhound::ArgError("--validate-bytes: '" + item + "' is not a byte count from 1 to 4 GiB");
+        }
+        pause.sizes.push_back(b);
+      }
+      if (pause.sizes.empty() || pause.sizes.size() > static_cast<std::size_t>(greyhound::kMaxPauseSizes)) {
+        throw greyhound::ArgError("--validate-bytes takes 1 to 4 sizes");
+      }
+    }
     if (!(cfg.controller.pay_margin >= 0 && cfg.controller.pay_margin < 1)) throw greyhound::ArgError("--pay-margin must be in [0, 1)");
     const auto& c = cfg.controller;
     if (c.profile_s <= 0 || c.ack_timeout_s <= 0) throw greyhound::ArgError("--profile-s and --ack-timeout-s must be > 0");

@@ -117,3 +117,215 @@ Validated judge_validation(const std::vector<validate::GemmTime>& gemm,
 }
 
 }  // namespace greyhound::master
+
+namespace greyhound::master {
+
+PauseSpec pause_spec(const ValidationPlan& plan, const std::vector<GroupMembers>& groups, const std::vector<int>& ranks,
+                     std::int64_t at_iteration, const PauseSettings& settings) {
+  PauseSpec spec;
+  spec.at_iteration = at_iteration;
+  spec.deadline_s = settings.deadline_s;
+  spec.gemm_n = plan.gemm_ranks.empty() ? 0 : settings.gemm_n;
+  spec.repeats = settings.repeats;
+  spec.sizes = settings.sizes;
+  if (spec.sizes.size() > static_cast<std::size_t>(kMaxPauseSizes)) spec.sizes.resize(kMaxPauseSizes);
+  for (int r : ranks) spec.ranks[r];
+  for (int r : plan.gemm_ranks) spec.ranks[r].gemm = true;
+  for (const P2pTest& t : plan.p2p) {
+    const GroupMembers* g = nullptr;
+    for (const GroupMembers& x : groups) {
+      if (x.group == t.group) g = &x;
+    }
+    if (g == nullptr) continue;
+    const auto grank = [&](int r) {
+      return static_cast<int>(std::find(g->members.begin(), g->members.end(), r) - g->members.begin());
+    };
+    for (std::size_t p = 0; p < t.passes.size(); ++p) {
+      for (const validate::Transfer& x : t.passes[p]) {
+        auto& src = spec.ranks[x.src].transfers;
+        auto& dst = spec.ranks[x.dst].transfers;
+        if (src.size() >= static_cast<std::size_t>(kMaxPauseTransfers) ||
+            dst.size() >= static_cast<std::size_t>(kMaxPauseTransfers)) {
+          continue;
+        }
+        src.push_back({t.group, static_cast<int>(p), grank(x.dst), true});
+        dst.push_back({t.group, static_cast<int>(p), grank(x.src), false});
+      }
+    }
+  }
+  return spec;
+}
+
+ValidationRun::ValidationRun(std::string id, ValidationPlan plan, PauseSpec spec, const std::vector<GroupMembers>& groups,
+                             Localisation loc, double localised_t_s, double now_s, double arm_timeout_s)
+    : id_(std::move(id)), plan_(std::move(plan)), spec_(std::move(spec)), loc_(std::move(loc)),
+      localised_t_s_(localised_t_s) {
+  for (const P2pTest& t : plan_.p2p) {
+    for (const GroupMembers& g : groups) {
+      if (g.group == t.group) members_[g.group] = g.members;
+    }
+  }
+  // A rank must be at the cut well before it would resume by itself: the run command has to reach it first.
+  arm_deadline_s_ = now_s + std::min(arm_timeout_s, 0.5 * spec_.deadline_s);
+}
+
+void ValidationRun::report(int rank, int node, const PauseReport& r, double now_s) {
+  if (r.id != id_ || spec_.ranks.count(rank) == 0) return;
+  if (node >= 0) node_of_[rank] = node;
+  if (r.state == "trapped") {
+    trapped_.insert(rank);
+    if (first_trap_s_ < 0) first_trap_s_ = now_s;
+  } else if (r.state == "refused") {
+    if (phase_ == Phase::kArming) abort("rank " + std::to_string(rank) + " cannot reach the cut (" + r.reason + ")", now_s);
+  } else if (r.state == "done") {
+    done_[rank] = r;
+    last_result_s_ = now_s;
+  } else if (r.state == "resumed") {
+    resumed_.insert(rank);
+    longest_pause_ms_ = std::max(longest_pause_ms_, r.paused_ms);
+    // A rank that resumed by itself before the tests were over: the pause is lost.
+    if ((phase_ == Phase::kArming || phase_ == Phase::kRunning) && r.reason == "deadline") {
+      abort("rank " + std::to_string(rank) + " resumed at its deadline", now_s);
+    }
+  }
+}
+
+void ValidationRun::abort(const std::string& why, double now_s) {
+  if (phase_ == Phase::kResuming || phase_ == Phase::kDone) return;
+  abort_reason_ = why;
+  phase_ = Phase::kResuming;
+  pending_command_ = "pause_abort";
+  resume_sent_s_ = now_s;
+  resume_deadline_s_ = now_s + 5.0;
+}
+
+ValidationRun::Step ValidationRun::step(double now_s) {
+  Step s;
+  if (phase_ == Phase::kArming) {
+    if (trapped_.size() == spec_.ranks.size()) {
+      phase_ = Phase::kRunning;
+      run_sent_s_ = now_s;
+      // The tests take what they take; the ranks' own deadline bounds them.
+      run_deadline_s_ = std::max(now_s, first_trap_s_) + spec_.deadline_s * 0.9;
+      pending_command_ = "pause_run";
+    } else if (now_s >= arm_deadline_s_) {
+      abort(std::to_string(spec_.ranks.size() - trapped_.size()) + " of " + std::to_string(spec_.ranks.size()) +
+                " ranks did not reach the cut in time",
+            now_s);
+    }
+  } else if (phase_ == Phase::kRunning) {
+    if (done_.size() == spec_.ranks.size()) {
+      phase_ = Phase::kResuming;
+      pending_command_ = "pause_resume";
+      resume_sent_s_ = now_s;
+      resume_deadline_s_ = now_s + 5.0;
+    } else if (now_s >= run_deadline_s_) {
+      abort(std::to_string(spec_.ranks.size() - done_.size()) + " ranks sent no results in time", now_s);
+    }
+  } else if (phase_ == Phase::kResuming) {
+    bool all = true;
+    for (int r : trapped_) all = all && resumed_.count(r) != 0;
+    if ((all && !pending_command_) || now_s >= resume_deadline_s_) phase_ = Phase::kDone;
+  }
+  if (pending_command_) {
+    s.command = std::move(pending_command_);
+    pending_command_.reset();
+  }
+  s.finished = phase_ == Phase::kDone;
+  return s;
+}
+
+ValidatedReport ValidationRun::outcome() const {
+  ValidatedReport out;
+  out.id = id_;
+  out.at_iteration = spec_.at_iteration;
+  out.ranks = static_cast<int>(spec_.ranks.size());
+  out.localised_t_s = localised_t_s_;
+  out.pause_s = longest_pause_ms_ * 1e-3;
+  if (out.pause_s <= 0 && first_trap_s_ >= 0) out.pause_s = std::max(0.0, resume_sent_s_ - first_trap_s_);
+  out.tests_s = done_.size() == spec_.ranks.size() ? std::max(0.0, last_result_s_ - run_sent_s_) : 0;
+  if (!abort_reason_.empty()) {
+    out.aborted = true;
+    out.reason = abort_reason_;
+    return out;
+  }
+  const auto node = [&](int r) {
+    const auto it = node_of_.find(r);
+    return it != node_of_.end() ? it->second : -1;
+  };
+  std::vector<validate::GemmTime> gemm;
+  std::map<int, double> tflops;
+  for (int r : plan_.gemm_ranks) {
+    const auto it = done_.find(r);
+    if (it == done_.end() || it->second.gemm_ms.empty()) continue;
+    double ms = 0;
+    for (double x : it->second.gemm_ms) ms += x;  // FP32 + FP16
+    if (ms <= 0) continue;
+    gemm.push_back({r, node(r), ms});
+    if (!it->second.gemm_tflops.empty()) tflops[r] = it->second.gemm_tflops[0];
+  }
+  double bytes = 0;
+  for (std::uint64_t b : spec_.sizes) bytes += static_cast<double>(b);
+  std::vector<validate::TransferTime> transfers;
+  const auto end_ms = [&](int rank, const PauseTransferSpec& want) -> double {
+    const auto it = done_.find(rank);
+    if (it == done_.end()) return 0;
+    for (const auto& t : it->second.transfers) {
+      if (t.spec == want) {
+        double ms = 0;
+        for (double x : t.ms) ms += x;
+        return ms;
+      }
+    }
+    return 0;
+  };
+  for (const P2pTest& t : plan_.p2p) {
+    const auto m = members_.find(t.group);
+    if (m == members_.end()) continue;
+    const auto grank = [&](int r) {
+      return static_cast<int>(std::find(m->second.begin(), m->second.end(), r) - m->second.begin());
+    };
+    for (std::size_t p = 0; p < t.passes.size(); ++p) {
+      for (const validate::Transfer& x : t.passes[p]) {
+        const double a = end_ms(x.src, {t.group, static_cast<int>(p), grank(x.dst), true});
+        const double b = end_ms(x.dst, {t.group, static_cast<int>(p), grank(x.src), false});
+        // The end that arrived last saw only the transfer; the other also waited for it.
+        const double ms = a > 0 && b > 0 ? std::min(a, b) : std::max(a, b);
+        if (ms > 0) transfers.push_back({x, node(x.src), node(x.dst), bytes, ms});
+      }
+    }
+  }
+  const Validated v = judge_validation(gemm, transfers);
+  out.cause = validated_cause_name(v.cause);
+  out.rank = v.rank;
+  out.node = v.node;
+  out.node_a = v.node_a;
+  out.node_b = v.node_b;
+  out.ratio = v.ratio;
+  out.gb_per_s = v.gb_per_s;
+  out.peers_gb_per_s = v.peers_gb_per_s;
+  out.reason = v.reason;
+  for (const auto& g : v.gpus) {
+    out.gpus.push_back({g.rank, g.node, g.ms, g.peers_ms, g.ratio, tflops.count(g.rank) ? tflops[g.rank] : 0, g.slow});
+  }
+  for (const auto& l : v.links) {
+    out.links.push_back({l.transfer.src, l.transfer.dst, l.src_node, l.dst_node, validate::link_class_name(l.link_class),
+                         l.ms, l.peers_ms, l.ratio, l.gb_per_s, l.slow});
+  }
+  // The profile named the host (its time outside NCCL), and the GEMM clears its GPU: the host it is.
+  if (v.cause == ValidatedCause::kNone && loc_.cause == Cause::kHost && loc_.culprit >= 0) {
+    for (const auto& g : v.gpus) {
+      if (g.rank == loc_.culprit && g.judged && !g.slow) {
+        out.cause = "host";
+        out.rank = g.rank;
+        out.node = g.node;
+        out.ratio = g.ratio;
+        out.reason = "the profile names rank " + std::to_string(g.rank) + "'s host and its GEMM is as fast as its peers' (" +
+                     std::to_string(g.ratio).substr(0, 4) + "x)";
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace greyhound::master

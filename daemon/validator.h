@@ -1,6 +1,6 @@
 // The master's Validator, pure (the paper's "Validation"; docs/validation.md): what to test after a
-// localisation, and what the measurements say. The pause that runs the tests (the hook's pause gate and
-// benchmark executor) and the dispatch are not built yet; this is the part that decides.
+// localisation, the pause that tests it (ValidationRun: arm, run, resume, abort), and what the measurements
+// say. The controller owns one ValidationRun at a time and carries its commands out.
 //
 // What to test, the smallest set that decides:
 //  - GEMM: for a computation or host culprit (or none named), the culprit and up to `gemm_peers` of its
@@ -17,10 +17,12 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "daemon/localiser.h"
+#include "store/messages.h"
 #include "greyhound/validate/interpret.h"
 #include "greyhound/validate/pass_plan.h"
 
@@ -66,5 +68,65 @@ struct Validated {
 // What the tests of `plan` measured say (GEMM times of its gemm_ranks; each transfer of its passes).
 Validated judge_validation(const std::vector<validate::GemmTime>& gemm,
                            const std::vector<validate::TransferTime>& transfers);
+
+// How a pause tests (the master's --validate-* flags). Real hardware: 8192^3 GEMMs, 16/32/64 MiB transfers.
+struct PauseSettings {
+  int gemm_n = 8192;
+  int repeats = 3;
+  std::vector<std::uint64_t> sizes = {16ull << 20, 32ull << 20, 64ull << 20};
+  double deadline_s = kDefaultPauseDeadlineS;  // every rank resumes by itself after this
+  int lead_iterations = 2;                     // the cut: this many iterations after the job's latest mark
+  double arm_timeout_s = 0;                    // all ranks at the cut within this (0: from the iteration time)
+};
+
+// The pause of `plan`: every rank of `ranks` pauses at `at_iteration`; GEMM on plan.gemm_ranks; each P2P
+// test's passes in order, every transfer given to both ends as a rank of the group's communicator. Transfers a
+// rank could not hold (more than kMaxPauseTransfers) are left out of the plan for both ends.
+PauseSpec pause_spec(const ValidationPlan& plan, const std::vector<GroupMembers>& groups, const std::vector<int>& ranks,
+                     std::int64_t at_iteration, const PauseSettings& settings);
+
+// One validation pause, from its arming to the verdict. Feed it the ranks' pause reports and `now`; step()
+// says which command to send to every agent and when it is over.
+//  - arming: every rank must report "trapped" within the arm timeout; a rank that refuses (past the cut,
+//    inside a group, capturing, no CUDA) or does not arrive in time aborts the pause for everyone;
+//  - running ("pause_run"): every rank's "done" (its results) within the run timeout, else abort;
+//  - resuming ("pause_resume" or "pause_abort"): until every rank that trapped reports "resumed" (or a
+//    grace passes); then outcome() is final.
+class ValidationRun {
+ public:
+  ValidationRun(std::string id, ValidationPlan plan, PauseSpec spec, const std::vector<GroupMembers>& groups,
+                Localisation loc, double localised_t_s, double now_s, double arm_timeout_s);
+
+  const std::string& id() const { return id_; }
+  const PauseSpec& spec() const { return spec_; }
+  void report(int rank, int node, const PauseReport& r, double now_s);
+  struct Step {
+    std::optional<std::string> command;  // "pause_run", "pause_resume", "pause_abort"
+    bool finished = false;
+  };
+  Step step(double now_s);
+  // Once finished: the verdict and its evidence.
+  ValidatedReport outcome() const;
+
+ private:
+  enum class Phase { kArming, kRunning, kResuming, kDone };
+  void abort(const std::string& why, double now_s);
+  std::string id_;
+  ValidationPlan plan_;
+  PauseSpec spec_;
+  Localisation loc_;
+  double localised_t_s_ = 0;
+  Phase phase_ = Phase::kArming;
+  double arm_deadline_s_ = 0, run_deadline_s_ = 0, resume_deadline_s_ = 0;
+  double run_sent_s_ = 0, last_result_s_ = 0;
+  std::optional<std::string> pending_command_;
+  std::string abort_reason_;
+  std::map<std::uint64_t, std::vector<int>> members_;  // the tested groups, global ranks in group-rank order
+  std::map<int, int> node_of_;
+  std::set<int> trapped_, resumed_;
+  std::map<int, PauseReport> done_;
+  double longest_pause_ms_ = 0;
+  double first_trap_s_ = -1, resume_sent_s_ = 0;
+};
 
 }  // namespace greyhound::master

@@ -162,6 +162,15 @@ GREYHOUND_JOB_EXPORT int greyhound_job_request_restart_v1(greyhound_job_client* 
                                                           size_t exclude_nodes_len, const int32_t* exclude_ranks,
                                                           size_t exclude_ranks_len);
 
+/* Marks the start of the framework's iteration `iteration` (>= 0) in this process's greyhound ring: call it
+ * at every iteration boundary, before the iteration's first NCCL call. It gives a validation pause its
+ * consistent cut (docs/validation.md): every rank traps at the first NCCL call of the same iteration. Needs
+ * no client and no Redis; after the ring is found (once, by this process's pid, in GREYHOUND_SHM_DIR for
+ * GREYHOUND_JOB) it is two stores. GREYHOUND_JOB_ERR_UNAVAILABLE when the process has no ring (no NCCL call
+ * yet, or greyhound is not loaded or disabled): harmless, try again at the next boundary (the search is
+ * repeated at most once a second); GREYHOUND_JOB_ERR_INVALID for a negative iteration. Thread-safe. */
+GREYHOUND_JOB_EXPORT int greyhound_job_mark_iteration_v1(int64_t iteration);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

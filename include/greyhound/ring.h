@@ -113,6 +113,10 @@ class RingReader {
   // The control block, writable: maps the header page read-write on first use (the agent's side of
   // RingControl). nullptr with *error when the file cannot be opened for writing.
   RingControl* control(std::string* error);
+  // The pause block, writable the same way (the agent's and the framework's side of PauseControl).
+  PauseControl* pause(std::string* error);
+  // The whole header, writable; nullptr with *error when the file cannot be opened for writing.
+  RingHeader* writable_header(std::string* error);
 
  private:
   RingReader() = default;

@@ -27,7 +27,7 @@
 namespace greyhound {
 
 inline constexpr std::uint64_t kRingMagic = 0x31474E4952484721ull;  // "!GHRING1" little-endian
-inline constexpr std::uint32_t kRingVersion = 1;
+inline constexpr std::uint32_t kRingVersion = 2;  // 2: the pause block (PauseControl)
 inline constexpr std::size_t kRingHeaderSize = 4096;
 inline constexpr std::size_t kRecordSize = 128;
 inline constexpr std::size_t kRingJobMax = 64;
@@ -120,6 +120,80 @@ static_assert(offsetof(RingControl, profile_until_ns) == 8);
 static_assert(offsetof(RingControl, profile_request) == 16);
 static_assert(offsetof(RingControl, timings_dropped) == 24);
 
+// The pause gate (docs/validation.md): the framework marks its iterations, the agent arms a pause at a
+// consistent cut and steers it, the hook traps, runs the tests it is given and reports here.
+//
+// Writers: `iteration_mark` and `mark_seq` the framework (libgreyhound_job, greyhound_job_mark_iteration_v1);
+// the request (`id` .. `transfers[i]` inputs, `command`) the agent; the state and results the hook. The
+// agent writes a new request's fields first and `id` last (release); the hook reads `id` (acquire) first.
+// The hook writes results first and `state` last (release), `state_id` naming the request they answer.
+inline constexpr int kPauseMaxTransfers = 32;
+inline constexpr int kPauseMaxSizes = 4;
+inline constexpr int kPauseGemmTypes = 2;  // FP32, FP16
+
+// One P2P transfer of this rank in a pass: a send to or a receive from `peer` (a rank of the group).
+struct PauseTransfer {
+  std::uint64_t group_id;
+  std::int32_t pass;     // the pass (for the report; transfers run in array order)
+  std::int32_t peer;     // the other end, as a rank of the group's communicator
+  std::int32_t send;     // 1: this rank sends; 0: receives
+  std::int32_t reserved;
+  double ms[kPauseMaxSizes];  // hook: the median of the repeats per size (device time); 0: not run
+};
+static_assert(sizeof(PauseTransfer) == 56);
+
+// Commands (agent -> hook) and states (hook -> agent).
+inline constexpr std::uint32_t kPauseCmdArm = 1;     // trap at the cut, drain, report kPauseTrapped, wait
+inline constexpr std::uint32_t kPauseCmdRun = 2;     // run the tests, report kPauseDone, wait
+inline constexpr std::uint32_t kPauseCmdResume = 3;  // resume training
+inline constexpr std::uint32_t kPauseCmdAbort = 4;   // resume at once (or never trap)
+inline constexpr std::uint32_t kPauseIdle = 0;
+inline constexpr std::uint32_t kPauseTrapped = 1;   // at the cut, stream drained
+inline constexpr std::uint32_t kPauseRunning = 2;
+inline constexpr std::uint32_t kPauseDone = 3;      // results written
+inline constexpr std::uint32_t kPauseResumed = 4;   // back to training (reason: kPauseWhy*)
+inline constexpr std::uint32_t kPauseRefused = 5;   // cannot reach the cut (reason: kPauseWhy*)
+inline constexpr std::uint32_t kPauseWhyNone = 0;
+inline constexpr std::uint32_t kPauseWhyPast = 1;       // the rank was already past the cut
+inline constexpr std::uint32_t kPauseWhyInGroup = 2;    // the cut fell inside ncclGroupStart/End
+inline constexpr std::uint32_t kPauseWhyCapturing = 3;  // the stream was capturing a CUDA graph
+inline constexpr std::uint32_t kPauseWhyNoCuda = 4;     // no CUDA runtime in the process
+inline constexpr std::uint32_t kPauseWhyDeadline = 5;   // resumed by itself at the deadline
+inline constexpr std::uint32_t kPauseWhyTold = 6;       // resumed when told
+inline constexpr std::uint32_t kPauseWhyAborted = 7;    // the agent aborted the pause
+inline constexpr std::uint32_t kPauseWhyNoGroup = 8;    // a group to test is not one of the rank's communicators
+
+struct PauseControl {
+  std::atomic<std::uint64_t> iteration_mark;  // framework: 1 + the iteration it began last; 0: none yet
+  std::atomic<std::uint64_t> mark_seq;        // framework: write_index when it was marked
+  std::atomic<std::uint64_t> id;              // agent: the request; 0: none
+  std::atomic<std::uint32_t> command;         // agent: kPauseCmd*
+  std::uint32_t gemm_n;                       // agent: n x n x n GEMMs in FP32 and FP16; 0: none
+  std::uint64_t at_iteration;                 // agent: the cut, the first NCCL call of this iteration
+  std::uint64_t deadline_ns;                  // agent: CLOCK_MONOTONIC; the hook resumes by itself then
+  std::uint32_t repeats;                      // agent: runs of each test (the median is reported)
+  std::uint32_t n_sizes;                      // agent: P2P sizes, at most kPauseMaxSizes
+  std::uint64_t sizes[kPauseMaxSizes];        // agent: bytes
+  std::uint32_t n_transfers;                  // agent: at most kPauseMaxTransfers
+  std::uint32_t reason;                       // hook: kPauseWhy*
+  std::atomic<std::uint64_t> state_id;        // hook: the request the state answers
+  std::atomic<std::uint32_t> state;           // hook: kPause* state
+  std::uint32_t reserved0;
+  std::uint64_t trapped_ns;                   // hook: CLOCK_MONOTONIC at the trap (after the drain)
+  std::uint64_t resumed_ns;                   // hook: ... at the resume
+  double drain_ms;                            // hook: the stream drain
+  double gemm_ms[kPauseGemmTypes];            // hook: FP32, FP16 GEMM (median, device time); 0: not run
+  double gemm_tflops[kPauseGemmTypes];        // hook: the same as throughput
+  PauseTransfer transfers[kPauseMaxTransfers];
+};
+static_assert(offsetof(PauseControl, id) == 16);
+static_assert(offsetof(PauseControl, command) == 24);
+static_assert(offsetof(PauseControl, at_iteration) == 32);
+static_assert(offsetof(PauseControl, state_id) == 96);
+static_assert(offsetof(PauseControl, state) == 104);
+static_assert(offsetof(PauseControl, transfers) == 168);
+static_assert(sizeof(PauseControl) == 168 + 56 * kPauseMaxTransfers);
+
 // Header of a ring file. Static fields are written once by the creator before `magic` is stored (release);
 // a reader that sees the magic sees them.
 struct RingHeader {
@@ -141,7 +215,9 @@ struct RingHeader {
   alignas(64) std::atomic<std::uint64_t> write_index;  // next sequence number to reserve
   alignas(64) std::atomic<std::uint64_t> dropped;      // records writers gave up on (see rule above)
   alignas(64) RingControl control;                     // agent -> rank
-  std::uint8_t reserved_tail[kRingHeaderSize - 384 - sizeof(RingControl)];
+  std::uint8_t pad1[512 - 384 - sizeof(RingControl)];
+  alignas(64) PauseControl pause;                      // framework, agent <-> rank (offset 512)
+  std::uint8_t reserved_tail[kRingHeaderSize - 512 - sizeof(PauseControl)];
 };
 static_assert(offsetof(RingHeader, magic) == 0);
 static_assert(offsetof(RingHeader, version) == 8);
@@ -158,6 +234,7 @@ static_assert(offsetof(RingHeader, host) == 128);
 static_assert(offsetof(RingHeader, write_index) == 256);
 static_assert(offsetof(RingHeader, dropped) == 320);
 static_assert(offsetof(RingHeader, control) == 384);
+static_assert(offsetof(RingHeader, pause) == 512);
 static_assert(sizeof(RingHeader) == kRingHeaderSize);
 
 // Checksum of payload words 0..13 (word 14 holds it): a sum of products with distinct odd constants,

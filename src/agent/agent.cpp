@@ -160,6 +160,8 @@ void Agent::poll_commands(std::uint64_t now_ns) {
     }
     const Command* cmd = &*entry.value;
     if (cmd->cmd == "resync") published_reconnects_ = ~0ull;
+    if (cmd->cmd == "pause") start_pause(*cmd, now_ns);
+    if (cmd->cmd == "pause_run" || cmd->cmd == "pause_resume" || cmd->cmd == "pause_abort") steer_pause(*cmd);
     if (cmd->cmd == "profile") {
       const double secs = cmd->duration_s;
       profile_request_ = cmd->id;
@@ -200,6 +202,7 @@ void Agent::step(std::uint64_t now_ns) {
       u.iter_ms = it.iter_ms;
       u.period = static_cast<int>(it.period);
       u.t_unix_ms = unix_ms_of(it.end_t_ns);
+      u.mark = t->framework_iteration();
       pending_iters_[u.rank] = u;
     }
     if (auto prof = t->finish_profile(now_ns)) {
@@ -249,6 +252,154 @@ void Agent::step(std::uint64_t now_ns) {
   }
   publish_state(now_ns, false);
   poll_commands(now_ns);
+  watch_pause(now_ns);
+}
+
+namespace {
+
+// A pause's number in the rings: a hash of its id, never 0 (a restarted agent must not reuse a number).
+std::uint64_t pause_number(const std::string& id) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ull;
+  return h == 0 ? 1 : h;
+}
+
+const char* pause_state_name(std::uint32_t s) {
+  switch (s) {
+    case kPauseTrapped: return "trapped";
+    case kPauseRunning: return "running";
+    case kPauseDone: return "done";
+    case kPauseResumed: return "resumed";
+    case kPauseRefused: return "refused";
+    default: return "";
+  }
+}
+
+const char* pause_reason_name(std::uint32_t r) {
+  switch (r) {
+    case kPauseWhyPast: return "past";
+    case kPauseWhyInGroup: return "in_group";
+    case kPauseWhyCapturing: return "capturing";
+    case kPauseWhyNoCuda: return "no_cuda";
+    case kPauseWhyDeadline: return "deadline";
+    case kPauseWhyTold: return "told";
+    case kPauseWhyAborted: return "aborted";
+    case kPauseWhyNoGroup: return "no_group";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+void Agent::start_pause(const Command& cmd, std::uint64_t now_ns) {
+  if (!cmd.pause) return;
+  const PauseSpec& spec = *cmd.pause;
+  if (pause_ && pause_->id != cmd.id) {  // a new pause ends the old one for good
+    Command abort;
+    abort.cmd = "pause_abort";
+    abort.id = pause_->id;
+    steer_pause(abort);
+  }
+  Pause p;
+  p.id = cmd.id;
+  p.num = pause_number(cmd.id);
+  const std::uint64_t deadline = now_ns + static_cast<std::uint64_t>(spec.deadline_s * 1e9);
+  p.forget_ns = deadline + 5'000'000'000ull;
+  for (auto& [path, t] : trackers_) {
+    const auto tests = spec.ranks.find(t->rank());
+    if (tests == spec.ranks.end() || !t->writer_alive()) continue;  // not a rank of the job's layout
+    std::string err;
+    PauseControl* pc = t->pause_control(&err);
+    if (pc == nullptr) {
+      if (logged_.insert("pause:" + path).second) spdlog::warn("cannot arm a pause for rank {}: {}", t->rank(), err);
+      continue;
+    }
+    // The request's fields first, its id last (release): the hook reads the id first.
+    pc->id.store(0, std::memory_order_release);
+    pc->command.store(kPauseCmdArm, std::memory_order_relaxed);
+    pc->at_iteration = static_cast<std::uint64_t>(spec.at_iteration);
+    pc->deadline_ns = deadline;
+    pc->gemm_n = tests->second.gemm ? static_cast<std::uint32_t>(spec.gemm_n) : 0;
+    pc->repeats = static_cast<std::uint32_t>(spec.repeats);
+    pc->n_sizes = static_cast<std::uint32_t>(std::min<std::size_t>(spec.sizes.size(), kPauseMaxSizes));
+    for (std::uint32_t i = 0; i < pc->n_sizes; ++i) pc->sizes[i] = spec.sizes[i];
+    const auto& tr = tests->second.transfers;
+    pc->n_transfers = static_cast<std::uint32_t>(std::min<std::size_t>(tr.size(), kPauseMaxTransfers));
+    for (std::uint32_t i = 0; i < pc->n_transfers; ++i) {
+      PauseTransfer& x = pc->transfers[i];
+      x.group_id = tr[i].group;
+      x.pass = tr[i].pass;
+      x.peer = tr[i].peer;
+      x.send = tr[i].send ? 1 : 0;
+      for (double& ms : x.ms) ms = 0;
+    }
+    pc->id.store(p.num, std::memory_order_release);
+    p.reported[path] = kPauseIdle;
+  }
+  spdlog::info("pause {}: armed {} ranks at iteration {} (deadline {:.0f} s)", cmd.id, p.reported.size(),
+               spec.at_iteration, spec.deadline_s);
+  pause_ = std::move(p);
+}
+
+void Agent::steer_pause(const Command& cmd) {
+  if (!pause_ || pause_->id != cmd.id) return;  // not ours, or already forgotten
+  const std::uint32_t c = cmd.cmd == "pause_run" ? kPauseCmdRun : cmd.cmd == "pause_resume" ? kPauseCmdResume
+                                                                                             : kPauseCmdAbort;
+  for (const auto& [path, state] : pause_->reported) {
+    const auto t = trackers_.find(path);
+    if (t == trackers_.end()) continue;
+    std::string err;
+    PauseControl* pc = t->second->pause_control(&err);
+    if (pc == nullptr || pc->id.load(std::memory_order_acquire) != pause_->num) continue;
+    pc->command.store(c, std::memory_order_release);
+  }
+}
+
+void Agent::watch_pause(std::uint64_t now_ns) {
+  if (!pause_) return;
+  for (auto& [path, last] : pause_->reported) {
+    const auto t = trackers_.find(path);
+    if (t == trackers_.end()) continue;
+    std::string err;
+    PauseControl* pc = t->second->pause_control(&err);
+    if (pc == nullptr) continue;
+    const std::uint32_t state = pc->state.load(std::memory_order_acquire);
+    if (pc->state_id.load(std::memory_order_relaxed) != pause_->num || state == last) continue;
+    if (state == kPauseRunning) {  // not worth an event: "done" follows
+      last = state;
+      continue;
+    }
+    last = state;
+    PauseReport r;
+    r.id = pause_->id;
+    r.state = pause_state_name(state);
+    r.reason = pause_reason_name(pc->reason);
+    if (state == kPauseTrapped) r.drain_ms = pc->drain_ms;
+    if (state == kPauseResumed && pc->resumed_ns > pc->trapped_ns) {
+      r.paused_ms = static_cast<double>(pc->resumed_ns - pc->trapped_ns) * 1e-6;
+    }
+    if (state == kPauseDone) {
+      r.gemm_ms.assign(pc->gemm_ms, pc->gemm_ms + kPauseGemmTypes);
+      r.gemm_tflops.assign(pc->gemm_tflops, pc->gemm_tflops + kPauseGemmTypes);
+      const std::uint32_t ns = std::min<std::uint32_t>(pc->n_sizes, kPauseMaxSizes);
+      for (std::uint32_t i = 0; i < std::min<std::uint32_t>(pc->n_transfers, kPauseMaxTransfers); ++i) {
+        const PauseTransfer& x = pc->transfers[i];
+        PauseTransferResult res;
+        res.spec = {x.group_id, x.pass, x.peer, x.send != 0};
+        res.ms.assign(x.ms, x.ms + ns);
+        r.transfers.push_back(std::move(res));
+      }
+    }
+    Event e;
+    e.type = event_type::kPause;
+    e.t_s = job_time_s(now_ns);
+    e.t_unix_ms = unix_ms_of(now_ns);
+    e.rank = t->second->rank();
+    e.detail = to_json(r);
+    queue_event(e);
+    spdlog::info("pause {}: rank {} {}{}{}", pause_->id, e.rank, r.state, r.reason.empty() ? "" : " ", r.reason);
+  }
+  if (now_ns >= pause_->forget_ns) pause_.reset();
 }
 
 bool Agent::idle(std::uint64_t now_ns) const {

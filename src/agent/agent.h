@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -74,6 +75,18 @@ class Agent {
   std::int64_t mono_to_unix_ns_ = 0;            // CLOCK_REALTIME - CLOCK_MONOTONIC at start
   std::string command_cursor_;
   std::string profile_request_;  // id of the profile command in progress
+  // The validation pause in progress (docs/validation.md): its id, the number the rings know it by, the
+  // ranks armed (by ring path) with the last state reported of each, and when the agent forgets it.
+  struct Pause {
+    std::string id;
+    std::uint64_t num = 0;
+    std::map<std::string, std::uint32_t> reported;  // ring path -> last kPause* state sent
+    std::uint64_t forget_ns = 0;
+  };
+  std::optional<Pause> pause_;
+  void start_pause(const Command& cmd, std::uint64_t now_ns);
+  void steer_pause(const Command& cmd);
+  void watch_pause(std::uint64_t now_ns);
   bool started_event_sent_ = false;
   std::set<std::string> logged_;  // one log line per kind of problem
 };

@@ -74,6 +74,14 @@ class RankTracker {
   // Reads what the ring holds now (at most max_records) and analyses it.
   void poll(std::uint64_t now_ns, RankObservation& out, std::size_t max_records = 1 << 16);
 
+  // The pause block of the rank's ring, writable (nullptr with *error when it cannot be mapped).
+  PauseControl* pause_control(std::string* error) { return reader_->pause(error); }
+  // The framework's iteration in progress, from its marks; -1 when it marks none.
+  std::int64_t framework_iteration() const {
+    const std::uint64_t m = reader_->header().pause.iteration_mark.load(std::memory_order_acquire);
+    return m == 0 ? -1 : static_cast<std::int64_t>(m - 1);
+  }
+
   int rank() const { return rank_; }
   int local_rank() const { return reader_->header().local_rank; }
   int pid() const { return reader_->header().pid; }

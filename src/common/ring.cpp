@@ -175,6 +175,16 @@ RingReader::~RingReader() {
 }
 
 RingControl* RingReader::control(std::string* error) {
+  RingHeader* h = writable_header(error);
+  return h != nullptr ? &h->control : nullptr;
+}
+
+PauseControl* RingReader::pause(std::string* error) {
+  RingHeader* h = writable_header(error);
+  return h != nullptr ? &h->pause : nullptr;
+}
+
+RingHeader* RingReader::writable_header(std::string* error) {
   if (writable_header_ == nullptr) {
     const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) {
@@ -189,7 +199,7 @@ RingControl* RingReader::control(std::string* error) {
     }
     writable_header_ = static_cast<RingHeader*>(m);
   }
-  return &writable_header_->control;
+  return writable_header_;
 }
 
 void RingReader::seek_oldest() noexcept {

@@ -7,40 +7,14 @@
 #include <cmath>
 
 #include "greyhound/ops.h"
+#include "cuda_api.h"
 #include "runtime.h"
 
 namespace greyhound::hook {
 namespace {
 
-// cudaError_t is an int-sized enum, cudaEvent_t and cudaStream_t are pointers: these are the ABI types.
-struct CudaEvents {
-  int (*create)(void** event, unsigned int flags) = nullptr;  // cudaEventCreateWithFlags
-  int (*record)(void* event, void* stream) = nullptr;         // cudaEventRecord
-  int (*query)(void* event) = nullptr;                        // cudaEventQuery
-  int (*elapsed)(float* ms, void* start, void* end) = nullptr;  // cudaEventElapsedTime
-  int (*destroy)(void* event) = nullptr;                      // cudaEventDestroy
-  int (*get_last_error)() = nullptr;                          // cudaGetLastError
-  bool ok = false;
-};
+const CudaApi& cuda() { return cuda_api(); }
 
-const CudaEvents& cuda() {
-  static const CudaEvents api = [] {
-    CudaEvents a;
-    const int saved = errno;
-    a.create = reinterpret_cast<decltype(a.create)>(dlsym(RTLD_DEFAULT, "cudaEventCreateWithFlags"));
-    a.record = reinterpret_cast<decltype(a.record)>(dlsym(RTLD_DEFAULT, "cudaEventRecord"));
-    a.query = reinterpret_cast<decltype(a.query)>(dlsym(RTLD_DEFAULT, "cudaEventQuery"));
-    a.elapsed = reinterpret_cast<decltype(a.elapsed)>(dlsym(RTLD_DEFAULT, "cudaEventElapsedTime"));
-    a.destroy = reinterpret_cast<decltype(a.destroy)>(dlsym(RTLD_DEFAULT, "cudaEventDestroy"));
-    a.get_last_error = reinterpret_cast<decltype(a.get_last_error)>(dlsym(RTLD_DEFAULT, "cudaGetLastError"));
-    a.ok = a.create && a.record && a.query && a.elapsed && a.destroy;
-    errno = saved;
-    return a;
-  }();
-  return api;
-}
-
-constexpr int kCudaSuccess = 0;
 constexpr unsigned kCudaEventDefault = 0;  // timing enabled
 
 GH_TLS GpuTimer* t_timer = nullptr;
@@ -50,16 +24,16 @@ GH_TLS GpuTimer* t_timer = nullptr;
 GH_TLS int t_timings_pending = 0;
 
 GpuTimer* GpuTimer::for_this_thread() {
-  if (t_timer == nullptr && cuda().ok) t_timer = new GpuTimer();  // lives for the thread; only when profiling
+  if (t_timer == nullptr && cuda().events_ok()) t_timer = new GpuTimer();  // lives for the thread; only when profiling
   return t_timer;
 }
 
 bool GpuTimer::create_events() {
   if (created_ || failed_) return created_;
-  const CudaEvents& c = cuda();
+  const CudaApi& c = cuda();
   for (int i = 0; i < kPairs; ++i) {
-    if (c.create(&start_[i], kCudaEventDefault) != kCudaSuccess ||
-        c.create(&end_[i], kCudaEventDefault) != kCudaSuccess) {
+    if (c.event_create(&start_[i], kCudaEventDefault) != kCudaSuccess ||
+        c.event_create(&end_[i], kCudaEventDefault) != kCudaSuccess) {
       failed_ = true;
       if (c.get_last_error) c.get_last_error();  // do not leave our error for the job to find
       log_line(LogLevel::kWarn, "cannot create CUDA events: device profiling disabled in this thread");
@@ -78,7 +52,7 @@ int GpuTimer::begin(void* stream, RingControl& control) {
     return -1;
   }
   const int pair = free_[--free_count_];
-  if (cuda().record(start_[pair], stream) != kCudaSuccess) {
+  if (cuda().event_record(start_[pair], stream) != kCudaSuccess) {
     if (cuda().get_last_error) cuda().get_last_error();
     free_[free_count_++] = pair;
     control.timings_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -89,7 +63,7 @@ int GpuTimer::begin(void* stream, RingControl& control) {
 
 void GpuTimer::end(int pair, void* stream, const RecordPayload& measured) {
   if (pair < 0) return;
-  if (cuda().record(end_[pair], stream) != kCudaSuccess) {
+  if (cuda().event_record(end_[pair], stream) != kCudaSuccess) {
     if (cuda().get_last_error) cuda().get_last_error();
     free_[free_count_++] = pair;
     return;
@@ -100,15 +74,15 @@ void GpuTimer::end(int pair, void* stream, const RecordPayload& measured) {
 }
 
 void GpuTimer::poll(RingWriter& ring) {
-  const CudaEvents& c = cuda();
+  const CudaApi& c = cuda();
   while (count_ > 0) {
     Pending& p = pending_[head_];
-    if (c.query(end_[p.pair]) != kCudaSuccess) {  // not done yet (cudaErrorNotReady): later
+    if (c.event_query(end_[p.pair]) != kCudaSuccess) {  // not done yet (cudaErrorNotReady): later
       if (c.get_last_error) c.get_last_error();
       break;
     }
     float ms = 0;
-    const bool ok = c.elapsed(&ms, start_[p.pair], end_[p.pair]) == kCudaSuccess && std::isfinite(ms) && ms >= 0;
+    const bool ok = c.event_elapsed(&ms, start_[p.pair], end_[p.pair]) == kCudaSuccess && std::isfinite(ms) && ms >= 0;
     if (!ok && c.get_last_error) c.get_last_error();
     if (ok) {
       RecordPayload t = p.measured;

@@ -34,6 +34,17 @@ class GroupTable {
     return nullptr;
   }
 
+  // The communicator of `group_id` (the first live one), or nullptr. A scan of the table: for the pause, not
+  // for the hot path.
+  void* comm_of(std::uint64_t group_id) noexcept {
+    if (group_id == 0) return nullptr;
+    for (auto& e : entries_) {
+      const std::uintptr_t k = e.key.load(std::memory_order_acquire);
+      if (k > kTombstone && e.group_id.load(std::memory_order_relaxed) == group_id) return reinterpret_cast<void*>(k);
+    }
+    return nullptr;
+  }
+
   // Inserts or overwrites `comm`. Returns false when the table is full.
   bool insert(const void* comm, std::uint64_t group_id, std::int32_t rank, std::int32_t size) noexcept {
     const auto key = reinterpret_cast<std::uintptr_t>(comm);

@@ -13,6 +13,7 @@ namespace gs = greyhound::sim;
 
 struct CUstream_st {
   unsigned int flags = 0;
+  bool capturing = false;  // between cudaStreamBeginCapture and cudaStreamEndCapture (nothing is captured)
 };
 struct CUevent_st {
   std::uint64_t t_ns = 0;
@@ -151,6 +152,25 @@ cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+// Graph capture: only the state, so that greyhound's pause gate can be tested against it; the work issued
+// meanwhile runs as always and the graph returned is null. The legacy stream (nullptr) never captures here.
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode) {
+  if (s == nullptr) return fail(cudaErrorInvalidValue);
+  s->capturing = true;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  if (s == nullptr || graph == nullptr) return fail(cudaErrorInvalidValue);
+  s->capturing = false;
+  *graph = nullptr;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus* status) {
+  if (status == nullptr) return fail(cudaErrorInvalidValue);
+  *status = s != nullptr && s->capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventCreate(cudaEvent_t* e) {
   if (e == nullptr) return fail(cudaErrorInvalidValue);

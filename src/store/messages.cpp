@@ -221,7 +221,7 @@ Event build_event(const Fields& f, const json& j) {
         event_type::kIncidentClose, event_type::kProfile,   event_type::kLocalised,       event_type::kPlan,
         event_type::kPlanApplied, event_type::kPlanTimeout, event_type::kPlanRejected,
         event_type::kBaseline,    event_type::kFailSlowOpen, event_type::kFailSlowEnd,   event_type::kRemedyCheck,
-        event_type::kJobRestart};
+        event_type::kJobRestart,     event_type::kPause,          event_type::kValidated};
     Event e;
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");
@@ -305,8 +305,10 @@ std::optional<AgentHeartbeat> parse_agent_heartbeat(const std::string& text, std
 }
 
 json to_json(const IterationUpdate& u) {
-  return {{"rank", u.rank}, {"index", u.index}, {"t_s", u.t_s}, {"iter_ms", u.iter_ms}, {"period", u.period},
-          {"t_unix_ms", u.t_unix_ms}};
+  json j = {{"rank", u.rank}, {"index", u.index}, {"t_s", u.t_s}, {"iter_ms", u.iter_ms}, {"period", u.period},
+             {"t_unix_ms", u.t_unix_ms}};
+  if (u.mark >= 0) j["mark"] = u.mark;
+  return j;
 }
 
 std::optional<IterationUpdate> parse_iteration_update(const std::string& text, std::string* error) {
@@ -319,13 +321,53 @@ std::optional<IterationUpdate> parse_iteration_update(const std::string& text, s
     if (u.iter_ms <= 0) throw Invalid("iter_ms: must be positive");
     u.period = static_cast<int>(f.integer_or("period", 0, 0, 1 << 24));
     u.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
+    u.mark = f.integer_or("mark", -1, -1, kMaxCount);
     return u;
   });
 }
 
+namespace {
+
+json to_json(const PauseTransferSpec& t) {
+  return {{"group", group_id_hex(t.group)}, {"pass", t.pass}, {"peer", t.peer}, {"send", t.send}};
+}
+
+PauseTransferSpec parse_transfer_spec(const json& j) {
+  const Fields f(j);
+  PauseTransferSpec t;
+  t.group = group_id_of(f.str("group", 32), "group");
+  t.pass = static_cast<int>(f.integer("pass", 0, 1 << 16));
+  t.peer = static_cast<int>(f.integer("peer", 0, kMaxRank));
+  const json& send = f.raw("send");
+  if (!send.is_boolean()) throw Invalid("send: must be true or false");
+  t.send = send.get<bool>();
+  return t;
+}
+
+const json& array_of(const Fields& f, const char* k, std::size_t max_items) {
+  const json& v = f.raw(k);
+  if (!v.is_array() || v.size() > max_items) {
+    throw Invalid(std::string(k) + ": must be an array of at most " + std::to_string(max_items));
+  }
+  return v;
+}
+
+}  // namespace
+
 json to_json(const Command& c) {
   json j = {{"cmd", c.cmd}, {"id", c.id}, {"args", json::object()}};
   if (c.cmd == "profile") j["args"]["duration_s"] = c.duration_s;
+  if (c.cmd == "pause" && c.pause) {
+    const PauseSpec& p = *c.pause;
+    json ranks = json::object();
+    for (const auto& [r, t] : p.ranks) {
+      json transfers = json::array();
+      for (const auto& x : t.transfers) transfers.push_back(to_json(x));
+      ranks[std::to_string(r)] = {{"gemm", t.gemm}, {"transfers", transfers}};
+    }
+    j["args"] = {{"at_iteration", p.at_iteration}, {"deadline_s", p.deadline_s}, {"gemm_n", p.gemm_n},
+                 {"repeats", p.repeats}, {"sizes", p.sizes}, {"ranks", ranks}};
+  }
   return j;
 }
 
@@ -333,11 +375,42 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
   return parse_with<Command>(text, error, [](const Fields& f, const json& j) {
     Command c;
     c.cmd = f.str("cmd", 64);
-    if (c.cmd != "ping" && c.cmd != "resync" && c.cmd != "profile") {
-      throw Invalid("cmd: unknown command '" + c.cmd + "'");
-    }
+    static const std::set<std::string> known = {"ping", "resync", "profile", "pause", "pause_run", "pause_resume",
+                                                 "pause_abort"};
+    if (known.count(c.cmd) == 0) throw Invalid("cmd: unknown command '" + c.cmd + "'");
     c.id = f.str("id", 128);
-    if (f.has("args")) {
+    if (c.cmd.rfind("pause", 0) == 0 && c.id.empty()) throw Invalid("id: a pause needs one");
+    if (c.cmd == "pause") {
+      if (!f.has("args")) throw Invalid("args: missing");
+      const Fields args(j.at("args"));
+      PauseSpec p;
+      p.at_iteration = args.integer("at_iteration", 0, kMaxCount);
+      p.deadline_s = args.num("deadline_s");
+      if (!(p.deadline_s >= 1 && p.deadline_s <= kMaxPauseDeadlineS)) throw Invalid("deadline_s: out of range");
+      p.gemm_n = static_cast<int>(args.integer_or("gemm_n", 0, 0, 16384));
+      p.repeats = static_cast<int>(args.integer_or("repeats", 3, 1, 9));
+      for (const auto& x : array_of(args, "sizes", kMaxPauseSizes)) {
+        if (!x.is_number_unsigned() || x.get<std::uint64_t>() == 0 || x.get<std::uint64_t>() > (1ull << 32)) {
+          throw Invalid("sizes: must be byte counts from 1 to 4 GiB");
+        }
+        p.sizes.push_back(x.get<std::uint64_t>());
+      }
+      const json& ranks = args.raw("ranks");
+      if (!ranks.is_object() || ranks.size() > static_cast<std::size_t>(kMaxRank)) throw Invalid("ranks: must be an object");
+      for (const auto& [key, v] : ranks.items()) {
+        char* end = nullptr;
+        const long r = std::strtol(key.c_str(), &end, 10);
+        if (key.empty() || *end != '\0' || r < 0 || r > kMaxRank) throw Invalid("ranks: '" + store::printable(key, 32) + "' is not a rank");
+        const Fields t(v);
+        PauseRankTests tests;
+        const json& gemm = t.raw("gemm");
+        if (!gemm.is_boolean()) throw Invalid("gemm: must be true or false");
+        tests.gemm = gemm.get<bool>();
+        for (const auto& x : array_of(t, "transfers", kMaxPauseTransfers)) tests.transfers.push_back(parse_transfer_spec(x));
+        p.ranks[static_cast<int>(r)] = std::move(tests);
+      }
+      c.pause = std::move(p);
+    } else if (f.has("args")) {
       const Fields args(j.at("args"));
       c.duration_s = std::clamp(args.num_or("duration_s", kDefaultProfileWindowS), kMinProfileWindowS, kMaxProfileWindowS);
     }
@@ -716,6 +789,97 @@ std::optional<CommandAckDetail> parse_command_ack_detail(const json& detail, std
     d.id = f.str("id", 128);
     d.stream_id = f.str_or("stream_id", "");
     return d;
+  });
+}
+
+json to_json(const PauseReport& r) {
+  json transfers = json::array();
+  for (const auto& t : r.transfers) {
+    json x = to_json(t.spec);
+    x["ms"] = t.ms;
+    transfers.push_back(std::move(x));
+  }
+  return {{"id", r.id},           {"state", r.state},         {"reason", r.reason},           {"drain_ms", r.drain_ms},
+          {"paused_ms", r.paused_ms}, {"gemm_ms", r.gemm_ms}, {"gemm_tflops", r.gemm_tflops}, {"transfers", transfers}};
+}
+
+std::optional<PauseReport> parse_pause_report(const json& detail, std::string* error) {
+  return build_from<PauseReport>(detail, error, [](const Fields& f, const json& j) {
+    static const std::set<std::string> states = {"trapped", "running", "done", "resumed", "refused"};
+    PauseReport r;
+    r.id = f.str("id", 128);
+    r.state = f.str("state", 16);
+    if (states.count(r.state) == 0) throw Invalid("state: '" + store::printable(r.state, 16) + "' is not a pause state");
+    r.reason = f.str_or("reason", "");
+    if (r.reason.size() > 32) throw Invalid("reason: longer than 32");
+    const auto nonneg = [](double x, const char* k) {
+      if (x < 0) throw Invalid(std::string(k) + ": must not be negative");
+      return x;
+    };
+    r.drain_ms = nonneg(f.num_or("drain_ms", 0), "drain_ms");
+    r.paused_ms = nonneg(f.num_or("paused_ms", 0), "paused_ms");
+    r.gemm_ms = doubles_or_empty(j, "gemm_ms");
+    r.gemm_tflops = doubles_or_empty(j, "gemm_tflops");
+    if (r.gemm_ms.size() > 4 || r.gemm_tflops.size() > 4) throw Invalid("gemm_ms: at most 4 entries");
+    for (double x : r.gemm_ms) nonneg(x, "gemm_ms");
+    if (f.has("transfers")) {
+      for (const auto& x : array_of(f, "transfers", kMaxPauseTransfers)) {
+        PauseTransferResult t;
+        t.spec = parse_transfer_spec(x);
+        t.ms = doubles_or_empty(x, "ms");
+        if (t.ms.size() > static_cast<std::size_t>(kMaxPauseSizes)) throw Invalid("ms: too many sizes");
+        for (double v : t.ms) nonneg(v, "ms");
+        r.transfers.push_back(std::move(t));
+      }
+    }
+    return r;
+  });
+}
+
+json to_json(const ValidatedReport& v) {
+  json gpus = json::array(), links = json::array();
+  for (const auto& g : v.gpus) {
+    gpus.push_back({{"rank", g.rank}, {"node", g.node}, {"ms", g.ms}, {"peers_ms", g.peers_ms}, {"ratio", g.ratio},
+                    {"tflops", g.tflops}, {"slow", g.slow}});
+  }
+  for (const auto& l : v.links) {
+    links.push_back({{"src", l.src}, {"dst", l.dst}, {"src_node", l.src_node}, {"dst_node", l.dst_node},
+                     {"class", l.link_class}, {"ms", l.ms}, {"peers_ms", l.peers_ms}, {"ratio", l.ratio},
+                     {"gb_per_s", l.gb_per_s}, {"slow", l.slow}});
+  }
+  return {{"id", v.id},           {"cause", v.cause},       {"aborted", v.aborted},
+          {"rank", v.rank},       {"node", v.node},         {"node_a", v.node_a},
+          {"node_b", v.node_b},   {"ratio", v.ratio},       {"gb_per_s", v.gb_per_s},
+          {"peers_gb_per_s", v.peers_gb_per_s}, {"reason", v.reason}, {"at_iteration", v.at_iteration},
+          {"ranks", v.ranks},     {"localised_t_s", v.localised_t_s}, {"pause_s", v.pause_s},
+          {"tests_s", v.tests_s}, {"gpus", gpus},           {"links", links}};
+}
+
+std::optional<ValidatedReport> parse_validated_report(const json& detail, std::string* error) {
+  return build_from<ValidatedReport>(detail, error, [](const Fields& f, const json&) {
+    static const std::set<std::string> causes = {"gpu", "link", "host", "none"};
+    ValidatedReport v;
+    v.id = f.str("id", 128);
+    v.cause = f.str("cause", 16);
+    if (causes.count(v.cause) == 0) throw Invalid("cause: '" + store::printable(v.cause, 16) + "' is not a cause");
+    const json& aborted = f.raw("aborted");
+    if (!aborted.is_boolean()) throw Invalid("aborted: must be true or false");
+    v.aborted = aborted.get<bool>();
+    v.rank = static_cast<int>(f.integer_or("rank", -1, -1, kMaxRank));
+    v.node = static_cast<int>(f.integer_or("node", -1, -1, kMaxRank));
+    v.node_a = static_cast<int>(f.integer_or("node_a", -1, -1, kMaxRank));
+    v.node_b = static_cast<int>(f.integer_or("node_b", -1, -1, kMaxRank));
+    v.ratio = f.num_or("ratio", 0);
+    v.gb_per_s = f.num_or("gb_per_s", 0);
+    v.peers_gb_per_s = f.num_or("peers_gb_per_s", 0);
+    v.reason = f.str_or("reason", "");
+    v.at_iteration = f.integer_or("at_iteration", 0, 0, kMaxCount);
+    v.ranks = static_cast<int>(f.integer_or("ranks", 0, 0, kMaxRank));
+    v.localised_t_s = f.num_or("localised_t_s", 0);
+    v.pause_s = f.num_or("pause_s", 0);
+    v.tests_s = f.num_or("tests_s", 0);
+    if (v.pause_s < 0 || v.tests_s < 0) throw Invalid("pause_s: must not be negative");
+    return v;  // gpus and links: evidence for people, not read back
   });
 }
 

@@ -55,6 +55,8 @@ inline constexpr const char* kFailSlowOpen = "fail_slow_open";     // master: a 
 inline constexpr const char* kFailSlowEnd = "fail_slow_end";       // master: its evidence is gone
 inline constexpr const char* kRemedyCheck = "remedy_check";        // master: a remedy measured against its prediction
 inline constexpr const char* kJobRestart = "job_restart";          // master: the job is back after an S4 restart
+inline constexpr const char* kPause = "pause";                     // agent: a rank's state in a validation pause
+inline constexpr const char* kValidated = "validated";             // master: what a validation pause measured
 }  // namespace event_type
 
 struct Event {
@@ -110,6 +112,7 @@ struct IterationUpdate {
   double iter_ms = 0;
   int period = 0;       // NCCL calls per iteration
   std::int64_t t_unix_ms = 0;
+  std::int64_t mark = -1;  // the framework's iteration in progress when it was read (its marks); -1: none
 };
 nlohmann::json to_json(const IterationUpdate& u);
 std::optional<IterationUpdate> parse_iteration_update(const std::string& text, std::string* error);
@@ -120,10 +123,38 @@ inline constexpr double kDefaultProfileWindowS = 3.0;
 inline constexpr double kMinProfileWindowS = 0.2;
 inline constexpr double kMaxProfileWindowS = 120.0;
 
+// A validation pause (docs/validation.md): the cut, the deadline and what each rank tests at it.
+inline constexpr double kDefaultPauseDeadlineS = 30.0;
+inline constexpr double kMaxPauseDeadlineS = 600.0;
+inline constexpr int kMaxPauseTransfers = 32;  // per rank (the ring's PauseControl holds as many)
+inline constexpr int kMaxPauseSizes = 4;
+struct PauseTransferSpec {
+  std::uint64_t group = 0;
+  int pass = 0;
+  int peer = -1;      // the other end, as a rank of the group
+  bool send = false;  // this rank sends (else receives)
+  bool operator==(const PauseTransferSpec&) const = default;
+};
+struct PauseRankTests {
+  bool gemm = false;
+  std::vector<PauseTransferSpec> transfers;  // in the order to run them
+  bool operator==(const PauseRankTests&) const = default;
+};
+struct PauseSpec {
+  std::int64_t at_iteration = 0;              // the cut: the first NCCL call of this framework iteration
+  double deadline_s = kDefaultPauseDeadlineS; // every rank resumes by itself this long after its agent armed it
+  int gemm_n = 0;                             // n x n x n GEMMs (0: none)
+  int repeats = 3;
+  std::vector<std::uint64_t> sizes;           // P2P bytes
+  std::map<int, PauseRankTests> ranks;        // every rank of the job (those with nothing to test pause too)
+  bool operator==(const PauseSpec&) const = default;
+};
+
 struct Command {
-  std::string cmd;  // "ping", "resync", "profile"
-  std::string id;
+  std::string cmd;  // "ping", "resync", "profile", "pause", "pause_run", "pause_resume", "pause_abort"
+  std::string id;   // pause_*: the pause's id
   double duration_s = kDefaultProfileWindowS;  // "profile": args.duration_s, clamped to the accepted range
+  std::optional<PauseSpec> pause;              // "pause": args
 };
 nlohmann::json to_json(const Command& c);
 std::optional<Command> parse_command(const std::string& text, std::string* error);
@@ -286,6 +317,57 @@ nlohmann::json to_json(const CommandAckDetail& d);
 std::optional<CommandAckDetail> parse_command_ack_detail(const nlohmann::json& detail, std::string* error);
 
 // agent_stop (agent).
+// Detail of a "pause" event: one rank's state in a validation pause, as its hook reported it.
+struct PauseTransferResult {
+  PauseTransferSpec spec;
+  std::vector<double> ms;  // per size of the pause, the median device time (0: not run)
+};
+struct PauseReport {
+  std::string id;                 // the pause
+  std::string state;              // "trapped", "running", "done", "resumed", "refused"
+  std::string reason;             // refused / resumed: why ("past", "in_group", "capturing", "no_cuda",
+                                  // "no_group", "deadline", "told", "aborted")
+  double drain_ms = 0;            // trapped: the device drain at the cut
+  double paused_ms = 0;           // resumed: from the trap to the resume
+  std::vector<double> gemm_ms;    // done: FP32, FP16 (0: not run)
+  std::vector<double> gemm_tflops;
+  std::vector<PauseTransferResult> transfers;  // done
+};
+nlohmann::json to_json(const PauseReport& r);
+std::optional<PauseReport> parse_pause_report(const nlohmann::json& detail, std::string* error);
+
+// Detail of a "validated" event: what a validation pause measured and concluded (docs/validation.md).
+struct ValidatedGpu {
+  int rank = -1, node = -1;
+  double ms = 0, peers_ms = 0, ratio = 0, tflops = 0;
+  bool slow = false;
+};
+struct ValidatedLink {
+  int src = -1, dst = -1, src_node = -1, dst_node = -1;
+  std::string link_class;  // "intra-node", "inter-node"
+  double ms = 0, peers_ms = 0, ratio = 0, gb_per_s = 0;
+  bool slow = false;
+};
+struct ValidatedReport {
+  std::string id;              // the pause
+  std::string cause = "none";  // "gpu", "link", "host", "none"
+  bool aborted = false;        // no verdict: the pause did not complete (`reason` says why)
+  int rank = -1, node = -1;    // gpu / host
+  int node_a = -1, node_b = -1;  // link
+  double ratio = 0;            // the GPU's or the transfer's time over its peers'
+  double gb_per_s = 0, peers_gb_per_s = 0;
+  std::string reason;
+  std::int64_t at_iteration = 0;
+  int ranks = 0;               // ranks paused
+  double localised_t_s = 0;    // job time of the localisation it validates
+  double pause_s = 0;          // the longest pause of a rank (trap to resume)
+  double tests_s = 0;          // from the run command to the last result
+  std::vector<ValidatedGpu> gpus;
+  std::vector<ValidatedLink> links;
+};
+nlohmann::json to_json(const ValidatedReport& v);
+std::optional<ValidatedReport> parse_validated_report(const nlohmann::json& detail, std::string* error);
+
 struct AgentStopDetail {
   std::uint64_t events_dropped = 0;
 };

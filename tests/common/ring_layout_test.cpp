@@ -27,7 +27,7 @@ TEST(RingLayout, SizesAndConstants) {
   EXPECT_EQ(sizeof(Record), 128u);
   EXPECT_EQ(sizeof(RecordPayload), 120u);
   EXPECT_EQ(kRingMagic, 0x31474E4952484721ull);
-  EXPECT_EQ(kRingVersion, 1u);
+  EXPECT_EQ(kRingVersion, 2u);
   EXPECT_EQ(ring_file_size(64), 4096u + 64u * 128u);
 }
 

@@ -810,6 +810,9 @@ int main(int argc, char** argv) {
   bool restart = false;
 
   for (std::uint64_t iter = start_iter; stop == 0; ++iter) {
+    // The iteration's start, before its first NCCL call: the cut of a validation pause (harmless without
+    // greyhound: no ring, nothing marked).
+    greyhound_job_mark_iteration_v1(static_cast<std::int64_t>(iter));
     if (plan_mode && check_plan(iter)) {  // before the clock: a plan switch is not part of an iteration
       restart = true;
       break;

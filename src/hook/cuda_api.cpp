@@ -1,0 +1,37 @@
+#include "cuda_api.h"
+
+#include <dlfcn.h>
+
+#include <cerrno>
+#include <type_traits>
+
+namespace greyhound::hook {
+
+const CudaApi& cuda_api() {
+  static const CudaApi api = [] {
+    CudaApi a;
+    const int saved = errno;
+    const auto sym = [](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(RTLD_DEFAULT, name)); };
+    sym(a.event_create, "cudaEventCreateWithFlags");
+    sym(a.event_record, "cudaEventRecord");
+    sym(a.event_query, "cudaEventQuery");
+    sym(a.event_synchronize, "cudaEventSynchronize");
+    sym(a.event_elapsed, "cudaEventElapsedTime");
+    sym(a.event_destroy, "cudaEventDestroy");
+    sym(a.get_last_error, "cudaGetLastError");
+    sym(a.device_synchronize, "cudaDeviceSynchronize");
+    sym(a.stream_is_capturing, "cudaStreamIsCapturing");
+    sym(a.malloc, "cudaMalloc");
+    sym(a.free, "cudaFree");
+    sym(a.memset, "cudaMemset");
+    sym(a.blas_create, "cublasCreate_v2");
+    sym(a.blas_destroy, "cublasDestroy_v2");
+    sym(a.blas_set_stream, "cublasSetStream_v2");
+    sym(a.gemm_ex, "cublasGemmEx");
+    errno = saved;
+    return a;
+  }();
+  return api;
+}
+
+}  // namespace greyhound::hook
