@@ -345,7 +345,10 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   profiling_.reset();
   last_profile_end_s_ = now.mono_s;
   std::vector<ProfileView> views;
-  for (const auto& [r, v] : p.got) views.push_back(v);
+  for (const auto& [r, v] : p.got) {
+    views.push_back(v);
+    if (v.node >= 0) last_node_of_[r] = v.node;  // where the rank's process runs (its agent's node)
+  }
   if (p.baseline) {
     if (auto b = group_baseline(views, in.groups); b && b->ranks == static_cast<int>(p.expected.size())) {
       baseline_ = std::move(b);
@@ -384,8 +387,16 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
     last_groups_ = in.groups;
     last_ranks_.assign(p.expected.begin(), p.expected.end());
     const std::vector<FailSlow> opened = track_fail_slows(loc, now, out);
+    // A fail-slow like one validated already in this incident (same cause, rank and link: a fail-slow that
+    // ended and came back) is not paused for again.
     std::set<std::int64_t> fresh, ambiguous;
     for (const FailSlow& f : opened) {
+      const std::string key = std::to_string(f.incident) + ":" + std::string(name(f.cause)) + ":" +
+                              std::to_string(f.rank) + ":" + std::to_string(f.link_a) + "-" + std::to_string(f.link_b);
+      if (!validated_keys_.insert(key).second) {
+        validated_.insert(f.id);
+        continue;
+      }
       fresh.insert(f.id);
       if (f.cause == Cause::kUnknown) ambiguous.insert(f.id);
     }
@@ -950,7 +961,7 @@ bool Controller::start_validation(const Localisation& loc, std::set<std::int64_t
     return false;
   };
   if (!last_pace_ || last_pace_->mark < 0) return give_up("the job marks no iterations (greyhound_job_mark_iteration_v1)");
-  const ValidationPlan plan = plan_validation(loc, last_groups_, {}, cfg_.validator);
+  const ValidationPlan plan = plan_validation(loc, last_groups_, {}, cfg_.validator, last_node_of_);
   // The cut: far enough ahead that every rank is still before it when its agent arms it.
   const double iter_s = last_iteration_s_ > 0 ? last_iteration_s_ : 1.0;
   const double stale_s = std::max(0.0, now.job_s - last_pace_->t_s);

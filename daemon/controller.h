@@ -283,10 +283,12 @@ class Controller {
   std::set<std::int64_t> validating_for_;      // the fail-slows the pause in progress validates
   std::set<std::int64_t> validated_;           // fail-slows validated (whatever the verdict) or given up on
   std::set<std::int64_t> not_confirmed_;       // ... whose validation found nothing slow: no S3/S4 for them
+  std::set<std::string> validated_keys_;       // incident:cause:rank:link of the fail-slows validated
   int validations_ = 0;
   std::vector<GroupMembers> last_groups_;      // the groups of the latest localisation
   std::vector<int> last_ranks_;                // the ranks it expected
   std::vector<int> last_agents_;               // the agents of the job when it was requested
+  std::map<int, int> last_node_of_;            // each rank's node, from its profile reports
   std::optional<IterationUpdate> last_pace_;   // the latest iteration of the pacing rank (with the job's mark)
 
   std::optional<Planner> planner_;

@@ -8,7 +8,7 @@ namespace greyhound::master {
 
 ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupMembers>& groups,
                                const std::map<std::uint64_t, std::vector<int>>& ring_orders,
-                               const ValidatorConfig& config) {
+                               const ValidatorConfig& config, const std::map<int, int>& node_of) {
   ValidationPlan plan;
   const auto group_of = [&](std::uint64_t id) -> const GroupMembers* {
     for (const GroupMembers& g : groups) {
@@ -48,10 +48,61 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
     t.passes = validate::ring_passes(t.order);
     plan.p2p.push_back(std::move(t));
   }
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s; %zu suspect group(s) of %zu", gpu_suspect ? "GEMM on the culprit and its peers"
-                                                                                 : "no GPU suspect",
-                plan.p2p.size(), loc.slow_groups.size());
+  // A transfer is judged against others of its class: when every suspect group crosses the same slow link,
+  // they are all slow alike. So one group comparable with the first suspect (same signature) and not
+  // suspect itself is timed too, as the reference.
+  const std::size_t suspects = plan.p2p.size();
+  if (!plan.p2p.empty()) {
+    const GroupMembers* first = group_of(plan.p2p.front().group);
+    std::set<std::uint64_t> slow_ids;
+    for (const auto& [id, ratio] : loc.slow_groups) slow_ids.insert(id);
+    // Whether a group's ring crosses nodes (-1: unknown), so that the reference's transfers are of the
+    // suspects' class.
+    const auto crosses = [&](const GroupMembers& g) {
+      int n0 = -2;
+      for (int r : g.members) {
+        const auto it = node_of.find(r);
+        if (it == node_of.end()) return -1;
+        if (n0 == -2) n0 = it->second;
+        if (it->second != n0) return 1;
+      }
+      return 0;
+    };
+    // As many references as suspects: a transfer is judged against the median of its class, which the
+    // healthy ones must hold.
+    std::vector<const GroupMembers*> refs;
+    const auto taken = [&](const GroupMembers& g) { return std::find(refs.begin(), refs.end(), &g) != refs.end(); };
+    for (const GroupMembers& g : groups) {  // comparable with the first suspect
+      if (first != nullptr && refs.size() < suspects && g.signature == first->signature && !slow_ids.count(g.group) &&
+          g.members.size() >= 2) {
+        refs.push_back(&g);
+      }
+    }
+    for (const GroupMembers& g : groups) {  // then of its size and link class
+      if (first != nullptr && refs.size() < suspects && g.members.size() == first->members.size() &&
+          !slow_ids.count(g.group) && !taken(g) && crosses(g) >= 0 && crosses(g) == crosses(*first)) {
+        refs.push_back(&g);
+      }
+    }
+    for (const GroupMembers* gp : refs) {
+      const GroupMembers& g = *gp;
+      P2pTest t;
+      t.group = g.group;
+      const auto known = ring_orders.find(g.group);
+      t.order = known != ring_orders.end() && std::is_permutation(known->second.begin(), known->second.end(),
+                                                                    g.members.begin(), g.members.end())
+                    ? known->second
+                    : g.members;
+      t.passes = validate::ring_passes(t.order);
+      plan.p2p.push_back(std::move(t));
+      plan.reference_groups.push_back(g.group);
+    }
+  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s; %zu suspect group(s) of %zu%s", gpu_suspect ? "GEMM on the culprit and its peers"
+                                                                                   : "no GPU suspect",
+                suspects, loc.slow_groups.size(),
+                plan.reference_groups.empty() ? "" : (" and " + std::to_string(plan.reference_groups.size()) + " reference(s)").c_str());
   plan.why = buf;
   return plan;
 }
@@ -312,8 +363,10 @@ ValidatedReport ValidationRun::outcome() const {
     out.links.push_back({l.transfer.src, l.transfer.dst, l.src_node, l.dst_node, validate::link_class_name(l.link_class),
                          l.ms, l.peers_ms, l.ratio, l.gb_per_s, l.slow});
   }
-  // The profile named the host (its time outside NCCL), and the GEMM clears its GPU: the host it is.
-  if (v.cause == ValidatedCause::kNone && loc_.cause == Cause::kHost && loc_.culprit >= 0) {
+  // The profile named a rank slow outside NCCL (host or computation), no link is slow and the GEMM clears
+  // its GPU: what is left is its host.
+  if (v.cause == ValidatedCause::kNone && (loc_.cause == Cause::kHost || loc_.cause == Cause::kComputation) &&
+      loc_.culprit >= 0) {
     for (const auto& g : v.gpus) {
       if (g.rank == loc_.culprit && g.judged && !g.slow) {
         out.cause = "host";

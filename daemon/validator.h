@@ -7,7 +7,10 @@
 //    comparable peers: the other members of the group it was found in, then of its other groups; a GPU is
 //    judged against the median of the others, so at least two peers are taken when the job has them.
 //  - P2P: the suspect groups, slowest first (up to `max_groups`), each as a ring in group-rank order (or
-//    the order NCCL's graph dump gives, when the caller has one), timed in ring passes (2 or 3).
+//    the order NCCL's graph dump gives, when the caller has one), timed in ring passes (2 or 3); and as
+//    many groups not suspect, as the references their transfers are judged against (a transfer is judged
+//    against the median of its class, and every suspect may cross the same slow link): comparable with the
+//    first suspect first, then of its size whose ring crosses nodes as its does.
 // What it says: a slow GPU when a tested rank's GEMM exceeds its peers' median by more than 10 %
 // (validate/interpret.h); else a slow link when a transfer exceeds the median of its class by more than
 // 50 %; else none. A slow GPU explains slow transfers of its own (a rank that computes late also sends
@@ -41,15 +44,18 @@ struct P2pTest {
 
 struct ValidationPlan {
   std::vector<int> gemm_ranks;  // the culprit first
-  std::vector<P2pTest> p2p;
+  std::vector<P2pTest> p2p;     // the suspect groups, then the reference groups
+  std::vector<std::uint64_t> reference_groups;  // groups not suspect, as many as the suspects (if there are)
   std::string why;              // what it was chosen from
   bool empty() const { return gemm_ranks.empty() && p2p.empty(); }
 };
 
 // `ring_orders`: NCCL's ring order of a group, when known (from its graph dump), by group id.
+// `node_of`: the node of each rank, when known (a reference group of the suspects' link class is chosen
+// when no comparable one is left).
 ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupMembers>& groups,
                                const std::map<std::uint64_t, std::vector<int>>& ring_orders = {},
-                               const ValidatorConfig& config = {});
+                               const ValidatorConfig& config = {}, const std::map<int, int>& node_of = {});
 
 enum class ValidatedCause { kNone, kGpu, kLink };
 const char* validated_cause_name(ValidatedCause c);

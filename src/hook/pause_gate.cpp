@@ -63,7 +63,7 @@ double timed_ms(const CudaApi& c, void* e0, void* e1, Fn&& fn) {
 }
 
 // The BenchmarkExecutor: the tests of the request, results into `pc`. Everything it allocates it frees.
-void run_tests(Runtime& rt, PauseControl& pc, void* const* comms) {
+void run_tests(Runtime& rt, PauseControl& pc, void* const* comms, std::uint64_t deadline_ns) {
   const CudaApi& c = cuda_api();
   const int repeats = static_cast<int>(std::clamp<std::uint32_t>(pc.repeats, 1, 9));
   void* e0 = nullptr;
@@ -76,57 +76,10 @@ void run_tests(Runtime& rt, PauseControl& pc, void* const* comms) {
   }
   double runs[9];
 
-  // GEMM, FP32 then FP16: C = A B, n x n x n, one warm-up, then `repeats` timed runs.
-  pc.gemm_ms[0] = pc.gemm_ms[1] = 0;
-  pc.gemm_tflops[0] = pc.gemm_tflops[1] = 0;
-  const std::uint32_t n = std::min(pc.gemm_n, kMaxGemmN);
-  if (n > 0 && c.blas_ok()) {
-    const std::size_t bytes = static_cast<std::size_t>(n) * n * 4;
-    void* a = nullptr;
-    void* b = nullptr;
-    void* out = nullptr;
-    void* handle = nullptr;
-    if (c.malloc(&a, bytes) == kCudaSuccess && c.malloc(&b, bytes) == kCudaSuccess &&
-        c.malloc(&out, bytes) == kCudaSuccess && c.blas_create(&handle) == 0 &&
-        c.blas_set_stream(handle, nullptr) == 0) {
-      c.memset(a, 0x3c, bytes);  // small non-zero values in both types
-      c.memset(b, 0x3c, bytes);
-      const float one = 1.0f, zero = 0.0f;
-      const int N = static_cast<int>(n);
-      const int types[kPauseGemmTypes] = {kR32F, kR16F};
-      for (int t = 0; t < kPauseGemmTypes; ++t) {
-        const auto gemm = [&] {
-          return c.gemm_ex(handle, kOpN, kOpN, N, N, N, &one, a, types[t], N, b, types[t], N, &zero, out, types[t], N,
-                           kCompute32F, kGemmDefault) == 0;
-        };
-        bool ok = timed_ms(c, e0, e1, gemm) >= 0;  // warm-up
-        int got = 0;
-        for (int r = 0; ok && r < repeats; ++r) {
-          const double ms = timed_ms(c, e0, e1, gemm);
-          if (ms < 0) ok = false; else runs[got++] = ms;
-        }
-        if (ok && got > 0) {
-          pc.gemm_ms[t] = median(runs, got);
-          if (pc.gemm_ms[t] > 0) pc.gemm_tflops[t] = 2.0 * N * N * N / (pc.gemm_ms[t] * 1e-3) / 1e12;
-        } else {
-          log_line(LogLevel::kWarn, "pause: the %s GEMM failed", t == 0 ? "FP32" : "FP16");
-        }
-      }
-    } else {
-      log_line(LogLevel::kWarn, "pause: no GEMM (cannot allocate %zu bytes three times or create a cuBLAS handle)",
-               bytes);
-    }
-    c.clear_error();
-    if (handle != nullptr) c.blas_destroy(handle);
-    for (void* p : {a, b, out}) {
-      if (p != nullptr) c.free(p);
-    }
-  } else if (n > 0) {
-    log_line(LogLevel::kWarn, "pause: no GEMM (cuBLAS is not loaded in this process)");
-  }
-
-  // P2P transfers, in the order given (every rank follows the same global order, so no two wait on each
-  // other), each size `repeats` times.
+  // P2P transfers first, in the order given (every rank follows the same global order, so no two wait on
+  // each other), each size `repeats` times. They start together (the run command comes well before any
+  // rank's deadline) and all of them run, whatever the clock says: a rank that left one out would leave its
+  // peer waiting in NCCL.
   const std::uint32_t nt = std::min<std::uint32_t>(pc.n_transfers, kPauseMaxTransfers);
   const std::uint32_t ns = std::min<std::uint32_t>(pc.n_sizes, kPauseMaxSizes);
   std::uint64_t max_bytes = 0;
@@ -170,6 +123,56 @@ void run_tests(Runtime& rt, PauseControl& pc, void* const* comms) {
                static_cast<unsigned long long>(max_bytes));
     }
   }
+  // GEMM, FP32 then FP16: C = A B, n x n x n, one warm-up, then `repeats` timed runs.
+  pc.gemm_ms[0] = pc.gemm_ms[1] = 0;
+  pc.gemm_tflops[0] = pc.gemm_tflops[1] = 0;
+  const std::uint32_t n = std::min(pc.gemm_n, kMaxGemmN);
+  if (n > 0 && c.blas_ok()) {
+    const std::size_t bytes = static_cast<std::size_t>(n) * n * 4;
+    void* a = nullptr;
+    void* b = nullptr;
+    void* out = nullptr;
+    void* handle = nullptr;
+    if (c.malloc(&a, bytes) == kCudaSuccess && c.malloc(&b, bytes) == kCudaSuccess &&
+        c.malloc(&out, bytes) == kCudaSuccess && c.blas_create(&handle) == 0 &&
+        c.blas_set_stream(handle, nullptr) == 0) {
+      c.memset(a, 0x3c, bytes);  // small non-zero values in both types
+      c.memset(b, 0x3c, bytes);
+      const float one = 1.0f, zero = 0.0f;
+      const int N = static_cast<int>(n);
+      const int types[kPauseGemmTypes] = {kR32F, kR16F};
+      for (int t = 0; t < kPauseGemmTypes; ++t) {
+        const auto gemm = [&] {
+          return c.gemm_ex(handle, kOpN, kOpN, N, N, N, &one, a, types[t], N, b, types[t], N, &zero, out, types[t], N,
+                           kCompute32F, kGemmDefault) == 0;
+        };
+        // GEMMs are the rank's own: past the deadline, the ones left are skipped.
+        bool ok = monotonic_ns() < deadline_ns && timed_ms(c, e0, e1, gemm) >= 0;  // warm-up
+        int got = 0;
+        for (int r = 0; ok && r < repeats && monotonic_ns() < deadline_ns; ++r) {
+          const double ms = timed_ms(c, e0, e1, gemm);
+          if (ms < 0) ok = false; else runs[got++] = ms;
+        }
+        if (ok && got > 0) {
+          pc.gemm_ms[t] = median(runs, got);
+          if (pc.gemm_ms[t] > 0) pc.gemm_tflops[t] = 2.0 * N * N * N / (pc.gemm_ms[t] * 1e-3) / 1e12;
+        } else if (monotonic_ns() < deadline_ns) {
+          log_line(LogLevel::kWarn, "pause: the %s GEMM failed", t == 0 ? "FP32" : "FP16");
+        }
+      }
+    } else {
+      log_line(LogLevel::kWarn, "pause: no GEMM (cannot allocate %zu bytes three times or create a cuBLAS handle)",
+               bytes);
+    }
+    c.clear_error();
+    if (handle != nullptr) c.blas_destroy(handle);
+    for (void* p : {a, b, out}) {
+      if (p != nullptr) c.free(p);
+    }
+  } else if (n > 0) {
+    log_line(LogLevel::kWarn, "pause: no GEMM (cuBLAS is not loaded in this process)");
+  }
+
   c.clear_error();
   c.event_destroy(e0);
   c.event_destroy(e1);
@@ -246,7 +249,7 @@ void pause_gate(Runtime& rt, void* stream) noexcept {
   std::uint32_t got = wait_for(pc, id, (1u << kPauseCmdRun) | (1u << kPauseCmdResume) | (1u << kPauseCmdAbort), deadline);
   if (got == kPauseCmdRun) {
     set_state(pc, id, kPauseRunning, kPauseWhyNone);
-    run_tests(rt, pc, comms);
+    run_tests(rt, pc, comms, deadline);
     set_state(pc, id, kPauseDone, kPauseWhyNone);
     got = wait_for(pc, id, (1u << kPauseCmdResume) | (1u << kPauseCmdAbort), deadline);
   }
@@ -254,7 +257,8 @@ void pause_gate(Runtime& rt, void* stream) noexcept {
                                                                                           : kPauseWhyDeadline;
   pc.resumed_ns = monotonic_ns();
   set_state(pc, id, kPauseResumed, why);
-  log_line(why == kPauseWhyDeadline ? LogLevel::kWarn : LogLevel::kInfo, "pause %llu: resumed after %.1f ms (%s)",
+  // One line per pause in the job's log, at the default level: the rank stood still this long.
+  log_line(LogLevel::kWarn, "pause %llu: resumed after %.1f ms (%s)",
            static_cast<unsigned long long>(id), static_cast<double>(pc.resumed_ns - trapped) * 1e-6,
            why == kPauseWhyTold ? "told" : why == kPauseWhyAborted ? "aborted" : "deadline");
   errno = saved_errno;

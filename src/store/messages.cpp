@@ -879,7 +879,28 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
     v.pause_s = f.num_or("pause_s", 0);
     v.tests_s = f.num_or("tests_s", 0);
     if (v.pause_s < 0 || v.tests_s < 0) throw Invalid("pause_s: must not be negative");
-    return v;  // gpus and links: evidence for people, not read back
+    const auto flag = [](const Fields& x, const char* k) {
+      const json& b = x.raw(k);
+      if (!b.is_boolean()) throw Invalid(std::string(k) + ": must be true or false");
+      return b.get<bool>();
+    };
+    if (f.has("gpus")) {
+      for (const auto& x : array_of(f, "gpus", 4096)) {
+        const Fields g(x);
+        v.gpus.push_back({static_cast<int>(g.integer("rank", 0, kMaxRank)), static_cast<int>(g.integer_or("node", -1, -1, kMaxRank)),
+                          g.num("ms"), g.num_or("peers_ms", 0), g.num_or("ratio", 0), g.num_or("tflops", 0), flag(g, "slow")});
+      }
+    }
+    if (f.has("links")) {
+      for (const auto& x : array_of(f, "links", 4096)) {
+        const Fields l(x);
+        v.links.push_back({static_cast<int>(l.integer("src", 0, kMaxRank)), static_cast<int>(l.integer("dst", 0, kMaxRank)),
+                           static_cast<int>(l.integer_or("src_node", -1, -1, kMaxRank)),
+                           static_cast<int>(l.integer_or("dst_node", -1, -1, kMaxRank)), l.str_or("class", ""), l.num("ms"),
+                           l.num_or("peers_ms", 0), l.num_or("ratio", 0), l.num_or("gb_per_s", 0), flag(l, "slow")});
+      }
+    }
+    return v;
   });
 }
 

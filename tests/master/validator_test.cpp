@@ -23,8 +23,12 @@ TEST(Validator, AComputeCulpritGetsGemmWithItsPeersAndTheSuspectGroupsRingPasses
   const ValidationPlan p = plan_validation(loc, groups());
   // The culprit, its group's other member, then its other groups' members: 3 peers.
   EXPECT_EQ(p.gemm_ranks, (std::vector<int>{3, 1, 2, 7}));
-  ASSERT_EQ(p.p2p.size(), 2u);
+  ASSERT_EQ(p.p2p.size(), 4u);
   EXPECT_EQ(p.p2p[0].group, 0x11u);  // slowest first
+  EXPECT_EQ(p.p2p[1].group, 0x21u);
+  // Then as many references: comparable with the first suspect (DP groups), not suspect themselves.
+  EXPECT_EQ(p.reference_groups, (std::vector<std::uint64_t>{0x10, 0x12}));
+  EXPECT_EQ(p.p2p[2].group, 0x10u);
   EXPECT_EQ(p.p2p[0].order, (std::vector<int>{1, 3}));
   ASSERT_EQ(p.p2p[0].passes.size(), 2u);
   EXPECT_EQ(p.p2p[0].passes[0], (validate::Pass{{1, 3}}));
@@ -46,11 +50,24 @@ TEST(Validator, ALinkSuspectGetsPassesOnlyInTheGraphDumpsOrder) {
   // A dumped order that is not the group's members is not used.
   p = plan_validation(loc, g, {{0x10, {0, 2, 1, 9}}});
   EXPECT_EQ(p.p2p[0].order, (std::vector<int>{0, 1, 2, 3}));
-  // At most max_groups groups.
+  EXPECT_TRUE(p.reference_groups.empty());  // no other group to compare with
+  // At most max_groups suspect groups, and the reference.
   loc.slow_groups = {{0x10, 3.0}, {0x11, 2.0}, {0x12, 1.5}};
   ValidatorConfig c;
   c.max_groups = 2;
-  EXPECT_EQ(plan_validation(loc, groups(), {}, c).p2p.size(), 2u);
+  p = plan_validation(loc, groups(), {}, c);
+  ASSERT_EQ(p.p2p.size(), 3u);
+  EXPECT_EQ(p.reference_groups, (std::vector<std::uint64_t>{0x13}));  // 0x12 is suspect too, no other DP group
+  EXPECT_EQ(p.p2p[2].group, 0x13u);
+  // Suspects whose comparable groups are all suspect: groups of their size whose rings cross nodes alike.
+  loc.slow_groups = {{0x12, 3.0}, {0x13, 3.0}};
+  std::vector<GroupMembers> g2 = groups();
+  g2[2].signature = g2[3].signature = "dp-last-stage";
+  const std::map<int, int> node_of = {{0, 0}, {1, 0}, {2, 1}, {3, 1}, {4, 2}, {5, 2}, {6, 3}, {7, 3}};
+  p = plan_validation(loc, g2, {}, ValidatorConfig{}, node_of);
+  EXPECT_EQ(p.reference_groups, (std::vector<std::uint64_t>{0x10, 0x11}));  // the other DP groups cross nodes
+  p = plan_validation(loc, g2, {}, ValidatorConfig{});  // nodes unknown: none
+  EXPECT_TRUE(p.reference_groups.empty());
   // Nothing suspect: nothing to test.
   EXPECT_TRUE(plan_validation(Localisation{}, groups()).empty());
 }
@@ -87,6 +104,136 @@ TEST(Validator, ASlowLinkWhenNoGpuIsAndNoneWhenNothingIs) {
                        {{{0, 2}, 0, 1, kMiB32, 31.0}, {{1, 3}, 0, 1, kMiB32, 30.0}, {{4, 6}, 2, 3, kMiB32, 30.5}});
   EXPECT_EQ(v.cause, ValidatedCause::kNone);
   EXPECT_NE(v.reason.find("no GPU of 3 and no transfer of 3"), std::string::npos) << v.reason;
+}
+
+// The pause of a plan: every rank of the job pauses; GEMM on the plan's ranks; each transfer given to both
+// ends, as ranks of the group, in pass order.
+TEST(Validator, APauseSpecGivesEachTransferToBothEndsInPassOrder) {
+  ValidationPlan plan;
+  plan.gemm_ranks = {3, 1};
+  P2pTest t;
+  t.group = 0x11;
+  t.order = {1, 3};
+  t.passes = validate::ring_passes(t.order);
+  plan.p2p.push_back(t);
+  PauseSettings s;
+  s.gemm_n = 64;
+  s.sizes = {1024, 2048};
+  const PauseSpec spec = pause_spec(plan, groups(), {0, 1, 2, 3, 4, 5, 6, 7}, 40, s);
+  EXPECT_EQ(spec.at_iteration, 40);
+  EXPECT_EQ(spec.gemm_n, 64);
+  EXPECT_EQ(spec.sizes, (std::vector<std::uint64_t>{1024, 2048}));
+  ASSERT_EQ(spec.ranks.size(), 8u);
+  EXPECT_TRUE(spec.ranks.at(3).gemm);
+  EXPECT_TRUE(spec.ranks.at(1).gemm);
+  EXPECT_FALSE(spec.ranks.at(0).gemm);
+  EXPECT_TRUE(spec.ranks.at(0).transfers.empty());
+  // Group 0x11 is {1, 3}: rank 1 is its rank 0, rank 3 its rank 1. Pass 0 sends 1 -> 3, pass 1 3 -> 1.
+  EXPECT_EQ(spec.ranks.at(1).transfers,
+            (std::vector<PauseTransferSpec>{{0x11, 0, 1, true}, {0x11, 1, 1, false}}));
+  EXPECT_EQ(spec.ranks.at(3).transfers,
+            (std::vector<PauseTransferSpec>{{0x11, 0, 0, false}, {0x11, 1, 0, true}}));
+  // Nothing to GEMM: no GEMM size.
+  plan.gemm_ranks.clear();
+  EXPECT_EQ(pause_spec(plan, groups(), {0, 1, 2, 3}, 1, s).gemm_n, 0);
+}
+
+PauseReport report(const std::string& id, const std::string& state, const std::string& reason = "") {
+  PauseReport r;
+  r.id = id;
+  r.state = state;
+  r.reason = reason;
+  return r;
+}
+
+// One validation pause from arming to the verdict: run once every rank is at the cut, resume once every
+// rank's results are in, the verdict from the measured times.
+TEST(Validator, AValidationRunArmsRunsResumesAndJudges) {
+  Localisation loc;
+  loc.cause = Cause::kHost;
+  loc.culprit = 3;
+  ValidationPlan plan;
+  plan.gemm_ranks = {3, 1, 2};
+  PauseSettings s;
+  s.sizes = {1000};
+  const PauseSpec spec = pause_spec(plan, groups(), {1, 2, 3}, 10, s);
+  ValidationRun run("v1", plan, spec, groups(), loc, 12.5, 100.0, 8.0);
+  EXPECT_FALSE(run.step(100.1).command);
+  run.report(1, 0, report("v1", "trapped"), 100.2);
+  run.report(2, 1, report("v1", "trapped"), 100.3);
+  run.report(9, 1, report("v1", "trapped"), 100.3);     // not a rank of the pause
+  run.report(3, 1, report("other", "trapped"), 100.3);  // another pause
+  EXPECT_FALSE(run.step(100.4).command);
+  run.report(3, 1, report("v1", "trapped"), 100.5);
+  ValidationRun::Step st = run.step(100.6);
+  ASSERT_TRUE(st.command);
+  EXPECT_EQ(*st.command, "pause_run");
+  EXPECT_FALSE(run.step(100.7).command);  // once
+  for (int r : {1, 2, 3}) {
+    PauseReport d = report("v1", "done");
+    d.gemm_ms = {r == 3 ? 10.0 : 10.2, 5.0};
+    run.report(r, r == 1 ? 0 : 1, d, 101.0);
+  }
+  st = run.step(101.1);
+  ASSERT_TRUE(st.command);
+  EXPECT_EQ(*st.command, "pause_resume");
+  EXPECT_FALSE(st.finished);
+  for (int r : {1, 2, 3}) {
+    PauseReport d = report("v1", "resumed", "told");
+    d.paused_ms = 900 + r;
+    run.report(r, -1, d, 101.2);
+  }
+  st = run.step(101.3);
+  EXPECT_TRUE(st.finished);
+  const ValidatedReport v = run.outcome();
+  EXPECT_FALSE(v.aborted);
+  // The profile named rank 3's host; its GEMM is as fast as its peers': the host it is.
+  EXPECT_EQ(v.cause, "host");
+  EXPECT_EQ(v.rank, 3);
+  EXPECT_EQ(v.node, 1);
+  EXPECT_NEAR(v.pause_s, 0.903, 1e-9);
+  EXPECT_NEAR(v.tests_s, 0.4, 1e-9);
+  EXPECT_EQ(v.localised_t_s, 12.5);
+  EXPECT_EQ(v.ranks, 3);
+  EXPECT_EQ(v.gpus.size(), 3u);
+}
+
+TEST(Validator, AValidationRunAbortsOnARefusalOrARankThatDoesNotArrive) {
+  ValidationPlan plan;
+  plan.gemm_ranks = {0, 1, 2};
+  const PauseSpec spec = pause_spec(plan, groups(), {0, 1, 2}, 10, PauseSettings{});
+  {
+    ValidationRun run("v2", plan, spec, groups(), Localisation{}, 0, 100.0, 8.0);
+    run.report(0, 0, report("v2", "trapped"), 100.1);
+    run.report(1, 0, report("v2", "refused", "past"), 100.2);
+    ValidationRun::Step st = run.step(100.3);
+    ASSERT_TRUE(st.command);
+    EXPECT_EQ(*st.command, "pause_abort");
+    run.report(0, 0, report("v2", "resumed", "aborted"), 100.4);
+    EXPECT_TRUE(run.step(100.5).finished);
+    const ValidatedReport v = run.outcome();
+    EXPECT_TRUE(v.aborted);
+    EXPECT_EQ(v.cause, "none");
+    EXPECT_NE(v.reason.find("rank 1 cannot reach the cut (past)"), std::string::npos) << v.reason;
+  }
+  {
+    ValidationRun run("v3", plan, spec, groups(), Localisation{}, 0, 100.0, 8.0);
+    run.report(0, 0, report("v3", "trapped"), 100.1);
+    run.report(1, 0, report("v3", "trapped"), 100.1);
+    EXPECT_FALSE(run.step(107.9).command);
+    ValidationRun::Step st = run.step(108.0);  // rank 2 never arrived
+    ASSERT_TRUE(st.command);
+    EXPECT_EQ(*st.command, "pause_abort");
+    EXPECT_FALSE(st.finished);
+    EXPECT_TRUE(run.step(113.1).finished);  // the trapped ranks did not say they resumed: a grace, then over
+    EXPECT_NE(run.outcome().reason.find("1 of 3 ranks did not reach the cut"), std::string::npos);
+  }
+  {
+    // The arm timeout never exceeds half the ranks' own deadline.
+    ValidationRun run("v4", plan, spec, groups(), Localisation{}, 0, 100.0, 1000.0);
+    EXPECT_FALSE(run.step(114.9).command);
+    EXPECT_TRUE(run.step(115.0).command);
+  }
 }
 
 }  // namespace

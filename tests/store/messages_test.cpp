@@ -294,3 +294,119 @@ TEST(Messages, RoundTripAndRejectBadValues) {
 
 }  // namespace
 }  // namespace greyhound
+
+namespace greyhound {
+namespace {
+
+// A validation pause's command, its ranks' reports and the master's verdict: round trips, and what a
+// reader refuses (docs/redis-keys.md, "Validation").
+TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
+  Command c;
+  c.cmd = "pause";
+  c.id = "validate-1.x";
+  PauseSpec p;
+  p.at_iteration = 42;
+  p.deadline_s = 30;
+  p.gemm_n = 8192;
+  p.repeats = 3;
+  p.sizes = {16ull << 20, 32ull << 20};
+  p.ranks[0].gemm = true;
+  p.ranks[1].transfers = {{0xabcdef0123456789ull, 1, 3, true}, {0x10, 0, 0, false}};
+  p.ranks[7];
+  c.pause = p;
+  std::string err;
+  auto back = parse_command(to_json(c).dump(), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->cmd, "pause");
+  EXPECT_EQ(back->id, "validate-1.x");
+  ASSERT_TRUE(back->pause);
+  EXPECT_EQ(*back->pause, p);
+  for (const char* steer : {"pause_run", "pause_resume", "pause_abort"}) {
+    Command s;
+    s.cmd = steer;
+    s.id = "validate-1.x";
+    auto b = parse_command(to_json(s).dump(), &err);
+    ASSERT_TRUE(b) << err;
+    EXPECT_EQ(b->cmd, steer);
+    EXPECT_FALSE(b->pause);
+  }
+  const auto refused = [&](const std::string& text, const std::string& why) {
+    std::string e;
+    EXPECT_FALSE(parse_command(text, &e)) << text;
+    EXPECT_NE(e.find(why), std::string::npos) << e;
+  };
+  refused(R"({"cmd":"pause_run","id":""})", "a pause needs one");
+  refused(R"({"cmd":"pause","id":"v"})", "args: missing");
+  const std::string ok_args = R"("at_iteration":1,"deadline_s":30,"sizes":[1024],"ranks":{"0":{"gemm":true,"transfers":[]}})";
+  EXPECT_TRUE(parse_command(R"({"cmd":"pause","id":"v","args":{)" + ok_args + "}}", &err)) << err;
+  refused(R"({"cmd":"pause","id":"v","args":{"at_iteration":-1,"deadline_s":30,"sizes":[],"ranks":{}}})", "at_iteration");
+  refused(R"({"cmd":"pause","id":"v","args":{"at_iteration":1,"deadline_s":0,"sizes":[],"ranks":{}}})", "deadline_s");
+  refused(R"({"cmd":"pause","id":"v","args":{"at_iteration":1,"deadline_s":3,"sizes":[0],"ranks":{}}})", "sizes");
+  refused(R"({"cmd":"pause","id":"v","args":{"at_iteration":1,"deadline_s":3,"sizes":[1,2,3,4,5],"ranks":{}}})", "sizes");
+  refused(R"({"cmd":"pause","id":"v","args":{"at_iteration":1,"deadline_s":3,"sizes":[],"ranks":{"x":{"gemm":true,"transfers":[]}}}})",
+          "not a rank");
+  refused(R"({"cmd":"pause","id":"v","args":{"at_iteration":1,"deadline_s":3,"sizes":[],"ranks":{"1":{"gemm":1,"transfers":[]}}}})",
+          "gemm");
+  refused(R"({"cmd":"pause","id":"v","args":{"at_iteration":1,"deadline_s":3,"sizes":[],"ranks":{"1":{"gemm":true,"transfers":[{"group":"zz","pass":0,"peer":1,"send":true}]}}}})",
+          "group");
+
+  PauseReport r;
+  r.id = "validate-1.x";
+  r.state = "done";
+  r.gemm_ms = {12.5, 6.25};
+  r.gemm_tflops = {88.0, 176.0};
+  r.transfers = {{{0x10, 0, 1, true}, {1.5, 3.0}}};
+  auto rb = parse_pause_report(to_json(r), &err);
+  ASSERT_TRUE(rb) << err;
+  EXPECT_EQ(rb->state, "done");
+  EXPECT_EQ(rb->gemm_ms, r.gemm_ms);
+  ASSERT_EQ(rb->transfers.size(), 1u);
+  EXPECT_EQ(rb->transfers[0].spec, r.transfers[0].spec);
+  EXPECT_EQ(rb->transfers[0].ms, r.transfers[0].ms);
+  nlohmann::json bad = to_json(r);
+  bad["state"] = "sleeping";
+  EXPECT_FALSE(parse_pause_report(bad, &err));
+  bad = to_json(r);
+  bad["gemm_ms"] = {-1.0};
+  EXPECT_FALSE(parse_pause_report(bad, &err));
+
+  ValidatedReport v;
+  v.id = "validate-1.x";
+  v.cause = "link";
+  v.node_a = 2;
+  v.node_b = 3;
+  v.ratio = 4.5;
+  v.gb_per_s = 0.5;
+  v.peers_gb_per_s = 2.25;
+  v.pause_s = 1.25;
+  v.tests_s = 0.75;
+  v.at_iteration = 42;
+  v.ranks = 8;
+  v.links = {{0, 2, 0, 1, "inter-node", 10, 2, 5, 0.5, true}};
+  auto vb = parse_validated_report(to_json(v), &err);
+  ASSERT_TRUE(vb) << err;
+  EXPECT_EQ(vb->cause, "link");
+  EXPECT_EQ(vb->node_a, 2);
+  EXPECT_EQ(vb->node_b, 3);
+  EXPECT_EQ(vb->pause_s, 1.25);
+  EXPECT_FALSE(vb->aborted);
+  nlohmann::json vbad = to_json(v);
+  vbad["cause"] = "cosmic rays";
+  EXPECT_FALSE(parse_validated_report(vbad, &err));
+
+  // The agent's iteration update carries the framework's mark when it has one.
+  IterationUpdate u;
+  u.rank = 3;
+  u.index = 9;
+  u.iter_ms = 100;
+  u.mark = 17;
+  auto ub = parse_iteration_update(to_json(u).dump(), &err);
+  ASSERT_TRUE(ub) << err;
+  EXPECT_EQ(ub->mark, 17);
+  u.mark = -1;
+  EXPECT_FALSE(to_json(u).contains("mark"));
+  EXPECT_EQ(parse_iteration_update(to_json(u).dump(), &err)->mark, -1);
+}
+
+}  // namespace
+}  // namespace greyhound

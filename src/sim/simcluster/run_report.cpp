@@ -153,7 +153,30 @@ std::string format_timeline(const nlohmann::json& report) {
     }
     // Per-rank profiles and acknowledgements are the evidence behind the master's lines, not lines of their own.
     if (type == event_type::kAgentStart || type == event_type::kAgentStop || type == event_type::kCommandAck ||
-        type == event_type::kProfile) {
+        type == event_type::kProfile || type == event_type::kPause) {
+      continue;
+    }
+    if (type == event_type::kValidated) {
+      const auto v = parse_validated_report(e.detail, &err);
+      if (!v) {
+        master_lines.push_back({e.t_s, "VALIDATE (malformed detail: " + err + ")"});
+        continue;
+      }
+      if (v->aborted) {
+        std::snprintf(buf, sizeof buf, "VALIDATE aborted: %s", v->reason.c_str());
+      } else if (v->cause == "gpu" || v->cause == "host") {
+        std::snprintf(buf, sizeof buf, "VALIDATE %s of rank %d (node %d): %s", v->cause == "gpu" ? "GPU" : "host",
+                      v->rank, v->node, v->reason.c_str());
+      } else if (v->cause == "link") {
+        std::snprintf(buf, sizeof buf, "VALIDATE link %d-%d: %.3g GB/s against its peers' %.3g", v->node_a, v->node_b,
+                      v->gb_per_s, v->peers_gb_per_s);
+      } else {
+        std::snprintf(buf, sizeof buf, "VALIDATE nothing slow: %s", v->reason.c_str());
+      }
+      std::string text = buf;
+      std::snprintf(buf, sizeof buf, " [%d ranks paused %.2f s at iteration %lld, tests %.2f s; %.2f s after the localisation]",
+                    v->ranks, v->pause_s, static_cast<long long>(v->at_iteration), v->tests_s, e.t_s - v->localised_t_s);
+      master_lines.push_back({e.t_s, text + buf});
       continue;
     }
     if (type == event_type::kLocalised) {

@@ -67,6 +67,12 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// A validation pause's tests at the stand-ins' rates (sim_model.h: GEMM 0.035 GFLOP/s, links 400 and
+// 4 MB/s): a 96^3 GEMM lasts ~50 ms (well above a launch, even on a host contended 40x), 64 and 128 KiB
+// last ~16 and ~33 ms between nodes. Real hardware takes the master's defaults (8192^3, 16-64 MiB).
+constexpr int kSimGemmN = 96;
+constexpr const char* kSimP2pBytes = "65536,131072";
+
 void usage() {
   std::printf(
       "usage: greyhound-simcluster --tp T --dp D --pp P --gpus-per-node G --microbatches M\n"
@@ -76,6 +82,10 @@ void usage() {
       "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--mitigate]\n"
       "         [--external-master] [--oracle] [--time-scale X] [--s3-pause-s S] [--s4-restart-s S] [--quiet]\n"
       "         [--master-args 'ARGS'] [--capabilities S2,S3,S4] [--max-restarts N]\n"
+      "         [--validate never|auto|always] [--pause-deadline-s S]\n"
+      "--validate: the master confirms localisations with a validation pause (docs/validation.md), with tests\n"
+      "          sized for the stand-ins' rates: %d^3 GEMMs, P2P of %s bytes; --pause-deadline-s: every rank\n"
+      "          resumes by itself after this (default 30)\n"
       "--capabilities: the remedies the job advertises with --mitigate or --oracle (default S2,S3). With S4 the\n"
       "          job checkpoints into the work dir on an S4 plan and stops; this launcher, as the cluster's\n"
       "          scheduler, waits --s4-restart-s (job seconds, scaled) and starts it again from the checkpoint\n"
@@ -91,7 +101,8 @@ void usage() {
       "--time-scale X: job seconds per simulated second (default 1, or the fault file's \"time_scale\"; the\n"
       "          flag wins); --s3-pause-s and --s4-restart-s are in job seconds (defaults %g and %g, the\n"
       "          master's) and reach the master divided by X. Fault times stay on the simulated clock.\n",
-      greyhound::mitigate::SkiRentalConfig{}.s3_pause_s, greyhound::mitigate::SkiRentalConfig{}.s4_restart_s);
+      kSimGemmN, kSimP2pBytes, greyhound::mitigate::SkiRentalConfig{}.s3_pause_s,
+      greyhound::mitigate::SkiRentalConfig{}.s4_restart_s);
 }
 
 
@@ -128,7 +139,8 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
                           {"tp", "dp", "pp", "gpus-per-node", "microbatches", "iterations", "duration-s", "faults",
                            "report", "seed", "job", "work-dir", "shm-dir", "model", "hidden", "rows", "layers",
                            "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos", "time-scale",
-                           "s3-pause-s", "s4-restart-s", "master-args", "capabilities", "max-restarts"},
+                           "s3-pause-s", "s4-restart-s", "master-args", "capabilities", "max-restarts", "validate",
+                           "pause-deadline-s"},
                           {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master", "oracle"});
   *help = a.flag("help");
   if (*help) return o;
@@ -151,6 +163,22 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.keep = a.flag("keep");
   o.call_log = a.flag("call-log");
   o.mitigate = a.flag("mitigate");
+  if (a.has("validate")) {
+    const std::string mode = a.str("validate");
+    if (mode != "never" && mode != "auto" && mode != "always") {
+      throw greyhound::ArgError("--validate must be never, auto or always");
+    }
+    if (!o.hook) throw greyhound::ArgError("--validate needs greyhound (drop --no-greyhound)");
+    o.master_args.insert(o.master_args.end(), {"--validate", mode, "--validate-gemm-n", std::to_string(kSimGemmN),
+                                               "--validate-bytes", kSimP2pBytes});
+  }
+  if (a.has("pause-deadline-s")) {
+    const double d = a.number("pause-deadline-s", 30);
+    if (!(d >= 1 && d <= 600)) throw greyhound::ArgError("--pause-deadline-s must be in [1, 600]");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", d);
+    o.master_args.insert(o.master_args.end(), {"--pause-deadline-s", buf});
+  }
   {
     std::istringstream words(a.str("master-args", ""));
     for (std::string w; words >> w;) o.master_args.push_back(w);
