@@ -629,12 +629,13 @@ void Controller::judge(const Now& now, Intents& out) {
 
 // The remedies in force follow the fail-slows that want them.
 void Controller::reconcile(const Now& now, Intents& out) {
-  if (!cfg_.mitigate || !planner_ || !settled_ || pending_ || out.plan || check_ || validating_) return;
+  if (!cfg_.mitigate || !planner_ || !settled_ || pending_ || out.plan || check_) return;
   // The open incident, else the last one (whose remedy a revert undoes).
   const std::int64_t incident = tracker_->open_incident() ? tracker_->open_incident()->id
                                                           : (tracker_->state().incidents_total > 0 ? tracker_->state().incidents_total : -1);
+  // While a validation pause runs, S3 and S4 wait for its verdict (S2 and reverts do not).
   const std::set<std::int64_t> want3 = wanting(Strategy::kS3);
-  if (want3 != placement_for_) {
+  if (want3 != placement_for_ && !(validating_ && !want3.empty())) {
     if (want3.empty()) {
       if (auto p = planner_->back_to(planner_->original(), false, true,
                                      "no fail-slow wants the placement any more: back to the original placement")) {
@@ -675,8 +676,8 @@ void Controller::reconcile(const Now& now, Intents& out) {
   }
   for (const FailSlow& f : tracker_->state().fail_slows) {
     auto it = accounts_.find(f.id);
-    if (it == accounts_.end() || !it->second.ski || it->second.ski->strategy() != mitigate::Strategy::kS4Restart ||
-        s4_sent_.count(f.id)) {
+    if (validating_ || it == accounts_.end() || !it->second.ski ||
+        it->second.ski->strategy() != mitigate::Strategy::kS4Restart || s4_sent_.count(f.id)) {
       continue;
     }
     // A restart leaves fewer DP replicas: it must beat what runs now by the pay margin. Without iteration

@@ -16,6 +16,19 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
     }
     return nullptr;
   };
+  // A group's ring test: NCCL's ring order when its graph dump names exactly the group's members, else
+  // group-rank order; its ring passes.
+  const auto ring_test = [&](const GroupMembers& g) {
+    P2pTest t;
+    t.group = g.group;
+    const auto known = ring_orders.find(g.group);
+    t.order = known != ring_orders.end() && std::is_permutation(known->second.begin(), known->second.end(),
+                                                                  g.members.begin(), g.members.end())
+                  ? known->second
+                  : g.members;
+    t.passes = validate::ring_passes(t.order);
+    return t;
+  };
   const bool gpu_suspect = loc.culprit >= 0 && loc.cause != Cause::kCommunication;
   if (gpu_suspect) {
     plan.gemm_ranks.push_back(loc.culprit);
@@ -30,6 +43,15 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
     for (const GroupMembers& g : groups) {
       if (std::find(g.members.begin(), g.members.end(), loc.culprit) != g.members.end()) take_peers(g);
     }
+    // Every other GPU too (gemm_all): the GEMMs run in parallel, so the pause lasts no longer, and a second
+    // slow GPU the profile did not name (another replica's) is measured in the same pause.
+    if (config.gemm_all && plan.gemm_ranks.size() > 1) {
+      std::set<int> everyone;
+      for (const GroupMembers& g : groups) everyone.insert(g.members.begin(), g.members.end());
+      for (int r : everyone) {
+        if (taken.insert(r).second) plan.gemm_ranks.push_back(r);
+      }
+    }
     if (plan.gemm_ranks.size() < 2) plan.gemm_ranks.clear();  // nobody to compare it with
   }
   std::vector<std::pair<std::uint64_t, double>> slow = loc.slow_groups;
@@ -38,15 +60,7 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
     if (static_cast<int>(plan.p2p.size()) >= config.max_groups) break;
     const GroupMembers* g = group_of(id);
     if (g == nullptr || g->members.size() < 2) continue;
-    P2pTest t;
-    t.group = id;
-    const auto known = ring_orders.find(id);
-    t.order = known != ring_orders.end() && std::is_permutation(known->second.begin(), known->second.end(),
-                                                                  g->members.begin(), g->members.end())
-                  ? known->second
-                  : g->members;
-    t.passes = validate::ring_passes(t.order);
-    plan.p2p.push_back(std::move(t));
+    plan.p2p.push_back(ring_test(*g));
   }
   // A transfer is judged against others of its class: when every suspect group crosses the same slow link,
   // they are all slow alike. So one group comparable with the first suspect (same signature) and not
@@ -85,24 +99,31 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
       }
     }
     for (const GroupMembers* gp : refs) {
-      const GroupMembers& g = *gp;
-      P2pTest t;
-      t.group = g.group;
-      const auto known = ring_orders.find(g.group);
-      t.order = known != ring_orders.end() && std::is_permutation(known->second.begin(), known->second.end(),
-                                                                    g.members.begin(), g.members.end())
-                    ? known->second
-                    : g.members;
-      t.passes = validate::ring_passes(t.order);
-      plan.p2p.push_back(std::move(t));
-      plan.reference_groups.push_back(g.group);
+      plan.p2p.push_back(ring_test(*gp));
+      plan.reference_groups.push_back(gp->group);
+    }
+  }
+  // Every other group too (p2p_all): a rank takes part in a few groups whatever the job's size, so the
+  // pause grows with the groups per rank, not with the job, and a second fault the profile did not
+  // suspect (a congested link beside a slow GPU) is measured in the same pause.
+  if (config.p2p_all && (suspects > 0 || gpu_suspect)) {
+    for (const GroupMembers& g : groups) {
+      if (g.members.size() < 2) continue;
+      if (std::none_of(plan.p2p.begin(), plan.p2p.end(), [&](const P2pTest& t) { return t.group == g.group; })) {
+        plan.p2p.push_back(ring_test(g));
+      }
     }
   }
   char buf[200];
   std::snprintf(buf, sizeof buf, "%s; %zu suspect group(s) of %zu%s", gpu_suspect ? "GEMM on the culprit and its peers"
                                                                                    : "no GPU suspect",
                 suspects, loc.slow_groups.size(),
-                plan.reference_groups.empty() ? "" : (" and " + std::to_string(plan.reference_groups.size()) + " reference(s)").c_str());
+                (plan.reference_groups.empty() ? std::string() : " and " + std::to_string(plan.reference_groups.size()) +
+                                                                  " reference(s)")
+                    .c_str());
+  if (plan.p2p.size() > suspects + plan.reference_groups.size()) {
+    plan.why += "; P2P over every group (" + std::to_string(plan.p2p.size()) + ")";
+  }
   plan.why = buf;
   return plan;
 }
@@ -171,6 +192,13 @@ Validated judge_validation(const std::vector<validate::GemmTime>& gemm,
 
 namespace greyhound::master {
 
+namespace {
+// `rank`'s rank in a group whose members (global ranks) are in group-rank order.
+int group_rank_of(const std::vector<int>& members, int rank) {
+  return static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
+}
+}  // namespace
+
 PauseSpec pause_spec(const ValidationPlan& plan, const std::vector<GroupMembers>& groups, const std::vector<int>& ranks,
                      std::int64_t at_iteration, const PauseSettings& settings) {
   PauseSpec spec;
@@ -188,9 +216,7 @@ PauseSpec pause_spec(const ValidationPlan& plan, const std::vector<GroupMembers>
       if (x.group == t.group) g = &x;
     }
     if (g == nullptr) continue;
-    const auto grank = [&](int r) {
-      return static_cast<int>(std::find(g->members.begin(), g->members.end(), r) - g->members.begin());
-    };
+    const auto grank = [&](int r) { return group_rank_of(g->members, r); };
     for (std::size_t p = 0; p < t.passes.size(); ++p) {
       for (const validate::Transfer& x : t.passes[p]) {
         auto& src = spec.ranks[x.src].transfers;
@@ -333,9 +359,7 @@ ValidatedReport ValidationRun::outcome() const {
   for (const P2pTest& t : plan_.p2p) {
     const auto m = members_.find(t.group);
     if (m == members_.end()) continue;
-    const auto grank = [&](int r) {
-      return static_cast<int>(std::find(m->second.begin(), m->second.end(), r) - m->second.begin());
-    };
+    const auto grank = [&](int r) { return group_rank_of(m->second, r); };
     for (std::size_t p = 0; p < t.passes.size(); ++p) {
       for (const validate::Transfer& x : t.passes[p]) {
         const double a = end_ms(x.src, {t.group, static_cast<int>(p), grank(x.dst), true});
@@ -345,6 +369,20 @@ ValidatedReport ValidationRun::outcome() const {
         if (ms > 0) transfers.push_back({x, node(x.src), node(x.dst), bytes, ms});
       }
     }
+  }
+  // A rank the profile names slow outside NCCL (host or computation) whose GEMM clears its GPU has a
+  // contended host: its transfers are launched late, as a slow GPU's leave late, and are not held against
+  // a link either.
+  int host_suspect = -1;
+  if ((loc_.cause == Cause::kHost || loc_.cause == Cause::kComputation) && loc_.culprit >= 0) {
+    for (const auto& g : validate::judge_gemm(gemm)) {
+      if (g.rank == loc_.culprit && g.judged && !g.slow) host_suspect = g.rank;
+    }
+  }
+  if (host_suspect >= 0) {
+    std::erase_if(transfers, [&](const validate::TransferTime& t) {
+      return t.transfer.src == host_suspect || t.transfer.dst == host_suspect;
+    });
   }
   const Validated v = judge_validation(gemm, transfers);
   out.cause = validated_cause_name(v.cause);

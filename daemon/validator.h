@@ -3,14 +3,16 @@
 // say. The controller owns one ValidationRun at a time and carries its commands out.
 //
 // What to test, the smallest set that decides:
-//  - GEMM: for a computation or host culprit (or none named), the culprit and up to `gemm_peers` of its
-//    comparable peers: the other members of the group it was found in, then of its other groups; a GPU is
-//    judged against the median of the others, so at least two peers are taken when the job has them.
+//  - GEMM: for a computation or host culprit (or none named), the culprit, up to `gemm_peers` of its
+//    comparable peers: the other members of the group it was found in, then of its other groups (a GPU is
+//    judged against the median of the others, so at least two peers are taken when the job has them), and
+//    with gemm_all every other rank of the job: the GEMMs run in parallel on every GPU, as the paper's do.
 //  - P2P: the suspect groups, slowest first (up to `max_groups`), each as a ring in group-rank order (or
 //    the order NCCL's graph dump gives, when the caller has one), timed in ring passes (2 or 3); and as
 //    many groups not suspect, as the references their transfers are judged against (a transfer is judged
 //    against the median of its class, and every suspect may cross the same slow link): comparable with the
-//    first suspect first, then of its size whose ring crosses nodes as its does.
+//    first suspect first, then of its size whose ring crosses nodes as its does; with p2p_all, every other
+//    group of the job after them (each rank takes part in a few groups whatever the job's size).
 // What it says: a slow GPU when a tested rank's GEMM exceeds its peers' median by more than 10 %
 // (validate/interpret.h); else a slow link when a transfer exceeds the median of its class by more than
 // 50 %; else none. A slow GPU explains slow transfers of its own (a rank that computes late also sends
@@ -33,6 +35,8 @@ namespace greyhound::master {
 
 struct ValidatorConfig {
   int gemm_peers = 3;
+  bool gemm_all = true;  // then every other rank of the job's groups as well (in parallel: no longer a pause)
+  bool p2p_all = true;   // then every other group's ring passes as well (a pause grows with groups per rank)
   int max_groups = 4;
 };
 

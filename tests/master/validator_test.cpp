@@ -20,9 +20,20 @@ TEST(Validator, AComputeCulpritGetsGemmWithItsPeersAndTheSuspectGroupsRingPasses
   loc.culprit = 3;
   loc.group = 0x11;
   loc.slow_groups = {{0x21, 1.4}, {0x11, 1.9}};
-  const ValidationPlan p = plan_validation(loc, groups());
+  ValidatorConfig only_peers;
+  only_peers.gemm_all = false;
+  only_peers.p2p_all = false;
+  const ValidationPlan peers = plan_validation(loc, groups(), {}, only_peers);
   // The culprit, its group's other member, then its other groups' members: 3 peers.
-  EXPECT_EQ(p.gemm_ranks, (std::vector<int>{3, 1, 2, 7}));
+  EXPECT_EQ(peers.gemm_ranks, (std::vector<int>{3, 1, 2, 7}));
+  // By default every other GPU as well (they run in parallel).
+  const ValidationPlan all = plan_validation(loc, groups());
+  EXPECT_EQ(all.gemm_ranks, (std::vector<int>{3, 1, 2, 7, 0, 4, 5, 6}));
+  // ... and every group's ring passes after the suspects and references.
+  ASSERT_EQ(all.p2p.size(), 12u);
+  EXPECT_EQ(all.p2p[0].group, 0x11u);
+  EXPECT_EQ(all.p2p[4].group, 0x13u);
+  const ValidationPlan& p = peers;
   ASSERT_EQ(p.p2p.size(), 4u);
   EXPECT_EQ(p.p2p[0].group, 0x11u);  // slowest first
   EXPECT_EQ(p.p2p[1].group, 0x21u);
@@ -42,18 +53,19 @@ TEST(Validator, ALinkSuspectGetsPassesOnlyInTheGraphDumpsOrder) {
   loc.culprit = 0;
   loc.slow_groups = {{0x10, 3.0}};
   std::vector<GroupMembers> g = {{0x10, {0, 1, 2, 3}, "dp"}};
-  ValidationPlan p = plan_validation(loc, g, {{0x10, {0, 2, 1, 3}}});
+  ValidatorConfig c;
+  c.p2p_all = false;
+  ValidationPlan p = plan_validation(loc, g, {{0x10, {0, 2, 1, 3}}}, c);
   EXPECT_TRUE(p.gemm_ranks.empty());
   ASSERT_EQ(p.p2p.size(), 1u);
   EXPECT_EQ(p.p2p[0].order, (std::vector<int>{0, 2, 1, 3}));
   EXPECT_EQ(validate::check_passes(p.p2p[0].passes, validate::ring_links({0, 2, 1, 3})), "");
   // A dumped order that is not the group's members is not used.
-  p = plan_validation(loc, g, {{0x10, {0, 2, 1, 9}}});
+  p = plan_validation(loc, g, {{0x10, {0, 2, 1, 9}}}, c);
   EXPECT_EQ(p.p2p[0].order, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_TRUE(p.reference_groups.empty());  // no other group to compare with
   // At most max_groups suspect groups, and the reference.
   loc.slow_groups = {{0x10, 3.0}, {0x11, 2.0}, {0x12, 1.5}};
-  ValidatorConfig c;
   c.max_groups = 2;
   p = plan_validation(loc, groups(), {}, c);
   ASSERT_EQ(p.p2p.size(), 3u);
@@ -64,9 +76,11 @@ TEST(Validator, ALinkSuspectGetsPassesOnlyInTheGraphDumpsOrder) {
   std::vector<GroupMembers> g2 = groups();
   g2[2].signature = g2[3].signature = "dp-last-stage";
   const std::map<int, int> node_of = {{0, 0}, {1, 0}, {2, 1}, {3, 1}, {4, 2}, {5, 2}, {6, 3}, {7, 3}};
-  p = plan_validation(loc, g2, {}, ValidatorConfig{}, node_of);
+  ValidatorConfig c2;
+  c2.p2p_all = false;
+  p = plan_validation(loc, g2, {}, c2, node_of);
   EXPECT_EQ(p.reference_groups, (std::vector<std::uint64_t>{0x10, 0x11}));  // the other DP groups cross nodes
-  p = plan_validation(loc, g2, {}, ValidatorConfig{});  // nodes unknown: none
+  p = plan_validation(loc, g2, {}, c2);  // nodes unknown: none
   EXPECT_TRUE(p.reference_groups.empty());
   // Nothing suspect: nothing to test.
   EXPECT_TRUE(plan_validation(Localisation{}, groups()).empty());

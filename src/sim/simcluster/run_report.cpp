@@ -293,3 +293,45 @@ std::string format_timeline(const nlohmann::json& report) {
 }
 
 }  // namespace greyhound::sim
+
+namespace greyhound::sim {
+
+nlohmann::json validation_summary(const nlohmann::json& events) {
+  nlohmann::json out = nlohmann::json::array();
+  double onset = -1, detected = -1;
+  for (const auto& j : events) {
+    std::string err;
+    const std::optional<Event> e = event_from_json(j, &err);
+    if (!e || e->source != "master") continue;
+    if (e->type == event_type::kIncidentOpen) {
+      const auto d = parse_incident_detail(e->detail, &err);
+      onset = d ? d->onset_t_s : e->t_s;
+      detected = d && d->detected_t_s > 0 ? d->detected_t_s : e->t_s;
+      continue;
+    }
+    if (e->type != event_type::kValidated) continue;
+    const auto v = parse_validated_report(e->detail, &err);
+    if (!v) continue;
+    nlohmann::json x = {{"id", v->id},
+                        {"onset_t_s", onset},
+                        {"detected_t_s", detected},
+                        {"localised_t_s", v->localised_t_s},
+                        {"validated_t_s", e->t_s},
+                        {"cause", v->cause},
+                        {"aborted", v->aborted},
+                        {"reason", v->reason},
+                        {"ratio", v->ratio},
+                        {"pause_s", v->pause_s},
+                        {"tests_s", v->tests_s},
+                        {"ranks", v->ranks}};
+    if (v->cause == "gpu" || v->cause == "host") {
+      x["rank"] = v->rank;
+      x["node"] = v->node;
+    }
+    if (v->cause == "link") x["link"] = {v->node_a, v->node_b};
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+}  // namespace greyhound::sim

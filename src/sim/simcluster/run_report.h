@@ -54,4 +54,10 @@ double healthy_mean_iter_ms(const std::vector<JobIteration>& its, const FaultSch
 // A readable timeline: faults and events in time order with the iteration times around them.
 std::string format_timeline(const nlohmann::json& report);
 
+// The report's "validations": one entry per validation pause of the master (its `validated` events), with
+// the latencies of the incident it served: `onset_t_s` (the slowdown's first slow iteration),
+// `detected_t_s` (the agents' decision), `localised_t_s`, `validated_t_s`, the verdict (`cause`, `rank`,
+// `node`, `link`, `ratio`, `aborted`, `reason`), `pause_s` and `tests_s`. Job seconds.
+nlohmann::json validation_summary(const nlohmann::json& events);
+
 }  // namespace greyhound::sim

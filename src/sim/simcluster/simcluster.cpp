@@ -68,10 +68,11 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 // A validation pause's tests at the stand-ins' rates (sim_model.h: GEMM 0.035 GFLOP/s, links 400 and
-// 4 MB/s): a 96^3 GEMM lasts ~50 ms (well above a launch, even on a host contended 40x), 64 and 128 KiB
-// last ~16 and ~33 ms between nodes. Real hardware takes the master's defaults (8192^3, 16-64 MiB).
+// 4 MB/s): a 96^3 GEMM lasts ~50 ms (well above a launch, even on a host contended 40x); 8 and 16 KiB last
+// ~2 and ~4 ms between nodes (the modeled clock times them exactly), ~70 and ~140 ms over a link at 3 %.
+// Real hardware takes the master's defaults (8192^3, 16-64 MiB).
 constexpr int kSimGemmN = 96;
-constexpr const char* kSimP2pBytes = "65536,131072";
+constexpr const char* kSimP2pBytes = "8192,16384";
 
 void usage() {
   std::printf(
@@ -662,6 +663,7 @@ int main(int argc, char** argv) {
   }
   json report = make_report(o, its, std::move(events), std::move(chaos), rc);
   if (o.s4) report["restarts"] = std::move(restarts);
+  report["validations"] = gs::validation_summary(report["events"]);
   if (!o.report_path.empty()) {
     std::ofstream out(o.report_path);
     out << report.dump(2) << "\n";
