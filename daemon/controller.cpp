@@ -972,7 +972,8 @@ bool Controller::start_validation(const Localisation& loc, std::set<std::int64_t
   const double arm_timeout_s =
       cfg_.pause.arm_timeout_s > 0 ? cfg_.pause.arm_timeout_s : (static_cast<double>(ahead) + 3.0) * iter_s + 5.0;
   const std::string id = "validate-" + std::to_string(++validations_) + "." + run_tag_;
-  validating_.emplace(id, plan, spec, last_groups_, loc, now.job_s, now.mono_s, arm_timeout_s);
+  validating_.emplace(id, plan, spec, last_groups_, loc, now.job_s, now.mono_s, arm_timeout_s,
+                      cfg_.pause.min_link_excess_ms);
   validating_for_ = std::move(fail_slows);
   ProfileRequest req;
   req.command.cmd = "pause";

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
                             {"job", "jobs", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
                              "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
                              "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin",
-                             "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s"},
+                             "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s",
+                             "validate-min-excess-ms"},
                             {"help", "mitigate"});
     if (a.flag("help")) {
       std::printf("usage: greyhound-master [--job J | --jobs PATTERN] [--redis URL] [--event-log FILE] [--poll-ms MS]\n"
@@ -35,13 +36,14 @@ int main(int argc, char** argv) {
                   "         [--baseline-after-s S] [--baseline-every-s S] [--retire-after-s S]\n"
                   "         [--profile-iterations N] [--reprofile-iterations N] [--check-iterations N] [--pay-margin F]\n"
                   "         [--validate never|auto|always] [--validate-gemm-n N] [--validate-bytes B,B,..]\n"
-                  "         [--validate-repeats N] [--pause-deadline-s S]\n"
+                  "         [--validate-repeats N] [--pause-deadline-s S] [--validate-min-excess-ms MS]\n"
                   "--jobs serves every registered job matching PATTERN (fnmatch, e.g. '*'); --job one job\n"
                   "--validate: confirm localisations with a pause (docs/validation.md; default never): always after\n"
                   "each new fail-slow, auto when the profile names no cause and before S3/S4\n"
                   "--validate-gemm-n: n of the n x n x n GEMMs (default 8192); --validate-bytes: P2P sizes (default\n"
                   "16, 32 and 64 MiB); --validate-repeats: runs of each test (default 3); --pause-deadline-s: every\n"
-                  "rank resumes by itself after this (default 30)\n"
+                  "rank resumes by itself after this (default 30); --validate-min-excess-ms: a slow transfer also\n"
+                  "exceeds its class's median by this much (the timer's noise; default 0.05)\n"
                   "defaults from GREYHOUND_JOB and GREYHOUND_REDIS\n");
       return 0;
     }
@@ -74,6 +76,10 @@ int main(int argc, char** argv) {
     pause.gemm_n = static_cast<int>(a.integer_in("validate-gemm-n", pause.gemm_n, 0, 16384));
     pause.repeats = static_cast<int>(a.integer_in("validate-repeats", pause.repeats, 1, 9));
     pause.deadline_s = a.number("pause-deadline-s", pause.deadline_s);
+    pause.min_link_excess_ms = a.number("validate-min-excess-ms", pause.min_link_excess_ms);
+    if (!(pause.min_link_excess_ms >= 0 && pause.min_link_excess_ms <= 1e4)) {
+      throw greyhound::ArgError("--validate-min-excess-ms must be in [0, 10000]");
+    }
     if (!(pause.deadline_s >= 1 && pause.deadline_s <= greyhound::kMaxPauseDeadlineS)) {
       throw greyhound::ArgError("--pause-deadline-s must be in [1, 600]");
     }

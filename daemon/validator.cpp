@@ -121,10 +121,11 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
                 (plan.reference_groups.empty() ? std::string() : " and " + std::to_string(plan.reference_groups.size()) +
                                                                   " reference(s)")
                     .c_str());
+
+  plan.why = buf;
   if (plan.p2p.size() > suspects + plan.reference_groups.size()) {
     plan.why += "; P2P over every group (" + std::to_string(plan.p2p.size()) + ")";
   }
-  plan.why = buf;
   return plan;
 }
 
@@ -138,7 +139,7 @@ const char* validated_cause_name(ValidatedCause c) {
 }
 
 Validated judge_validation(const std::vector<validate::GemmTime>& gemm,
-                           const std::vector<validate::TransferTime>& transfers) {
+                           const std::vector<validate::TransferTime>& transfers, double min_excess_ms) {
   Validated v;
   v.gpus = validate::judge_gemm(gemm);
   std::set<int> slow_gpus;
@@ -153,7 +154,7 @@ Validated judge_validation(const std::vector<validate::GemmTime>& gemm,
   for (const auto& t : transfers) {
     if (slow_gpus.count(t.transfer.src) == 0 && slow_gpus.count(t.transfer.dst) == 0) others.push_back(t);
   }
-  v.links = validate::judge_links(others);
+  v.links = validate::judge_links(others, kSlowLinkExcess, min_excess_ms);
   char buf[200];
   if (worst != nullptr) {
     v.cause = ValidatedCause::kGpu;
@@ -234,9 +235,10 @@ PauseSpec pause_spec(const ValidationPlan& plan, const std::vector<GroupMembers>
 }
 
 ValidationRun::ValidationRun(std::string id, ValidationPlan plan, PauseSpec spec, const std::vector<GroupMembers>& groups,
-                             Localisation loc, double localised_t_s, double now_s, double arm_timeout_s)
+                             Localisation loc, double localised_t_s, double now_s, double arm_timeout_s,
+                             double min_link_excess_ms)
     : id_(std::move(id)), plan_(std::move(plan)), spec_(std::move(spec)), loc_(std::move(loc)),
-      localised_t_s_(localised_t_s) {
+      localised_t_s_(localised_t_s), min_link_excess_ms_(min_link_excess_ms) {
   for (const P2pTest& t : plan_.p2p) {
     for (const GroupMembers& g : groups) {
       if (g.group == t.group) members_[g.group] = g.members;
@@ -260,9 +262,10 @@ void ValidationRun::report(int rank, int node, const PauseReport& r, double now_
   } else if (r.state == "resumed") {
     resumed_.insert(rank);
     longest_pause_ms_ = std::max(longest_pause_ms_, r.paused_ms);
-    // A rank that resumed by itself before the tests were over: the pause is lost.
-    if ((phase_ == Phase::kArming || phase_ == Phase::kRunning) && r.reason == "deadline") {
-      abort("rank " + std::to_string(rank) + " resumed at its deadline", now_s);
+    // A rank that resumed before the tests were over (its deadline, an abort it was given): the pause is
+    // lost for everyone.
+    if (phase_ == Phase::kArming || phase_ == Phase::kRunning) {
+      abort("rank " + std::to_string(rank) + " resumed (" + r.reason + ") before the tests were over", now_s);
     }
   }
 }
@@ -334,10 +337,15 @@ ValidatedReport ValidationRun::outcome() const {
   std::map<int, double> tflops;
   for (int r : plan_.gemm_ranks) {
     const auto it = done_.find(r);
-    if (it == done_.end() || it->second.gemm_ms.empty()) continue;
+    // FP32 + FP16, both measured (a type left out, by the deadline or a failure, would halve the time).
+    if (it == done_.end() || it->second.gemm_ms.size() < 2) continue;
     double ms = 0;
-    for (double x : it->second.gemm_ms) ms += x;  // FP32 + FP16
-    if (ms <= 0) continue;
+    bool complete = true;
+    for (double x : it->second.gemm_ms) {
+      ms += x;
+      complete = complete && x > 0;
+    }
+    if (!complete) continue;
     gemm.push_back({r, node(r), ms});
     if (!it->second.gemm_tflops.empty()) tflops[r] = it->second.gemm_tflops[0];
   }
@@ -348,10 +356,13 @@ ValidatedReport ValidationRun::outcome() const {
     const auto it = done_.find(rank);
     if (it == done_.end()) return 0;
     for (const auto& t : it->second.transfers) {
-      if (t.spec == want) {
+      if (t.spec == want) {  // every size measured, or not at all (the bytes count them all)
         double ms = 0;
-        for (double x : t.ms) ms += x;
-        return ms;
+        for (double x : t.ms) {
+          if (!(x > 0)) return 0;
+          ms += x;
+        }
+        return t.ms.size() == spec_.sizes.size() ? ms : 0;
       }
     }
     return 0;
@@ -384,7 +395,7 @@ ValidatedReport ValidationRun::outcome() const {
       return t.transfer.src == host_suspect || t.transfer.dst == host_suspect;
     });
   }
-  const Validated v = judge_validation(gemm, transfers);
+  const Validated v = judge_validation(gemm, transfers, min_link_excess_ms_);
   out.cause = validated_cause_name(v.cause);
   out.rank = v.rank;
   out.node = v.node;

@@ -77,7 +77,7 @@ struct Validated {
 
 // What the tests of `plan` measured say (GEMM times of its gemm_ranks; each transfer of its passes).
 Validated judge_validation(const std::vector<validate::GemmTime>& gemm,
-                           const std::vector<validate::TransferTime>& transfers);
+                           const std::vector<validate::TransferTime>& transfers, double min_excess_ms = 0);
 
 // How a pause tests (the master's --validate-* flags). Real hardware: 8192^3 GEMMs, 16/32/64 MiB transfers.
 struct PauseSettings {
@@ -87,6 +87,7 @@ struct PauseSettings {
   double deadline_s = kDefaultPauseDeadlineS;  // every rank resumes by itself after this
   int lead_iterations = 2;                     // the cut: this many iterations after the job's latest mark
   double arm_timeout_s = 0;                    // all ranks at the cut within this (0: from the iteration time)
+  double min_link_excess_ms = 0.05;            // a slow transfer also exceeds its peers' by this (timer noise)
 };
 
 // The pause of `plan`: every rank of `ranks` pauses at `at_iteration`; GEMM on plan.gemm_ranks; each P2P
@@ -105,7 +106,8 @@ PauseSpec pause_spec(const ValidationPlan& plan, const std::vector<GroupMembers>
 class ValidationRun {
  public:
   ValidationRun(std::string id, ValidationPlan plan, PauseSpec spec, const std::vector<GroupMembers>& groups,
-                Localisation loc, double localised_t_s, double now_s, double arm_timeout_s);
+                Localisation loc, double localised_t_s, double now_s, double arm_timeout_s,
+                double min_link_excess_ms = 0);
 
   const std::string& id() const { return id_; }
   const PauseSpec& spec() const { return spec_; }
@@ -126,6 +128,7 @@ class ValidationRun {
   PauseSpec spec_;
   Localisation loc_;
   double localised_t_s_ = 0;
+  double min_link_excess_ms_ = 0;
   Phase phase_ = Phase::kArming;
   double arm_deadline_s_ = 0, run_deadline_s_ = 0, resume_deadline_s_ = 0;
   double run_sent_s_ = 0, last_result_s_ = 0;

@@ -162,6 +162,8 @@ inline constexpr std::uint32_t kPauseWhyDeadline = 5;   // resumed by itself at 
 inline constexpr std::uint32_t kPauseWhyTold = 6;       // resumed when told
 inline constexpr std::uint32_t kPauseWhyAborted = 7;    // the agent aborted the pause
 inline constexpr std::uint32_t kPauseWhyNoGroup = 8;    // a group to test is not one of the rank's communicators
+inline constexpr std::uint32_t kPauseWhyNoMemory = 9;   // no CUDA events or P2P buffer for the tests
+inline constexpr std::uint32_t kPauseWhyCudaError = 10; // a CUDA error of the job was pending, or its work failed
 
 struct PauseControl {
   std::atomic<std::uint64_t> iteration_mark;  // framework: 1 + the iteration it began last; 0: none yet

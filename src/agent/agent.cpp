@@ -285,6 +285,8 @@ const char* pause_reason_name(std::uint32_t r) {
     case kPauseWhyTold: return "told";
     case kPauseWhyAborted: return "aborted";
     case kPauseWhyNoGroup: return "no_group";
+    case kPauseWhyNoMemory: return "no_memory";
+    case kPauseWhyCudaError: return "cuda_error";
     default: return "";
   }
 }
@@ -316,6 +318,10 @@ void Agent::start_pause(const Command& cmd, std::uint64_t now_ns) {
     }
     // The request's fields first, its id last (release): the hook reads the id first.
     pc->id.store(0, std::memory_order_release);
+    // The state left by the previous pause goes first: a hook reporting for this one writes its id, then
+    // its state, and a read between the two must not pass the old state off as this pause's.
+    pc->state.store(kPauseIdle, std::memory_order_relaxed);
+    pc->state_id.store(0, std::memory_order_release);
     pc->command.store(kPauseCmdArm, std::memory_order_relaxed);
     pc->at_iteration = static_cast<std::uint64_t>(spec.at_iteration);
     pc->deadline_ns = deadline;

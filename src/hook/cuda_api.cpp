@@ -19,6 +19,7 @@ const CudaApi& cuda_api() {
     sym(a.event_elapsed, "cudaEventElapsedTime");
     sym(a.event_destroy, "cudaEventDestroy");
     sym(a.get_last_error, "cudaGetLastError");
+    sym(a.peek_last_error, "cudaPeekAtLastError");
     sym(a.device_synchronize, "cudaDeviceSynchronize");
     sym(a.stream_is_capturing, "cudaStreamIsCapturing");
     sym(a.malloc, "cudaMalloc");

@@ -16,6 +16,7 @@ struct CudaApi {
   int (*event_elapsed)(float* ms, void* start, void* end) = nullptr;  // cudaEventElapsedTime
   int (*event_destroy)(void* event) = nullptr;                      // cudaEventDestroy
   int (*get_last_error)() = nullptr;                                // cudaGetLastError
+  int (*peek_last_error)() = nullptr;                               // cudaPeekAtLastError
   // The pause gate and the benchmark executor.
   int (*device_synchronize)() = nullptr;                            // cudaDeviceSynchronize
   int (*stream_is_capturing)(void* stream, int* status) = nullptr;  // cudaStreamIsCapturing

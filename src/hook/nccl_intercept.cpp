@@ -153,7 +153,9 @@ inline ncclResult_t traced(Real real, Timed kind, void* stream, Fill&& fill, Arg
   if (mode == ghh::kUninit || mode == ghh::kInitialising) mode = ghh::ensure_init();
   if (mode != ghh::kRecording) return real(args...);
 
-  if (__builtin_expect(ghh::pause_requested(*rt.ring->header()), 0)) ghh::pause_gate(rt, stream);
+  if (__builtin_expect(ghh::pause_requested(*rt.ring->header()), 0)) {
+    ghh::pause_gate(rt, stream, kind == Timed::kGroupEnd);
+  }
   const std::uint64_t t0 = ghh::monotonic_ns();
   if (profiling_now(rt.ring->header()->control, t0) || ghh::GpuTimer::pending_in_this_thread()) {
     return traced_profiled(rt, t0, kind, stream, real, fill, args...);

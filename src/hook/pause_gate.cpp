@@ -11,6 +11,8 @@
 namespace greyhound::hook {
 
 std::atomic<std::uint64_t> g_pause_handled{0};
+std::atomic<int> g_pause_active{0};
+std::atomic<std::uint64_t> g_pause_until_ns{0};
 
 namespace {
 
@@ -52,81 +54,102 @@ std::uint32_t wait_for(PauseControl& pc, std::uint64_t id, unsigned wanted, std:
 }
 
 // Device time of `fn` (enqueued on the default stream between two events), ms; < 0 when it failed.
+// `fn` always runs (a P2P transfer left out would leave its peer waiting), whatever the timing does.
 template <typename Fn>
 double timed_ms(const CudaApi& c, void* e0, void* e1, Fn&& fn) {
-  if (c.event_record(e0, nullptr) != kCudaSuccess) return -1;
-  if (!fn()) return -1;
+  const bool started = c.event_record(e0, nullptr) == kCudaSuccess;
+  const bool ran = fn();
+  if (!started || !ran) return -1;
   if (c.event_record(e1, nullptr) != kCudaSuccess || c.event_synchronize(e1) != kCudaSuccess) return -1;
   float ms = 0;
   if (c.event_elapsed(&ms, e0, e1) != kCudaSuccess || !(ms >= 0)) return -1;
   return ms;
 }
 
-// The BenchmarkExecutor: the tests of the request, results into `pc`. Everything it allocates it frees.
-void run_tests(Runtime& rt, PauseControl& pc, void* const* comms, std::uint64_t deadline_ns) {
-  const CudaApi& c = cuda_api();
-  const int repeats = static_cast<int>(std::clamp<std::uint32_t>(pc.repeats, 1, 9));
+// The request as the hook runs it: a copy taken at the trap (the agent may rewrite the block once it gave
+// up on this pause), with what the tests need acquired before the rank reports trapped, so that no rank
+// can fail to take part in a transfer once told to run.
+struct Request {
+  std::uint64_t id = 0;
+  std::uint32_t gemm_n = 0, repeats = 1, n_sizes = 0, n_transfers = 0;
+  std::uint64_t sizes[kPauseMaxSizes] = {};
+  std::uint64_t max_bytes = 0;
+  PauseTransfer transfers[kPauseMaxTransfers] = {};
+  void* comms[kPauseMaxTransfers] = {};
   void* e0 = nullptr;
   void* e1 = nullptr;
-  if (c.event_create(&e0, kEventDefault) != kCudaSuccess || c.event_create(&e1, kEventDefault) != kCudaSuccess) {
-    c.clear_error();
-    log_line(LogLevel::kWarn, "pause: cannot create CUDA events; no test run");
-    if (e0 != nullptr) c.event_destroy(e0);
-    return;
-  }
+  void* buf = nullptr;  // the P2P buffer, max_bytes
+};
+
+using SendFn = decltype(&ncclSend);
+using RecvFn = decltype(&ncclRecv);
+using GroupFn = decltype(&ncclGroupStart);
+struct NcclP2p {
+  SendFn send = nullptr;
+  RecvFn recv = nullptr;
+  GroupFn start = nullptr, end = nullptr;
+  bool ok() const { return send && recv && start && end; }
+};
+const NcclP2p& nccl_p2p() {
+  static const NcclP2p f = [] {
+    NcclP2p x;
+    x.send = reinterpret_cast<SendFn>(resolve_real("ncclSend", nullptr));
+    x.recv = reinterpret_cast<RecvFn>(resolve_real("ncclRecv", nullptr));
+    x.start = reinterpret_cast<GroupFn>(resolve_real("ncclGroupStart", nullptr));
+    x.end = reinterpret_cast<GroupFn>(resolve_real("ncclGroupEnd", nullptr));
+    return x;
+  }();
+  return f;
+}
+
+void release(const CudaApi& c, Request& r) {
+  if (r.buf != nullptr) c.free(r.buf);
+  if (r.e0 != nullptr) c.event_destroy(r.e0);
+  if (r.e1 != nullptr) c.event_destroy(r.e1);
+  r.buf = r.e0 = r.e1 = nullptr;
+}
+
+// The BenchmarkExecutor: the tests of `req`, results into `pc`. GEMM buffers it allocates and frees.
+void run_tests(const Request& req, PauseControl& pc, std::uint64_t deadline_ns) {
+  const CudaApi& c = cuda_api();
+  const int repeats = static_cast<int>(std::clamp<std::uint32_t>(req.repeats, 1, 9));
+  void* e0 = req.e0;
+  void* e1 = req.e1;
   double runs[9];
 
   // P2P transfers first, in the order given (every rank follows the same global order, so no two wait on
-  // each other), each size `repeats` times. They start together (the run command comes well before any
-  // rank's deadline) and all of them run, whatever the clock says: a rank that left one out would leave its
-  // peer waiting in NCCL.
-  const std::uint32_t nt = std::min<std::uint32_t>(pc.n_transfers, kPauseMaxTransfers);
-  const std::uint32_t ns = std::min<std::uint32_t>(pc.n_sizes, kPauseMaxSizes);
-  std::uint64_t max_bytes = 0;
-  for (std::uint32_t s = 0; s < ns; ++s) max_bytes = std::max(max_bytes, pc.sizes[s]);
-  for (std::uint32_t i = 0; i < nt; ++i) {
-    for (double& ms : pc.transfers[i].ms) ms = 0;
-  }
-  if (nt > 0 && max_bytes > 0) {
-    static const auto send = reinterpret_cast<decltype(&ncclSend)>(resolve_real("ncclSend", nullptr));
-    static const auto recv = reinterpret_cast<decltype(&ncclRecv)>(resolve_real("ncclRecv", nullptr));
-    static const auto gstart = reinterpret_cast<decltype(&ncclGroupStart)>(resolve_real("ncclGroupStart", nullptr));
-    static const auto gend = reinterpret_cast<decltype(&ncclGroupEnd)>(resolve_real("ncclGroupEnd", nullptr));
-    void* buf = nullptr;
-    if (send && recv && gstart && gend && c.malloc(&buf, max_bytes) == kCudaSuccess) {
-      c.memset(buf, 0, max_bytes);
-      for (std::uint32_t i = 0; i < nt; ++i) {
-        PauseTransfer& t = pc.transfers[i];
-        auto* comm = static_cast<ncclComm_t>(comms[i]);
-        for (std::uint32_t s = 0; s < ns; ++s) {
-          const std::size_t count = pc.sizes[s];
-          const auto p2p = [&] {
-            t_in_hook = true;
-            bool ok = gstart() == ncclSuccess;
-            ok = ok && (t.send != 0 ? send(buf, count, ncclInt8, t.peer, comm, nullptr)
-                                    : recv(buf, count, ncclInt8, t.peer, comm, nullptr)) == ncclSuccess;
-            ok = (gend() == ncclSuccess) && ok;
-            t_in_hook = false;
-            return ok;
-          };
-          int got = 0;
-          for (int r = 0; r < repeats; ++r) {
-            const double ms = timed_ms(c, e0, e1, p2p);
-            if (ms >= 0) runs[got++] = ms;
-          }
-          t.ms[s] = got > 0 ? median(runs, got) : 0;
-        }
+  // each other), each size `repeats` times. All of them run, whatever the clock or the timing says: a rank
+  // that left one out would leave its peer waiting in NCCL.
+  const NcclP2p& f = nccl_p2p();
+  for (std::uint32_t i = 0; i < req.n_transfers; ++i) {
+    const PauseTransfer& t = req.transfers[i];
+    auto* comm = static_cast<ncclComm_t>(req.comms[i]);
+    for (std::uint32_t s = 0; s < req.n_sizes; ++s) {
+      const std::size_t count = req.sizes[s];
+      const auto p2p = [&] {
+        t_in_hook = true;
+        const bool started = f.start() == ncclSuccess;
+        const bool posted = (t.send != 0 ? f.send(req.buf, count, ncclInt8, t.peer, comm, nullptr)
+                                         : f.recv(req.buf, count, ncclInt8, t.peer, comm, nullptr)) == ncclSuccess;
+        const bool ended = f.end() == ncclSuccess;
+        t_in_hook = false;
+        return started && posted && ended;
+      };
+      int got = 0;
+      for (int r = 0; r < repeats; ++r) {
+        const double ms = timed_ms(c, e0, e1, p2p);
+        if (ms >= 0) runs[got++] = ms;
       }
-      c.free(buf);
-    } else {
-      log_line(LogLevel::kWarn, "pause: no P2P test (NCCL functions missing or cannot allocate %llu bytes)",
-               static_cast<unsigned long long>(max_bytes));
+      // Every repeat must have been timed, or the size is reported as not run (0).
+      pc.transfers[i].ms[s] = got == repeats ? median(runs, got) : 0;
     }
   }
-  // GEMM, FP32 then FP16: C = A B, n x n x n, one warm-up, then `repeats` timed runs.
+
+  // GEMM, FP32 then FP16: C = A B, n x n x n, one warm-up, then `repeats` timed runs. The rank's own work:
+  // past the deadline, the GEMMs left are skipped.
   pc.gemm_ms[0] = pc.gemm_ms[1] = 0;
   pc.gemm_tflops[0] = pc.gemm_tflops[1] = 0;
-  const std::uint32_t n = std::min(pc.gemm_n, kMaxGemmN);
+  const std::uint32_t n = std::min(req.gemm_n, kMaxGemmN);
   if (n > 0 && c.blas_ok()) {
     const std::size_t bytes = static_cast<std::size_t>(n) * n * 4;
     void* a = nullptr;
@@ -146,14 +169,13 @@ void run_tests(Runtime& rt, PauseControl& pc, void* const* comms, std::uint64_t 
           return c.gemm_ex(handle, kOpN, kOpN, N, N, N, &one, a, types[t], N, b, types[t], N, &zero, out, types[t], N,
                            kCompute32F, kGemmDefault) == 0;
         };
-        // GEMMs are the rank's own: past the deadline, the ones left are skipped.
         bool ok = monotonic_ns() < deadline_ns && timed_ms(c, e0, e1, gemm) >= 0;  // warm-up
         int got = 0;
         for (int r = 0; ok && r < repeats && monotonic_ns() < deadline_ns; ++r) {
           const double ms = timed_ms(c, e0, e1, gemm);
           if (ms < 0) ok = false; else runs[got++] = ms;
         }
-        if (ok && got > 0) {
+        if (ok && got == repeats) {
           pc.gemm_ms[t] = median(runs, got);
           if (pc.gemm_ms[t] > 0) pc.gemm_tflops[t] = 2.0 * N * N * N / (pc.gemm_ms[t] * 1e-3) / 1e12;
         } else if (monotonic_ns() < deadline_ns) {
@@ -172,19 +194,23 @@ void run_tests(Runtime& rt, PauseControl& pc, void* const* comms, std::uint64_t 
   } else if (n > 0) {
     log_line(LogLevel::kWarn, "pause: no GEMM (cuBLAS is not loaded in this process)");
   }
-
   c.clear_error();
-  c.event_destroy(e0);
-  c.event_destroy(e1);
-  (void)rt;
 }
 
 }  // namespace
 
-void pause_gate(Runtime& rt, void* stream) noexcept {
+void pause_gate(Runtime& rt, void* stream, bool group_end) noexcept {
   const int saved_errno = errno;
   RingHeader& h = *rt.ring->header();
   PauseControl& pc = h.pause;
+  // Another thread of this process is paused: this one waits too (its NCCL calls would mix with the tests
+  // on the same communicators), until that pause ends.
+  if (g_pause_active.load(std::memory_order_acquire) != 0) {
+    const std::uint64_t until = g_pause_until_ns.load(std::memory_order_relaxed);
+    while (g_pause_active.load(std::memory_order_acquire) != 0 && monotonic_ns() < until) sleep_ms(1);
+    errno = saved_errno;
+    return;
+  }
   std::uint64_t handled = g_pause_handled.load(std::memory_order_acquire);
   const std::uint64_t id = pc.id.load(std::memory_order_acquire);
   if (id == 0 || id == handled) {
@@ -208,7 +234,10 @@ void pause_gate(Runtime& rt, void* stream) noexcept {
     errno = saved_errno;
     return;
   }
+  const CudaApi& c = cuda_api();
+  Request req;
   const auto refuse = [&](std::uint32_t why, const char* what) {
+    release(c, req);
     set_state(pc, id, kPauseRefused, why);
     log_line(LogLevel::kWarn, "pause %llu refused: %s", static_cast<unsigned long long>(id), what);
     errno = saved_errno;
@@ -216,32 +245,69 @@ void pause_gate(Runtime& rt, void* stream) noexcept {
   if (mark > at + 1 || h.write_index.load(std::memory_order_acquire) != pc.mark_seq.load(std::memory_order_acquire)) {
     return refuse(kPauseWhyPast, "this rank is past the cut");
   }
-  if (t_group_depth > 0) return refuse(kPauseWhyInGroup, "the cut is inside an NCCL group");
-  const CudaApi& c = cuda_api();
+  // ncclGroupEnd has left the group by the time its wrapper gets here: a cut at it is inside the group.
+  if (t_group_depth > 0 || group_end) return refuse(kPauseWhyInGroup, "the cut is inside an NCCL group");
   if (!c.pause_ok()) return refuse(kPauseWhyNoCuda, "no CUDA runtime in this process");
+  // The job's own CUDA error, if one is pending, stays the job's to find: no pause then.
+  if (c.peek_last_error != nullptr && c.peek_last_error() != kCudaSuccess) {
+    return refuse(kPauseWhyCudaError, "a CUDA error of the job is pending");
+  }
   if (c.stream_is_capturing != nullptr) {
     int capture = 0;
-    if (c.stream_is_capturing(stream, &capture) == kCudaSuccess && capture != 0) {
+    const int rc = c.stream_is_capturing(stream, &capture);
+    if (rc != kCudaSuccess || capture != 0) {  // an error here: a capture elsewhere forbids the query
+      if (rc != kCudaSuccess) c.clear_error();  // ours (none of the job's was pending)
       return refuse(kPauseWhyCapturing, "the stream is capturing a CUDA graph");
     }
-    c.clear_error();
   }
-  const std::uint32_t nt = std::min<std::uint32_t>(pc.n_transfers, kPauseMaxTransfers);
-  void* comms[kPauseMaxTransfers] = {};
-  for (std::uint32_t i = 0; i < nt; ++i) {
-    comms[i] = rt.groups.comm_of(pc.transfers[i].group_id);
-    if (comms[i] == nullptr) return refuse(kPauseWhyNoGroup, "a group to test is not one of this rank's communicators");
+  // The request, copied; its communicators; what the tests need, acquired now.
+  req.id = id;
+  req.gemm_n = pc.gemm_n;
+  req.repeats = pc.repeats;
+  req.n_sizes = std::min<std::uint32_t>(pc.n_sizes, kPauseMaxSizes);
+  req.n_transfers = std::min<std::uint32_t>(pc.n_transfers, kPauseMaxTransfers);
+  for (std::uint32_t i = 0; i < req.n_sizes; ++i) {
+    req.sizes[i] = pc.sizes[i];
+    req.max_bytes = std::max(req.max_bytes, req.sizes[i]);
+  }
+  for (std::uint32_t i = 0; i < req.n_transfers; ++i) {
+    req.transfers[i] = pc.transfers[i];
+    req.comms[i] = rt.groups.comm_of(req.transfers[i].group_id);
+    if (req.comms[i] == nullptr) return refuse(kPauseWhyNoGroup, "a group to test is not one of this rank's communicators");
+  }
+  if (req.n_transfers > 0 && (req.max_bytes == 0 || !nccl_p2p().ok())) {
+    return refuse(kPauseWhyNoGroup, "no sizes to send, or NCCL's send/recv are not in this process");
+  }
+  if (c.event_create(&req.e0, kEventDefault) != kCudaSuccess || c.event_create(&req.e1, kEventDefault) != kCudaSuccess) {
+    c.clear_error();
+    return refuse(kPauseWhyNoMemory, "cannot create CUDA events");
+  }
+  if (req.n_transfers > 0) {
+    if (c.malloc(&req.buf, req.max_bytes) != kCudaSuccess) {
+      req.buf = nullptr;
+      c.clear_error();
+      return refuse(kPauseWhyNoMemory, "cannot allocate the P2P buffer");
+    }
+    c.memset(req.buf, 0, req.max_bytes);
   }
 
   // At the cut: drain, report, wait.
   const std::uint64_t t_drain = monotonic_ns();
-  c.device_synchronize();
-  c.clear_error();
+  if (c.device_synchronize() != kCudaSuccess) {
+    // An error of the job's own work: left for the job to find (not cleared); no pause.
+    release(c, req);
+    set_state(pc, id, kPauseRefused, kPauseWhyCudaError);
+    log_line(LogLevel::kWarn, "pause %llu refused: the job's device work failed", static_cast<unsigned long long>(id));
+    errno = saved_errno;
+    return;
+  }
   const std::uint64_t trapped = monotonic_ns();
   pc.drain_ms = static_cast<double>(trapped - t_drain) * 1e-6;
   pc.trapped_ns = trapped;
   const std::uint64_t cap = trapped + static_cast<std::uint64_t>(kMaxPauseS * 1e9);
   const std::uint64_t deadline = std::clamp<std::uint64_t>(pc.deadline_ns, trapped + 1'000'000'000ull, cap);
+  g_pause_until_ns.store(deadline, std::memory_order_relaxed);
+  g_pause_active.store(1, std::memory_order_release);
   set_state(pc, id, kPauseTrapped, kPauseWhyNone);
   log_line(LogLevel::kInfo, "pause %llu: trapped at iteration %llu", static_cast<unsigned long long>(id),
            static_cast<unsigned long long>(at));
@@ -249,14 +315,17 @@ void pause_gate(Runtime& rt, void* stream) noexcept {
   std::uint32_t got = wait_for(pc, id, (1u << kPauseCmdRun) | (1u << kPauseCmdResume) | (1u << kPauseCmdAbort), deadline);
   if (got == kPauseCmdRun) {
     set_state(pc, id, kPauseRunning, kPauseWhyNone);
-    run_tests(rt, pc, comms, deadline);
+    run_tests(req, pc, deadline);
     set_state(pc, id, kPauseDone, kPauseWhyNone);
     got = wait_for(pc, id, (1u << kPauseCmdResume) | (1u << kPauseCmdAbort), deadline);
   }
+  release(c, req);
+  c.clear_error();  // ours: none of the job's was pending at the trap, and its work had completed
   const std::uint32_t why = got == kPauseCmdResume ? kPauseWhyTold : got == kPauseCmdAbort ? kPauseWhyAborted
                                                                                           : kPauseWhyDeadline;
   pc.resumed_ns = monotonic_ns();
   set_state(pc, id, kPauseResumed, why);
+  g_pause_active.store(0, std::memory_order_release);
   // One line per pause in the job's log, at the default level: the rank stood still this long.
   log_line(LogLevel::kWarn, "pause %llu: resumed after %.1f ms (%s)",
            static_cast<unsigned long long>(id), static_cast<double>(pc.resumed_ns - trapped) * 1e-6,

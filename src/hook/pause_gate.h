@@ -13,11 +13,16 @@
 //  - every wait ends by the request's deadline (capped at kMaxPauseS), so a lost master, agent or Redis
 //    resumes the rank by itself;
 //  - a rank already past the cut, inside an NCCL group, capturing a CUDA graph, without the CUDA runtime,
-//    or not knowing a group it is to test refuses instead (kPauseRefused), and the master aborts the pause
-//    for everyone;
+//    with a CUDA error of the job pending, not knowing a group it is to test, or unable to get the events and
+//    buffer its tests need refuses instead (kPauseRefused), and the master aborts the pause for everyone;
+//  - the request is copied and the tests' resources acquired before the rank reports trapped; once told to
+//    run, a rank posts every transfer it was given, whatever the timing does;
 //  - the tests use buffers of their own and run only once every rank is at the cut (the agent says run
-//    only then); they are not recorded in the ring;
-//  - errno and the job's CUDA error state are left as they were.
+//    only then); they are not recorded in the ring; other threads of the process wait at the gate meanwhile;
+//  - errno and the job's CUDA error state are left as they were (a pending error of the job: no pause).
+// Residual risk: a rank that resumes at its deadline (or dies) while its peers were told to run leaves
+// them waiting in NCCL, as a rank that stops would in the job's own next collective; the master tells
+// ranks to run only early in the deadline to keep that window small.
 #pragma once
 
 #include <atomic>
@@ -33,15 +38,21 @@ inline constexpr std::uint32_t kMaxGemmN = 16384;
 
 // The last pause request this process handled (trapped at, refused, or let pass).
 extern std::atomic<std::uint64_t> g_pause_handled;
+// A thread of this process is paused (until g_pause_until_ns at the latest): the others wait at the gate.
+extern std::atomic<int> g_pause_active;
+extern std::atomic<std::uint64_t> g_pause_until_ns;
 
-// Hot path: one relaxed load of the request id. True when a request this process has not handled is armed.
+// Hot path: two relaxed loads. True when a request this process has not handled is armed, or a pause of
+// another thread of this process is in progress.
 inline bool pause_requested(const RingHeader& h) noexcept {
   const std::uint64_t id = h.pause.id.load(std::memory_order_relaxed);
-  return id != 0 && id != g_pause_handled.load(std::memory_order_relaxed);
+  return (id != 0 && id != g_pause_handled.load(std::memory_order_relaxed)) ||
+         g_pause_active.load(std::memory_order_relaxed) != 0;
 }
 
 // Called by an intercepted call (outside the real NCCL, before it) when pause_requested(): traps when this
-// call is the cut, and returns once the pause is over. `stream`: the call's stream (nullptr for none).
-void pause_gate(Runtime& rt, void* stream) noexcept __attribute__((noinline));
+// call is the cut, and returns once the pause is over. `stream`: the call's stream (nullptr for none);
+// `group_end`: the call is ncclGroupEnd (whose wrapper has already left the group: a cut there is inside).
+void pause_gate(Runtime& rt, void* stream, bool group_end) noexcept __attribute__((noinline));
 
 }  // namespace greyhound::hook

@@ -65,7 +65,7 @@ std::vector<GpuVerdict> judge_gemm(const std::vector<GemmTime>& times, double ex
   return out;
 }
 
-std::vector<LinkVerdict> judge_links(const std::vector<TransferTime>& times, double excess) {
+std::vector<LinkVerdict> judge_links(const std::vector<TransferTime>& times, double excess, double min_excess_ms) {
   std::vector<LinkVerdict> out;
   for (std::size_t i = 0; i < times.size(); ++i) {
     const TransferTime& t = times[i];
@@ -77,6 +77,7 @@ std::vector<LinkVerdict> judge_links(const std::vector<TransferTime>& times, dou
     v.ms = t.ms;
     if (t.ms > 0) v.gb_per_s = t.bytes / (t.ms * 1e-3) * 1e-9;
     take(v, against_peers(times, i, excess, [&](std::size_t k) { return class_of(times[k]) == v.link_class; }));
+    v.slow = v.slow && v.ms - v.peers_ms > min_excess_ms;  // above the timer's noise as well
     out.push_back(v);
   }
   return out;

@@ -110,6 +110,14 @@ TEST(Interpret, ASlowLinkIsAboveTheMedianOfItsClassByMoreThanHalf) {
   EXPECT_DOUBLE_EQ(v[4].peers_ms, 10.25);
   EXPECT_NEAR(v[4].gb_per_s, b / 0.040 * 1e-9, 1e-9);
   EXPECT_STREQ(link_class_name(v[4].link_class), "inter-node");
+  // Above the timer's noise as well: 2x its peers, but only 0.04 ms more, is not slow with a 0.05 ms floor;
+  // the congested link (+29.75 ms) still is.
+  const auto floor = judge_links({{{0, 1}, 0, 0, b, 0.04}, {{2, 3}, 1, 1, b, 0.04}, {{4, 5}, 2, 2, b, 0.08},
+                                  {{1, 2}, 0, 1, b, 10.0}, {{3, 4}, 1, 2, b, 10.5}, {{5, 0}, 2, 0, b, 40.0}},
+                                 kSlowLinkExcess, 0.05);
+  EXPECT_GT(floor[2].ratio, 1.5);
+  EXPECT_FALSE(floor[2].slow);
+  EXPECT_TRUE(floor[5].slow);
   // Alone in its class: not judged.
   const auto one = judge_links({{{0, 1}, 0, 0, b, 1.0}, {{1, 2}, 0, 1, b, 50.0}});
   EXPECT_FALSE(one[1].judged);

@@ -50,6 +50,9 @@ struct LinkVerdict {
   bool judged = false;
   bool slow = false;
 };
-std::vector<LinkVerdict> judge_links(const std::vector<TransferTime>& times, double excess = kSlowLinkExcess);
+// `min_excess_ms`: a slow transfer also exceeds its peers' median by at least this much (the timer's noise:
+// tiny transfers inside a node last tens of microseconds).
+std::vector<LinkVerdict> judge_links(const std::vector<TransferTime>& times, double excess = kSlowLinkExcess,
+                                     double min_excess_ms = 0);
 
 }  // namespace greyhound::validate

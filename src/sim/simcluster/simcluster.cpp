@@ -73,6 +73,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 // Real hardware takes the master's defaults (8192^3, 16-64 MiB).
 constexpr int kSimGemmN = 96;
 constexpr const char* kSimP2pBytes = "8192,16384";
+// Transfers inside a node last tens of microseconds here, where the host's scheduling on two shared cores
+// adds as much: a slow transfer must also exceed its class's median by 1 ms (a congested link: 100 ms).
+constexpr const char* kSimMinExcessMs = "1";
 
 void usage() {
   std::printf(
@@ -171,7 +174,8 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
     }
     if (!o.hook) throw greyhound::ArgError("--validate needs greyhound (drop --no-greyhound)");
     o.master_args.insert(o.master_args.end(), {"--validate", mode, "--validate-gemm-n", std::to_string(kSimGemmN),
-                                               "--validate-bytes", kSimP2pBytes});
+                                               "--validate-bytes", kSimP2pBytes, "--validate-min-excess-ms",
+                                               kSimMinExcessMs});
   }
   if (a.has("pause-deadline-s")) {
     const double d = a.number("pause-deadline-s", 30);
