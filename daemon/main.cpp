@@ -83,24 +83,7 @@ int main(int argc, char** argv) {
     if (!(pause.deadline_s >= 1 && pause.deadline_s <= greyhound::kMaxPauseDeadlineS)) {
       throw greyhound::ArgError("--pause-deadline-s must be in [1, 600]");
     }
-    if (a.has("validate-bytes")) {
-      pause.sizes.clear();
-      std::vector<std::string> items(1);
-      for (char ch : a.str("validate-bytes")) {
-        if (ch == ',') items.emplace_back(); else items.back() += ch;
-      }
-      for (const std::string& item : items) {
-        char* end = nullptr;
-        const unsigned long long b = std::strtoull(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || b == 0 || b > (1ull << 32)) {
-          throw greyhound::ArgError("--validate-bytes: '" + item + "' is not a byte count from 1 to 4 GiB");
-        }
-        pause.sizes.push_back(b);
-      }
-      if (pause.sizes.empty() || pause.sizes.size() > static_cast<std::size_t>(greyhound::kMaxPauseSizes)) {
-        throw greyhound::ArgError("--validate-bytes takes 1 to 4 sizes");
-      }
-    }
+    if (a.has("validate-bytes")) pause.sizes = greyhound::byte_list(a.str("validate-bytes"), "--validate-bytes");
     if (!(cfg.controller.pay_margin >= 0 && cfg.controller.pay_margin < 1)) throw greyhound::ArgError("--pay-margin must be in [0, 1)");
     const auto& c = cfg.controller;
     if (c.profile_s <= 0 || c.ack_timeout_s <= 0) throw greyhound::ArgError("--profile-s and --ack-timeout-s must be > 0");

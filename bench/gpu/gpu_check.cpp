@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/args.h"
+#include "common/clock.h"
 #include "greyhound/config.h"
 #include "greyhound/job.h"
 #include "greyhound/ring.h"
@@ -68,25 +69,7 @@ Options parse(int argc, char** argv, bool* help) {
   o.device = static_cast<int>(a.integer_in("device", 0, 0, 1024));
   o.out = a.str("out", "");
   o.pause = !a.flag("no-pause");
-  if (a.has("sizes")) {
-    o.sizes.clear();
-    std::string item;
-    const std::string text = a.str("sizes") + ",";
-    for (char c : text) {
-      if (c != ',') {
-        item += c;
-        continue;
-      }
-      char* end = nullptr;
-      const unsigned long long b = std::strtoull(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || b == 0 || b > (1ull << 32)) {
-        throw greyhound::ArgError("--sizes: '" + item + "' is not a byte count from 1 to 4 GiB");
-      }
-      o.sizes.push_back(b);
-      item.clear();
-    }
-    if (o.sizes.size() > 4) throw greyhound::ArgError("--sizes takes 1 to 4 sizes");
-  }
+  if (a.has("sizes")) o.sizes = greyhound::byte_list(a.str("sizes"), "--sizes");
   return o;
 }
 
@@ -236,12 +219,6 @@ bool wait_state(greyhound::PauseControl* pc, std::uint64_t id, std::uint32_t sta
   return false;
 }
 
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
-}
-
 json pause_test(const Options& o, ncclComm_t comm) {
   auto ring = own_ring();
   if (!ring) return {{"ran", false}, {"why", "libgreyhound.so is not preloaded (no ring of this process)"}};
@@ -256,7 +233,7 @@ json pause_test(const Options& o, ncclComm_t comm) {
   pc->id.store(0);
   pc->command.store(greyhound::kPauseCmdArm);
   pc->at_iteration = 2;
-  pc->deadline_ns = mono_ns() + 60'000'000'000ull;
+  pc->deadline_ns = greyhound::clock_ns(CLOCK_MONOTONIC) + 60'000'000'000ull;
   pc->gemm_n = static_cast<std::uint32_t>(o.gemm_n);
   pc->repeats = static_cast<std::uint32_t>(o.repeats);
   pc->n_sizes = 0;

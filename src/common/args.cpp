@@ -123,4 +123,24 @@ std::vector<std::int64_t> parse_integer_list(const std::string& text, const std:
   return out;
 }
 
+std::vector<std::uint64_t> byte_list(const std::string& text, const std::string& flag, std::size_t max_items) {
+  std::vector<std::uint64_t> out;
+  std::string item;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] != ',') {
+      item += text[i];
+      continue;
+    }
+    char* end = nullptr;
+    const unsigned long long b = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || item[0] == '-' || *end != '\0' || b == 0 || b > (1ull << 32)) {
+      throw ArgError(flag + ": '" + item + "' is not a byte count from 1 to 4 GiB");
+    }
+    out.push_back(b);
+    item.clear();
+  }
+  if (out.size() > max_items) throw ArgError(flag + " takes 1 to " + std::to_string(max_items) + " sizes");
+  return out;
+}
+
 }  // namespace greyhound

@@ -44,4 +44,8 @@ class Args {
 std::vector<double> parse_number_list(const std::string& text, const std::string& what);
 std::vector<std::int64_t> parse_integer_list(const std::string& text, const std::string& what);
 
+// A comma list of 1 to `max_items` byte counts, each 1 B .. 4 GiB (a flag's value, e.g. the validation's P2P
+// sizes). Throws ArgError naming `flag` and the bad item.
+std::vector<std::uint64_t> byte_list(const std::string& text, const std::string& flag, std::size_t max_items = 4);
+
 }  // namespace greyhound

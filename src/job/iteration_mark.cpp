@@ -1,23 +1,17 @@
 // greyhound_job_mark_iteration_v1 (greyhound/job.h): the framework's iteration marks in this process's ring,
 // the cut of a validation pause (docs/validation.md).
-#include <time.h>
 #include <unistd.h>
 
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "common/clock.h"
 #include "greyhound/config.h"
 #include "greyhound/job.h"
 #include "greyhound/ring.h"
 
 namespace {
-
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 struct MarkState {
   std::mutex mu;
@@ -42,7 +36,7 @@ greyhound::RingHeader* find_ring(MarkState& s) {
     s.next_search_ns = 0;
   }
   if (s.header != nullptr) return s.header;
-  const std::uint64_t now = mono_ns();
+  const std::uint64_t now = greyhound::clock_ns(CLOCK_MONOTONIC);
   if (now < s.next_search_ns) return nullptr;
   s.next_search_ns = now + 1'000'000'000ull;
   const greyhound::EnvConfig env = greyhound::read_env_config();

@@ -38,4 +38,18 @@ TEST(Args, ErrorsNameTheFlag) {
 }
 
 }  // namespace
+TEST(Args, AByteListIsOneToFourCountsFromOneByteToFourGiB) {
+  EXPECT_EQ(byte_list("16777216,33554432", "--sizes"), (std::vector<std::uint64_t>{16777216, 33554432}));
+  EXPECT_EQ(byte_list("4294967296", "--sizes"), (std::vector<std::uint64_t>{4294967296ull}));
+  for (const char* bad : {"", "x", "1,", ",1", "0", "-1", "4294967297", "1.5"}) {
+    try {
+      byte_list(bad, "--sizes");
+      ADD_FAILURE() << bad;
+    } catch (const ArgError& e) {
+      EXPECT_NE(std::string(e.what()).find("--sizes: '"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(byte_list("1,2,3,4,5", "--sizes"), ArgError);
+}
+
 }  // namespace greyhound
