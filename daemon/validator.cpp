@@ -134,25 +134,33 @@ const char* validated_cause_name(ValidatedCause c) {
     case ValidatedCause::kNone: return "none";
     case ValidatedCause::kGpu: return "gpu";
     case ValidatedCause::kLink: return "link";
+    case ValidatedCause::kHost: return "host";
   }
   return "none";
 }
 
 Validated judge_validation(const std::vector<validate::GemmTime>& gemm,
-                           const std::vector<validate::TransferTime>& transfers, double min_excess_ms) {
+                           const std::vector<validate::TransferTime>& transfers, double min_excess_ms,
+                           int named_rank) {
   Validated v;
   v.gpus = validate::judge_gemm(gemm);
-  std::set<int> slow_gpus;
+  std::set<int> late;  // ranks whose transfers start late: slow GPUs, and the named rank its GEMM clears
   const validate::GpuVerdict* worst = nullptr;
+  const validate::GpuVerdict* cleared = nullptr;
   for (const auto& g : v.gpus) {
+    if (g.rank == named_rank && g.judged && !g.slow) {
+      cleared = &g;
+      late.insert(g.rank);
+    }
     if (!g.slow) continue;
-    slow_gpus.insert(g.rank);
+    late.insert(g.rank);
     if (worst == nullptr || g.ratio > worst->ratio) worst = &g;
   }
-  // A slow GPU's own transfers leave late: they are not held against a link.
+  // A slow GPU's own transfers leave late, and a contended host launches its own late: neither is held
+  // against a link.
   std::vector<validate::TransferTime> others;
   for (const auto& t : transfers) {
-    if (slow_gpus.count(t.transfer.src) == 0 && slow_gpus.count(t.transfer.dst) == 0) others.push_back(t);
+    if (late.count(t.transfer.src) == 0 && late.count(t.transfer.dst) == 0) others.push_back(t);
   }
   v.links = validate::judge_links(others, kSlowLinkExcess, min_excess_ms);
   char buf[200];
@@ -180,6 +188,16 @@ Validated judge_validation(const std::vector<validate::GemmTime>& gemm,
     std::snprintf(buf, sizeof buf, "%s link %d-%d: %d->%d at %.3g GB/s, %.2fx the time of its class's median",
                   validate::link_class_name(slowest->link_class), v.node_a, v.node_b, slowest->transfer.src,
                   slowest->transfer.dst, slowest->gb_per_s, slowest->ratio);
+    v.reason = buf;
+    return v;
+  }
+  if (cleared != nullptr) {  // the profile named the rank, its GPU is as fast as its peers': its host it is
+    v.cause = ValidatedCause::kHost;
+    v.rank = cleared->rank;
+    v.node = cleared->node;
+    v.ratio = cleared->ratio;
+    std::snprintf(buf, sizeof buf, "the profile names rank %d's host and its GEMM is as fast as its peers' (%.2fx)",
+                  cleared->rank, cleared->ratio);
     v.reason = buf;
     return v;
   }
@@ -381,21 +399,8 @@ ValidatedReport ValidationRun::outcome() const {
       }
     }
   }
-  // A rank the profile names slow outside NCCL (host or computation) whose GEMM clears its GPU has a
-  // contended host: its transfers are launched late, as a slow GPU's leave late, and are not held against
-  // a link either.
-  int host_suspect = -1;
-  if ((loc_.cause == Cause::kHost || loc_.cause == Cause::kComputation) && loc_.culprit >= 0) {
-    for (const auto& g : validate::judge_gemm(gemm)) {
-      if (g.rank == loc_.culprit && g.judged && !g.slow) host_suspect = g.rank;
-    }
-  }
-  if (host_suspect >= 0) {
-    std::erase_if(transfers, [&](const validate::TransferTime& t) {
-      return t.transfer.src == host_suspect || t.transfer.dst == host_suspect;
-    });
-  }
-  const Validated v = judge_validation(gemm, transfers, min_link_excess_ms_);
+  const bool names_a_rank = (loc_.cause == Cause::kHost || loc_.cause == Cause::kComputation) && loc_.culprit >= 0;
+  const Validated v = judge_validation(gemm, transfers, min_link_excess_ms_, names_a_rank ? loc_.culprit : -1);
   out.cause = validated_cause_name(v.cause);
   out.rank = v.rank;
   out.node = v.node;
@@ -411,21 +416,6 @@ ValidatedReport ValidationRun::outcome() const {
   for (const auto& l : v.links) {
     out.links.push_back({l.transfer.src, l.transfer.dst, l.src_node, l.dst_node, validate::link_class_name(l.link_class),
                          l.ms, l.peers_ms, l.ratio, l.gb_per_s, l.slow});
-  }
-  // The profile named a rank slow outside NCCL (host or computation), no link is slow and the GEMM clears
-  // its GPU: what is left is its host.
-  if (v.cause == ValidatedCause::kNone && (loc_.cause == Cause::kHost || loc_.cause == Cause::kComputation) &&
-      loc_.culprit >= 0) {
-    for (const auto& g : v.gpus) {
-      if (g.rank == loc_.culprit && g.judged && !g.slow) {
-        out.cause = "host";
-        out.rank = g.rank;
-        out.node = g.node;
-        out.ratio = g.ratio;
-        out.reason = "the profile names rank " + std::to_string(g.rank) + "'s host and its GEMM is as fast as its peers' (" +
-                     std::to_string(g.ratio).substr(0, 4) + "x)";
-      }
-    }
   }
   return out;
 }

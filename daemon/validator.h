@@ -61,12 +61,12 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
                                const std::map<std::uint64_t, std::vector<int>>& ring_orders = {},
                                const ValidatorConfig& config = {}, const std::map<int, int>& node_of = {});
 
-enum class ValidatedCause { kNone, kGpu, kLink };
+enum class ValidatedCause { kNone, kGpu, kLink, kHost };
 const char* validated_cause_name(ValidatedCause c);
 
 struct Validated {
   ValidatedCause cause = ValidatedCause::kNone;
-  int rank = -1, node = -1;        // gpu
+  int rank = -1, node = -1;        // gpu, host
   int node_a = -1, node_b = -1;    // link (node_a < node_b)
   double ratio = 0;                // the GPU's or the transfer's time over its peers'
   double gb_per_s = 0, peers_gb_per_s = 0;  // link
@@ -76,8 +76,12 @@ struct Validated {
 };
 
 // What the tests of `plan` measured say (GEMM times of its gemm_ranks; each transfer of its passes).
+// `named_rank`: the rank the profile named slow outside NCCL (host or computation), -1 for none. Its GEMM as
+// fast as its peers' makes it `host` when nothing else is slow, and its transfers (launched late) are not
+// held against a link.
 Validated judge_validation(const std::vector<validate::GemmTime>& gemm,
-                           const std::vector<validate::TransferTime>& transfers, double min_excess_ms = 0);
+                           const std::vector<validate::TransferTime>& transfers, double min_excess_ms = 0,
+                           int named_rank = -1);
 
 // How a pause tests (the master's --validate-* flags). Real hardware: 8192^3 GEMMs, 16/32/64 MiB transfers.
 struct PauseSettings {

@@ -120,6 +120,25 @@ TEST(Validator, ASlowLinkWhenNoGpuIsAndNoneWhenNothingIs) {
   EXPECT_NE(v.reason.find("no GPU of 3 and no transfer of 3"), std::string::npos) << v.reason;
 }
 
+TEST(Validator, TheNamedRankWhoseGemmIsFastIsItsHostAndItsTransfersAreNotHeldAgainstALink) {
+  // Rank 5's host is contended: its GEMM is as fast as its peers', its transfers late.
+  const std::vector<validate::GemmTime> gemm = {{5, 2, 10.1}, {4, 2, 10.0}, {6, 3, 9.9}, {7, 3, 10.0}};
+  const std::vector<validate::TransferTime> transfers = {{{4, 5}, 2, 2, kMiB32, 9.0}, {{6, 7}, 3, 3, kMiB32, 1.0},
+                                                         {{0, 1}, 0, 0, kMiB32, 1.1}};
+  Validated v = judge_validation(gemm, transfers, 0, 5);
+  EXPECT_EQ(v.cause, ValidatedCause::kHost);
+  EXPECT_EQ(v.rank, 5);
+  EXPECT_EQ(v.node, 2);
+  EXPECT_EQ(v.links.size(), 2u);  // rank 5's transfer left out
+  EXPECT_STREQ(validated_cause_name(v.cause), "host");
+  // Not named: its late transfer is a slow intra-node link.
+  v = judge_validation(gemm, transfers);
+  EXPECT_EQ(v.cause, ValidatedCause::kLink);
+  // Named, but its GEMM is slow: a GPU.
+  v = judge_validation({{5, 2, 16.0}, {4, 2, 10.0}, {6, 3, 9.9}, {7, 3, 10.0}}, transfers, 0, 5);
+  EXPECT_EQ(v.cause, ValidatedCause::kGpu);
+}
+
 // The pause of a plan: every rank of the job pauses; GEMM on the plan's ranks; each transfer given to both
 // ends, as ranks of the group, in pass order.
 TEST(Validator, APauseSpecGivesEachTransferToBothEndsInPassOrder) {
