@@ -5,60 +5,23 @@ Checks the structs' layout as ctypes sees them, the status codes, the argument c
 Redis is reported as unavailable rather than raised or fatal.
 """
 import ctypes
+import os
 import socket
 import sys
 import unittest
 
 LIB_PATH = None
 
-OK, NO_PLAN, PLAN_REJECTED = 0, 1, 2
-ERR_INVALID, ERR_UNAVAILABLE = -1, -2
-CAP_S2 = 1
-
-
-class Layout(ctypes.Structure):
-    _fields_ = [("tp", ctypes.c_int32), ("dp", ctypes.c_int32), ("pp", ctypes.c_int32), ("world", ctypes.c_int32),
-                ("microbatches", ctypes.POINTER(ctypes.c_int32)), ("microbatches_len", ctypes.c_size_t),
-                ("initial_microbatches", ctypes.POINTER(ctypes.c_int32)),
-                ("initial_microbatches_len", ctypes.c_size_t),
-                ("capabilities", ctypes.c_uint32), ("gpus_per_node", ctypes.c_int32)]
-
-
-class Placement(ctypes.Structure):
-    _fields_ = [("rank", ctypes.c_int32), ("tp", ctypes.c_int32), ("dp", ctypes.c_int32), ("pp", ctypes.c_int32)]
-
-
-class Plan(ctypes.Structure):
-    _fields_ = [("epoch", ctypes.c_int64), ("strategy", ctypes.c_int32), ("action", ctypes.c_int32),
-                ("incident", ctypes.c_int64), ("predicted_iteration_s", ctypes.c_double),
-                ("microbatches", ctypes.POINTER(ctypes.c_int32)), ("microbatches_len", ctypes.c_size_t),
-                ("placement", ctypes.POINTER(Placement)), ("placement_len", ctypes.c_size_t),
-                ("exclude_ranks", ctypes.POINTER(ctypes.c_int32)), ("exclude_ranks_len", ctypes.c_size_t),
-                ("exclude_nodes", ctypes.POINTER(ctypes.c_int32)), ("exclude_nodes_len", ctypes.c_size_t),
-                ("reason", ctypes.c_char_p), ("verdict", ctypes.c_char_p)]
+# The declarations the Megatron plugin uses (python/greyhound_megatron/_capi.py): checked here against the
+# library itself.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from greyhound_megatron._capi import (CAP_S2, ERR_INVALID, ERR_UNAVAILABLE, NO_PLAN, OK, PLAN_REJECTED,  # noqa: E402
+                                      Layout, Plan)
+from greyhound_megatron import _capi  # noqa: E402
 
 
 def load():
-    lib = ctypes.CDLL(LIB_PATH)
-    lib.greyhound_job_api_version.restype = ctypes.c_int
-    lib.greyhound_job_status_name.restype = ctypes.c_char_p
-    lib.greyhound_job_status_name.argtypes = [ctypes.c_int]
-    lib.greyhound_job_open_v1.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
-                                          ctypes.c_char_p, ctypes.c_size_t]
-    lib.greyhound_job_close_v1.argtypes = [ctypes.c_void_p]
-    lib.greyhound_job_last_error_v1.argtypes = [ctypes.c_void_p]
-    lib.greyhound_job_last_error_v1.restype = ctypes.c_char_p
-    lib.greyhound_job_name_v1.argtypes = [ctypes.c_void_p]
-    lib.greyhound_job_name_v1.restype = ctypes.c_char_p
-    lib.greyhound_job_publish_layout_v1.argtypes = [ctypes.c_void_p, ctypes.POINTER(Layout)]
-    lib.greyhound_job_poll_plan_v1.argtypes = [ctypes.c_void_p, ctypes.POINTER(Plan)]
-    lib.greyhound_job_last_plan_v1.argtypes = [ctypes.c_void_p, ctypes.POINTER(Plan)]
-    lib.greyhound_job_ack_v1.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_int64,
-                                         ctypes.c_int32, ctypes.c_char_p]
-    lib.greyhound_job_request_restart_v1.argtypes = [
-        ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int32),
-        ctypes.c_size_t, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t]
-    return lib
+    return _capi.load(LIB_PATH)
 
 
 def closed_port():

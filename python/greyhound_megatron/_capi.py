@@ -1,0 +1,215 @@
+"""libgreyhound_job through ctypes: the one implementation of greyhound's plan protocol (include/greyhound/job.h).
+
+Nothing here reads or writes a plan itself; it declares the C API's structs and signatures and wraps a client
+in a small class whose methods return (status, value) and never raise on a Redis problem.
+"""
+import ctypes
+import os
+
+API_VERSION = 1
+
+# Status codes (greyhound/job.h).
+OK, NO_PLAN, PLAN_REJECTED, PLAN_UNSUPPORTED, PLAN_STALE = 0, 1, 2, 3, 4
+ERR_INVALID, ERR_UNAVAILABLE, ERR_REFUSED, ERR_INTERNAL = -1, -2, -3, -4
+
+CAP_S2, CAP_S3, CAP_S4 = 1 << 0, 1 << 1, 1 << 2
+CAPABILITY_BITS = {"S2": CAP_S2, "S3": CAP_S3, "S4": CAP_S4}
+
+S1, S2, S3, S4 = 1, 2, 3, 4
+ACTION_APPLY, ACTION_REVERT = 0, 1
+ACK_APPLIED, ACK_UNSUPPORTED, ACK_REJECTED = 0, 1, 2
+
+MAX_TEXT_BYTES = 4096  # an ack's detail, a restart's reason (what the master reads)
+
+
+class Layout(ctypes.Structure):
+    _fields_ = [("tp", ctypes.c_int32), ("dp", ctypes.c_int32), ("pp", ctypes.c_int32), ("world", ctypes.c_int32),
+                ("microbatches", ctypes.POINTER(ctypes.c_int32)), ("microbatches_len", ctypes.c_size_t),
+                ("initial_microbatches", ctypes.POINTER(ctypes.c_int32)),
+                ("initial_microbatches_len", ctypes.c_size_t),
+                ("capabilities", ctypes.c_uint32), ("gpus_per_node", ctypes.c_int32)]
+
+
+class Placement(ctypes.Structure):
+    _fields_ = [("rank", ctypes.c_int32), ("tp", ctypes.c_int32), ("dp", ctypes.c_int32), ("pp", ctypes.c_int32)]
+
+
+class Plan(ctypes.Structure):
+    _fields_ = [("epoch", ctypes.c_int64), ("strategy", ctypes.c_int32), ("action", ctypes.c_int32),
+                ("incident", ctypes.c_int64), ("predicted_iteration_s", ctypes.c_double),
+                ("microbatches", ctypes.POINTER(ctypes.c_int32)), ("microbatches_len", ctypes.c_size_t),
+                ("placement", ctypes.POINTER(Placement)), ("placement_len", ctypes.c_size_t),
+                ("exclude_ranks", ctypes.POINTER(ctypes.c_int32)), ("exclude_ranks_len", ctypes.c_size_t),
+                ("exclude_nodes", ctypes.POINTER(ctypes.c_int32)), ("exclude_nodes_len", ctypes.c_size_t),
+                ("reason", ctypes.c_char_p), ("verdict", ctypes.c_char_p)]
+
+
+class PlanView:
+    """A plan copied out of the client's buffers (which the next poll overwrites)."""
+
+    __slots__ = ("epoch", "strategy", "action", "incident", "predicted_iteration_s", "microbatches", "placement",
+                 "exclude_ranks", "exclude_nodes", "reason", "verdict")
+
+    def __init__(self, p):
+        self.epoch = int(p.epoch)
+        self.strategy = int(p.strategy)
+        self.action = int(p.action)
+        self.incident = int(p.incident)
+        self.predicted_iteration_s = float(p.predicted_iteration_s)
+        self.microbatches = [int(p.microbatches[i]) for i in range(p.microbatches_len)]
+        self.placement = [(int(e.rank), int(e.tp), int(e.dp), int(e.pp))
+                          for e in (p.placement[i] for i in range(p.placement_len))]
+        self.exclude_ranks = [int(p.exclude_ranks[i]) for i in range(p.exclude_ranks_len)]
+        self.exclude_nodes = [int(p.exclude_nodes[i]) for i in range(p.exclude_nodes_len)]
+        self.reason = _text(p.reason)
+        self.verdict = _text(p.verdict)
+
+    def __repr__(self):
+        return "PlanView(epoch=%d, strategy=S%d, action=%s, microbatches=%s)" % (
+            self.epoch, self.strategy, "revert" if self.action == ACTION_REVERT else "apply", self.microbatches)
+
+
+def _text(raw):
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+def _ints(values):
+    values = list(values)
+    return (ctypes.c_int32 * max(1, len(values)))(*values), len(values)
+
+
+def clip_text(text):
+    """`text` as UTF-8 of at most MAX_TEXT_BYTES (cut at a character boundary)."""
+    raw = str(text).encode("utf-8", "replace")
+    if len(raw) <= MAX_TEXT_BYTES:
+        return raw
+    return raw[:MAX_TEXT_BYTES].decode("utf-8", "ignore").encode("utf-8")
+
+
+def find_library():
+    """The path of libgreyhound_job.so: GREYHOUND_JOB_LIB, else beside this package in a greyhound checkout or
+    install (../../build/lib, ../../lib), else the name for the dynamic loader's search."""
+    explicit = os.environ.get("GREYHOUND_JOB_LIB", "")
+    if explicit:
+        return explicit
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    for candidate in (os.path.join(root, "build", "lib", "libgreyhound_job.so"),
+                      os.path.join(root, "lib", "libgreyhound_job.so")):
+        if os.path.isfile(candidate):
+            return candidate
+    return "libgreyhound_job.so"
+
+
+_LIB = None
+
+
+def load(path=None):
+    """Loads (once) and declares the C API. Raises OSError with the path tried when it cannot."""
+    global _LIB
+    if _LIB is not None and path is None:
+        return _LIB
+    where = path or find_library()
+    try:
+        lib = ctypes.CDLL(where)
+    except OSError as e:
+        raise OSError("greyhound_megatron: cannot load libgreyhound_job (%s): %s; set GREYHOUND_JOB_LIB to its path "
+                      "(build/lib/libgreyhound_job.so in a greyhound build)" % (where, e)) from e
+    lib.greyhound_job_api_version.restype = ctypes.c_int
+    if lib.greyhound_job_api_version() != API_VERSION:
+        raise OSError("greyhound_megatron: %s has API version %d, this package speaks %d" %
+                      (where, lib.greyhound_job_api_version(), API_VERSION))
+    vp, i32, i64, sz, cp = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_size_t, ctypes.c_char_p
+    p_i32 = ctypes.POINTER(ctypes.c_int32)
+    lib.greyhound_job_status_name.restype = cp
+    lib.greyhound_job_status_name.argtypes = [ctypes.c_int]
+    lib.greyhound_job_open_v1.argtypes = [cp, cp, ctypes.POINTER(vp), cp, sz]
+    lib.greyhound_job_close_v1.argtypes = [vp]
+    lib.greyhound_job_close_v1.restype = None
+    lib.greyhound_job_last_error_v1.argtypes = [vp]
+    lib.greyhound_job_last_error_v1.restype = cp
+    lib.greyhound_job_name_v1.argtypes = [vp]
+    lib.greyhound_job_name_v1.restype = cp
+    lib.greyhound_job_publish_layout_v1.argtypes = [vp, ctypes.POINTER(Layout)]
+    lib.greyhound_job_publish_layout_v2.argtypes = [vp, ctypes.POINTER(Layout), ctypes.POINTER(Placement), sz]
+    lib.greyhound_job_poll_plan_v1.argtypes = [vp, ctypes.POINTER(Plan)]
+    lib.greyhound_job_last_plan_v1.argtypes = [vp, ctypes.POINTER(Plan)]
+    lib.greyhound_job_ack_v1.argtypes = [vp, i32, i64, i64, i32, cp]
+    lib.greyhound_job_ack_v2.argtypes = [vp, i32, i64, i64, i32, cp, ctypes.c_double]
+    lib.greyhound_job_request_restart_v1.argtypes = [vp, i32, i64, cp, p_i32, sz, p_i32, sz]
+    lib.greyhound_job_mark_iteration_v1.argtypes = [i64]
+    if path is None:
+        _LIB = lib
+    return lib
+
+
+def status_name(status, lib=None):
+    return _text((lib or load()).greyhound_job_status_name(status))
+
+
+class JobClient:
+    """One libgreyhound_job client (not thread-safe: one per thread, as the C API says)."""
+
+    def __init__(self, job=None, redis_url=None, lib=None):
+        self._lib = lib or load()
+        handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.greyhound_job_open_v1(job.encode() if job else None,
+                                             redis_url.encode() if redis_url else None, ctypes.byref(handle), err,
+                                             len(err))
+        if rc != OK:
+            raise ValueError("greyhound_megatron: cannot open the job client: %s" % _text(err.value))
+        self._handle = handle
+
+    def close(self):
+        if self._handle is not None and self._handle.value:
+            self._lib.greyhound_job_close_v1(self._handle)
+        self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    @property
+    def name(self):
+        return _text(self._lib.greyhound_job_name_v1(self._handle))
+
+    def last_error(self):
+        return _text(self._lib.greyhound_job_last_error_v1(self._handle))
+
+    def publish_layout(self, tp, dp, pp, microbatches, initial_microbatches, capabilities, gpus_per_node=0):
+        """Publishes the layout (Megatron's placement). Returns (status, error)."""
+        mb, n = _ints(microbatches)
+        init, ni = _ints(initial_microbatches)
+        layout = Layout(tp=tp, dp=dp, pp=pp, world=tp * dp * pp, microbatches=mb, microbatches_len=n,
+                        initial_microbatches=init, initial_microbatches_len=ni, capabilities=capabilities,
+                        gpus_per_node=gpus_per_node)
+        rc = self._lib.greyhound_job_publish_layout_v1(self._handle, ctypes.byref(layout))
+        return rc, self.last_error()
+
+    def poll_plan(self):
+        """(status, PlanView or None): OK a new plan; NO_PLAN nothing new; PLAN_* a bad one (verdict: why)."""
+        plan = Plan()
+        rc = self._lib.greyhound_job_poll_plan_v1(self._handle, ctypes.byref(plan))
+        if rc in (OK, PLAN_REJECTED, PLAN_UNSUPPORTED, PLAN_STALE):
+            return rc, PlanView(plan)
+        return rc, None
+
+    def ack(self, rank, epoch, iteration, status, detail="", apply_s=0.0):
+        rc = self._lib.greyhound_job_ack_v2(self._handle, rank, epoch, iteration, status, clip_text(detail),
+                                            float(apply_s))
+        return rc, self.last_error()
+
+    def request_restart(self, rank, epoch, reason, exclude_nodes=(), exclude_ranks=()):
+        nodes, nn = _ints(exclude_nodes)
+        ranks, nr = _ints(exclude_ranks)
+        rc = self._lib.greyhound_job_request_restart_v1(self._handle, rank, epoch, clip_text(reason), nodes, nn,
+                                                        ranks, nr)
+        return rc, self.last_error()
+
+
+def mark_iteration(iteration, lib=None):
+    """greyhound_job_mark_iteration_v1: the start of the framework's iteration (a validation pause's cut)."""
+    return (lib or load()).greyhound_job_mark_iteration_v1(int(iteration))

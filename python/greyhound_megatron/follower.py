@@ -1,0 +1,262 @@
+"""PlanFollower: the training job's side of greyhound's plans, on libgreyhound_job (no Megatron import).
+
+Rank 0 publishes the job's layout through the job client and reads the latest plan, which the client checks
+against the layout (one entry per DP replica, each >= 1, the same global batch, a strategy the job
+advertised, a newer epoch). Its decision reaches every rank in one broadcast of a small CPU tensor over a
+gloo group at each poll, so all ranks switch at the same iteration and Redis is never on the other ranks'
+critical path (nor is the GPU: no device synchronisation). Every rank acknowledges every new epoch itself.
+
+A new allocation takes effect at the first global batch no data loader has started reading (samplers note
+what they hand out, AllocationSchedule), at once when nothing reads ahead.
+"""
+import logging
+import time
+
+from . import _capi
+from .allocation import Allocation, AllocationError, AllocationSchedule
+
+log = logging.getLogger("greyhound_megatron")
+
+# What rank 0 broadcasts: [kind, epoch, from_index, counts...].
+_NONE, _APPLY, _REJECTED, _UNSUPPORTED = 0, 1, 2, 3
+_HEADER = 3
+_REASON_BYTES = 1024
+
+_SUPPORTED_CAPABILITIES = ("S2",)
+
+
+class PlanFollower:
+    """Follows greyhound's plans for one rank of a job.
+
+    job: the greyhound job name (None: GREYHOUND_JOB). dp_size, dp_rank: this rank's data-parallel replica.
+    microbatches: the micro-batches of each replica at start, an int (uniform) or one entry per replica.
+    capabilities: the strategies the job can apply ("S2"). redis_url: None: GREYHOUND_REDIS, as the daemons.
+    rank, world_size: default from torch.distributed (0 and 1 without it); tp_size * dp_size * pp_size must be
+    the world size (tp_size defaults to world_size // (dp_size * pp_size)). group: a process group that takes
+    CPU tensors (default: the world group when its backend is gloo, else a new gloo group; creating one is a
+    collective: construct the follower on every rank at the same point). Every rank calls poll() with the same
+    iteration at every iteration boundary. schedule: the AllocationSchedule data loaders read (default: a new
+    one, `schedule`).
+    """
+
+    def __init__(self, job, dp_size, dp_rank, microbatches, capabilities=("S2",), redis_url=None, *, rank=None,
+                 world_size=None, tp_size=None, pp_size=1, gpus_per_node=0, group=None, lib_path=None,
+                 schedule=None):
+        dist = _dist()
+        if rank is None:
+            rank = dist.get_rank() if dist is not None else 0
+        if world_size is None:
+            world_size = dist.get_world_size() if dist is not None else 1
+        if not isinstance(dp_size, int) or dp_size < 1 or not 0 <= dp_rank < dp_size:
+            raise ValueError("greyhound_megatron: dp_rank %r is not within dp_size %r" % (dp_rank, dp_size))
+        if tp_size is None:
+            tp_size = world_size // (dp_size * pp_size) if world_size % (dp_size * pp_size) == 0 else 0
+        if tp_size < 1 or tp_size * dp_size * pp_size != world_size:
+            raise ValueError("greyhound_megatron: tp %r x dp %d x pp %d is not the world size %d" %
+                             (tp_size, dp_size, pp_size, world_size))
+        if isinstance(microbatches, int):
+            microbatches = [microbatches] * dp_size
+        try:
+            initial = Allocation(microbatches)
+        except AllocationError as e:
+            raise ValueError("greyhound_megatron: microbatches: %s" % e) from None
+        if initial.dp_size != dp_size:
+            raise ValueError("greyhound_megatron: microbatches has %d entries for %d DP replicas" %
+                             (initial.dp_size, dp_size))
+        caps = 0
+        for c in capabilities:
+            if c not in _SUPPORTED_CAPABILITIES:
+                raise ValueError("greyhound_megatron: capability %r is not supported (supported: %s)" %
+                                 (c, ", ".join(_SUPPORTED_CAPABILITIES)))
+            caps |= _capi.CAPABILITY_BITS[c]
+
+        self.rank, self.world_size, self.dp_rank, self.dp_size = rank, world_size, dp_rank, dp_size
+        self.tp_size, self.pp_size, self.gpus_per_node = tp_size, pp_size, gpus_per_node
+        self.capabilities = tuple(capabilities)
+        self._caps = caps
+        self._initial = initial
+        self._alloc = initial
+        self.schedule = schedule if schedule is not None else AllocationSchedule(initial)
+        if self.schedule.at(0) != initial:
+            raise ValueError("greyhound_megatron: the schedule starts from %s, not %s" % (self.schedule.at(0), initial))
+        self._pending = None            # (epoch, from_index, Allocation, picked_up_monotonic)
+        self.applied_epoch = 0          # the newest epoch this rank acknowledged (any status)
+        self.last_rejection = ""        # why the last bad plan was not taken
+        self._lib = _capi.load(lib_path)
+        self._client = _capi.JobClient(job, redis_url, self._lib)
+        self.job = self._client.name
+        self._layout_due = rank == 0
+        self._last_error = ""
+        self._group = None
+        self._dist = dist
+        if dist is not None and world_size > 1:
+            self._group = group if group is not None else _cpu_group(dist)
+        if self._layout_due:
+            self._publish_layout()
+
+    # --- this replica's share of the allocation in force --------------------------------------------------
+    @property
+    def allocation(self):
+        return list(self._alloc.counts)
+
+    def num_microbatches(self):
+        return self._alloc.num_microbatches(self.dp_rank)
+
+    def microbatch_offset(self):
+        return self._alloc.offset(self.dp_rank)
+
+    def loss_scale(self):
+        return self._alloc.loss_scale(self.dp_rank)
+
+    def close(self):
+        self._client.close()
+
+    # --- the protocol ---------------------------------------------------------------------------------------
+    def poll(self, iteration):
+        """At the boundary before global batch `iteration` (the same on every rank): picks up a new plan.
+        True when a new allocation takes effect here (num_microbatches() and the others changed). It also
+        marks the iteration's start for greyhound's validation pause (greyhound_job_mark_iteration_v1)."""
+        if iteration >= 0:
+            _capi.mark_iteration(iteration, self._lib)  # harmless without greyhound's hook
+        if self._pending is not None:
+            epoch, start, alloc, t0 = self._pending
+            if iteration < start:
+                return False
+            self._pending = None
+            self._switch(epoch, iteration, alloc, t0)
+            return True
+        header = self._exchange_header(iteration)
+        kind, epoch, start = header[0], header[1], header[2]
+        if kind == _NONE or epoch <= self.applied_epoch:
+            return False
+        self.applied_epoch = epoch
+        if kind in (_REJECTED, _UNSUPPORTED):
+            reason = self._exchange_reason(self._rank0_reason if self.rank == 0 else "")
+            self.last_rejection = reason
+            if self.rank == 0:
+                log.warning("greyhound_megatron: plan %d not applied: %s", epoch, reason)
+            self._ack(epoch, iteration, _capi.ACK_UNSUPPORTED if kind == _UNSUPPORTED else _capi.ACK_REJECTED,
+                      reason)
+            return False
+        t0 = time.monotonic()
+        try:  # checked by the job client on rank 0; every rank checks what it received as well
+            alloc = Allocation(header[_HEADER:_HEADER + self.dp_size])
+            alloc.check_replaces(self._initial)
+        except AllocationError as e:
+            self.last_rejection = "the plan does not fit this job: %s" % e
+            self._ack(epoch, iteration, _capi.ACK_REJECTED, self.last_rejection)
+            return False
+        start = self._agree_start(iteration)
+        self.schedule.add(start, alloc)
+        if start > iteration:
+            self._pending = (epoch, start, alloc, t0)
+            return False
+        self._switch(epoch, iteration, alloc, t0)
+        return True
+
+    def _switch(self, epoch, iteration, alloc, t0):
+        before = self._alloc
+        self._alloc = alloc
+        if self.rank == 0:
+            self._layout_due = True  # the layout names the allocation in force
+            log.info("greyhound_megatron: plan %d in force from iteration %d: micro-batches %s (were %s)", epoch,
+                     iteration, list(alloc.counts), list(before.counts))
+        detail = "%d of %d micro-batches on DP replica %d from iteration %d (loss scale %.4f)" % (
+            alloc.num_microbatches(self.dp_rank), alloc.total, self.dp_rank, iteration, alloc.loss_scale(self.dp_rank))
+        self._ack(epoch, iteration, _capi.ACK_APPLIED, detail, time.monotonic() - t0)
+
+    def _ack(self, epoch, iteration, status, detail, apply_s=0.0):
+        rc, err = self._client.ack(self.rank, epoch, iteration, status, detail, apply_s)
+        if rc != _capi.OK:  # not retried: the master times the plan out, training goes on
+            log.warning("greyhound_megatron: rank %d could not acknowledge plan %d: %s", self.rank, epoch, err)
+
+    def _publish_layout(self):
+        rc, err = self._client.publish_layout(self.tp_size, self.dp_size, self.pp_size, self._alloc.counts,
+                                              self._initial.counts, self._caps, self.gpus_per_node)
+        self._layout_due = rc != _capi.OK
+        self._note_error(err if self._layout_due else "", "layout not published yet (retried at every poll)")
+
+    def _note_error(self, err, what):
+        if err and err != self._last_error:  # once per reason, not once per iteration
+            log.warning("greyhound_megatron: %s: %s", what, err)
+        self._last_error = err
+
+    def _read_plan(self, iteration):
+        """Rank 0: the decision to broadcast."""
+        header = [0] * (_HEADER + self.dp_size)
+        self._rank0_reason = ""
+        if self._layout_due:
+            self._publish_layout()
+        rc, plan = self._client.poll_plan()
+        if plan is None:
+            if rc < 0:
+                self._note_error(self._client.last_error(), "cannot read the plan (training goes on)")
+            return header
+        if plan.epoch <= 0:  # the plan key could not be read as a plan: reported once, nothing to answer
+            log.warning("greyhound_megatron: ignoring the plan key: %s", plan.verdict)
+            return header
+        header[1] = plan.epoch
+        if rc == _capi.OK:
+            if plan.strategy != _capi.S1 and plan.strategy != _capi.S2 and plan.action != _capi.ACTION_REVERT:
+                header[0] = _UNSUPPORTED  # advertised nothing else; defensive
+                self._rank0_reason = "strategy S%d is not applied by greyhound_megatron" % plan.strategy
+                return header
+            counts = plan.microbatches if plan.microbatches else list(self._alloc.counts)
+            if len(counts) != self.dp_size:
+                header[0] = _REJECTED
+                self._rank0_reason = "%d micro-batch entries for %d DP replicas" % (len(counts), self.dp_size)
+                return header
+            header[0] = _APPLY
+            header[_HEADER:_HEADER + self.dp_size] = counts
+        elif rc == _capi.PLAN_STALE:
+            header[1] = 0  # older than one seen: nothing to answer
+        else:
+            header[0] = _UNSUPPORTED if rc == _capi.PLAN_UNSUPPORTED else _REJECTED
+            self._rank0_reason = plan.verdict or _capi.status_name(rc, self._lib)
+        return header
+
+    # --- collectives (over the CPU group; none with one process) --------------------------------------------
+    def _exchange_header(self, iteration):
+        header = self._read_plan(iteration) if self.rank == 0 else [0] * (_HEADER + self.dp_size)
+        if self._group is None:
+            return header
+        import torch
+        t = torch.tensor(header, dtype=torch.int64)
+        self._dist.broadcast(t, src=0, group=self._group)
+        return [int(v) for v in t.tolist()]
+
+    def _exchange_reason(self, reason):
+        if self._group is None:
+            return reason
+        import torch
+        raw = _capi.clip_text(reason)[:_REASON_BYTES]
+        t = torch.zeros(_REASON_BYTES, dtype=torch.uint8)
+        if self.rank == 0 and raw:
+            t[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+        self._dist.broadcast(t, src=0, group=self._group)
+        return bytes(t.tolist()).rstrip(b"\0").decode("utf-8", "ignore")
+
+    def _agree_start(self, iteration):
+        """The first global batch >= iteration that no rank's data loader has started."""
+        start = self.schedule.first_free(iteration)
+        if self._group is None:
+            return start
+        import torch
+        t = torch.tensor([start], dtype=torch.int64)
+        self._dist.all_reduce(t, op=self._dist.ReduceOp.MAX, group=self._group)
+        return int(t.item())
+
+
+def _dist():
+    """torch.distributed when it is initialised, else None."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def _cpu_group(dist):
+    if dist.get_backend() == "gloo":
+        return dist.group.WORLD
+    return dist.new_group(backend="gloo")

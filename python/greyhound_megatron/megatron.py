@@ -1,0 +1,219 @@
+"""The Megatron-LM adapter: greyhound's S2 plans (micro-batches per DP replica) applied by pretrain_gpt.py.
+
+    from greyhound_megatron.megatron import install
+    install()          # before pretrain(...): it hooks Megatron's own functions, then does its work lazily
+    pretrain(...)
+
+What install() changes (docs/megatron.md):
+  - megatron.training.training.train_step: before each step every rank polls the plan follower at the global
+    batch about to be trained (args.consumed_train_samples // global batch size, also marked for greyhound's
+    validation pause); during the step get_num_microbatches() is this replica's count (the schedule runs it,
+    the same on every TP/PP/CP rank of the replica) and each micro-batch loss is multiplied by
+    dp * N_d / sum(N) (not with --calculate-per-token-loss, where the token counts weight it already);
+  - outside the step get_num_microbatches() stays the uniform count, so consumed_train_samples, FLOPs and the
+    logged batch size (dp * micro_batch_size * count) stay the global batch's;
+  - megatron.training.training.build_train_valid_test_data_loaders: the training loader's
+    MegatronPretrainingSampler is replaced by ReplicaBatchSampler (the same order while the split is uniform);
+    validation and test loaders are left alone.
+A configuration it cannot serve (a batch-size ramp-up, a cyclic or external data loader) keeps training
+unchanged and advertises no S2: plans are then acknowledged as unsupported.
+"""
+import functools
+import importlib
+import logging
+
+from .allocation import Allocation, AllocationSchedule
+from .follower import PlanFollower
+from .sampler import ReplicaBatchSampler
+
+log = logging.getLogger("greyhound_megatron")
+
+# What the adapter uses of Megatron-LM: module -> names.
+REQUIRED = (
+    ("megatron.core.num_microbatches_calculator", ("get_num_microbatches", "_GLOBAL_NUM_MICROBATCHES_CALCULATOR")),
+    ("megatron.core.parallel_state", ("get_data_parallel_rank", "get_data_parallel_world_size",
+                                      "get_pipeline_model_parallel_world_size")),
+    ("megatron.training", ("get_args",)),
+    ("megatron.training.training", ("train_step", "build_train_valid_test_data_loaders")),
+    ("megatron.training.datasets.data_samplers", ("MegatronPretrainingSampler",)),
+)
+
+_INSTALLED = None
+
+
+class MegatronMissing(RuntimeError):
+    """The installed Megatron-LM lacks what the adapter needs (the message says what)."""
+
+
+def _import_megatron():
+    mods = {}
+    for name, attrs in REQUIRED:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError as e:
+            raise MegatronMissing("greyhound_megatron.megatron: cannot import %s (%s): install() needs Megatron-LM "
+                                  "with megatron.core and megatron.training (core_r0.12 or later layout)" %
+                                  (name, e)) from e
+        missing = [a for a in attrs if not hasattr(mod, a)]
+        if missing:
+            raise MegatronMissing("greyhound_megatron.megatron: the installed Megatron-LM's %s has no %s: this "
+                                  "adapter needs %s" % (name, ", ".join(missing), ", ".join(attrs)))
+        mods[name] = mod
+    return mods
+
+
+class _ReplicaCalculator:
+    """Megatron's micro-batch calculator, answering this replica's count while a train_step runs."""
+
+    def __init__(self, inner, adapter):
+        self._inner = inner
+        self._adapter = adapter
+
+    def get(self):
+        if self._adapter.in_step:
+            return self._adapter.follower.num_microbatches()
+        return self._inner.get()
+
+    def __getattr__(self, name):  # everything else is the wrapped calculator's
+        return getattr(self._inner, name)
+
+
+def _scaled_loss(loss_func, scale, per_token, *args, **kwargs):
+    outputs = loss_func(*args, **kwargs)
+    if kwargs.get("non_loss_data"):
+        return outputs
+    if isinstance(outputs, tuple):
+        if len(outputs) == 3 and per_token:
+            return outputs  # summed over tokens, divided by the global token count: weighted already
+        return (outputs[0] * scale,) + tuple(outputs[1:])
+    return outputs * scale
+
+
+class MegatronAdapter:
+    def __init__(self, mods, job, capabilities, redis_url, gpus_per_node):
+        self._calc_mod = mods["megatron.core.num_microbatches_calculator"]
+        self._mpu = mods["megatron.core.parallel_state"]
+        self._get_args = mods["megatron.training"].get_args
+        self._training = mods["megatron.training.training"]
+        self._sampler_cls = mods["megatron.training.datasets.data_samplers"].MegatronPretrainingSampler
+        self._job, self._redis_url, self._gpus_per_node = job, redis_url, gpus_per_node
+        self._capabilities = tuple(capabilities)
+        self.unsupported = ""  # why S2 is not advertised ("" when it is)
+        self.follower = None
+        self.schedule = None
+        self.in_step = False
+        self._orig_train_step = self._training.train_step
+        self._orig_build_loaders = self._training.build_train_valid_test_data_loaders
+        self._training.train_step = self.train_step
+        self._training.build_train_valid_test_data_loaders = self.build_train_valid_test_data_loaders
+
+    def uninstall(self):
+        self._training.train_step = self._orig_train_step
+        self._training.build_train_valid_test_data_loaders = self._orig_build_loaders
+        calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
+        if isinstance(calc, _ReplicaCalculator):
+            self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR = calc._inner
+        if self.follower is not None:
+            self.follower.close()
+
+    # --- set-up, on first use (Megatron is initialised by then) --------------------------------------------
+    def _refuse(self, why):
+        if not self.unsupported:
+            self.unsupported = why
+            log.warning("greyhound_megatron: S2 not advertised: %s (training goes on unchanged)", why)
+
+    def _ensure_schedule(self):
+        if self.schedule is None:
+            args = self._get_args()
+            if getattr(args, "rampup_batch_size", None):
+                self._refuse("--rampup-batch-size changes the global batch")
+            calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
+            inner = calc._inner if isinstance(calc, _ReplicaCalculator) else calc
+            self.schedule = AllocationSchedule(Allocation.uniform(self._mpu.get_data_parallel_world_size(),
+                                                                  inner.get()))
+        return self.schedule
+
+    def _ensure_follower(self):
+        if self.follower is not None:
+            return
+        import torch.distributed as dist
+        schedule = self._ensure_schedule()
+        dp, pp = self._mpu.get_data_parallel_world_size(), self._mpu.get_pipeline_model_parallel_world_size()
+        world = dist.get_world_size() if dist.is_initialized() else 1
+        caps = () if self.unsupported else self._capabilities
+        self.follower = PlanFollower(self._job, dp, self._mpu.get_data_parallel_rank(), list(schedule.at(0).counts),
+                                     caps, self._redis_url, tp_size=world // (dp * pp), pp_size=pp,
+                                     gpus_per_node=self._gpus_per_node, schedule=schedule)
+
+    def _ensure_calculator(self):
+        calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
+        if not isinstance(calc, _ReplicaCalculator):  # installed once, again if Megatron rebuilt it
+            self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR = _ReplicaCalculator(calc, self)
+
+    # --- the hooked functions -----------------------------------------------------------------------------
+    def build_train_valid_test_data_loaders(self, *args, **kwargs):
+        train, valid, test = self._orig_build_loaders(*args, **kwargs)
+        if train is not None:
+            train = self._replace_sampler(train)
+        return train, valid, test
+
+    def _replace_sampler(self, loader):
+        import torch
+        schedule = self._ensure_schedule()
+        sampler = getattr(loader, "batch_sampler", None)
+        if not isinstance(loader, torch.utils.data.DataLoader) or type(sampler) is not self._sampler_cls:
+            self._refuse("the training data loader is not Megatron's single-pass loader (--dataloader-type single)")
+            return loader
+        if self.unsupported:
+            return loader
+        mine = ReplicaBatchSampler(sampler.total_samples, sampler.consumed_samples, sampler.micro_batch_size,
+                                   sampler.data_parallel_rank, self._mpu.get_data_parallel_world_size(), schedule,
+                                   drop_last=sampler.drop_last)
+        return torch.utils.data.DataLoader(loader.dataset, batch_sampler=mine, num_workers=loader.num_workers,
+                                           pin_memory=loader.pin_memory,
+                                           persistent_workers=loader.persistent_workers,
+                                           worker_init_fn=loader.worker_init_fn, collate_fn=loader.collate_fn)
+
+    def train_step(self, forward_step_func, *args, **kwargs):
+        self._ensure_follower()
+        self._ensure_calculator()
+        margs = self._get_args()
+        global_batch = margs.micro_batch_size * self.schedule.global_microbatches
+        self.follower.poll(margs.consumed_train_samples // global_batch)
+        scale = self.follower.loss_scale()
+        if scale != 1.0:
+            per_token = bool(getattr(margs, "calculate_per_token_loss", False))
+            inner = forward_step_func
+
+            def forward_step_func(*a, **k):  # noqa: F811 (the job's, with the loss scaled)
+                output, loss_func = inner(*a, **k)
+                return output, functools.partial(_scaled_loss, loss_func, scale, per_token)
+
+        self.in_step = True
+        try:
+            return self._orig_train_step(forward_step_func, *args, **kwargs)
+        finally:
+            self.in_step = False
+
+
+def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0):
+    """Hooks Megatron-LM so that its job follows greyhound's plans. Call it once per process, before
+    pretrain() (or, in a loop of your own, before the data loaders are built and the first train_step).
+    job: None: GREYHOUND_JOB; redis_url: None: GREYHOUND_REDIS. Raises MegatronMissing when the installed
+    Megatron lacks what it needs, ValueError for a capability this plugin cannot apply."""
+    global _INSTALLED
+    if _INSTALLED is not None:
+        raise RuntimeError("greyhound_megatron.megatron.install() was called already in this process")
+    for c in capabilities:
+        if c != "S2":
+            raise ValueError("greyhound_megatron.megatron: capability %r is not supported yet (S2 only)" % c)
+    _INSTALLED = MegatronAdapter(_import_megatron(), job, capabilities, redis_url, gpus_per_node)
+    return _INSTALLED
+
+
+def uninstall():
+    """Undoes install() (for tests and in-process restarts)."""
+    global _INSTALLED
+    if _INSTALLED is not None:
+        _INSTALLED.uninstall()
+        _INSTALLED = None

@@ -1,0 +1,112 @@
+"""greyhound_megatron.megatron.install() against a stand-in module tree with Megatron-LM's import paths and
+function names (tests/python/megatron/standin; no Megatron code).
+
+usage: /usr/bin/python3 adapter_test.py
+4 gloo ranks train 6 iterations through the stand-in's pretrain (its train_step divides each micro-batch loss
+by get_num_microbatches(), DDP-averages, steps SGD), once with no plan and once with an S2 plan [3, 1, 2, 2]
+waiting in a private redis-server. With two DataLoader workers reading ahead, the plan takes effect at the
+first global batch not yet read; from then on the step's count is the replica's while the loop's count and
+consumed_train_samples stay the global batch's, and the parameters equal the uniform run's.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import support
+
+import torch  # noqa: E402
+
+WORLD = 4
+
+
+def run_job(redis, job, plan=None):
+    d = tempfile.mkdtemp(prefix="gh-adapter-")
+    try:
+        if plan is not None:
+            redis.client.set("gh:v1:%s:plan" % job, support.plan_json(1, plan))
+        procs = [subprocess.Popen([sys.executable, os.path.join(support.HERE, "adapter_rank.py"), str(r), str(WORLD),
+                                   os.path.join(d, "init"), job, redis.url, d, "2"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(WORLD)]
+        outs = [p.communicate(timeout=120)[0].decode(errors="replace") for p in procs]
+        for p, o in zip(procs, outs):
+            if p.returncode != 0:
+                raise AssertionError("a rank failed:\n" + o)
+        ranks = []
+        for r in range(WORLD):
+            with open(os.path.join(d, "rank-%d.json" % r)) as f:
+                ranks.append(json.load(f))
+        return torch.load(os.path.join(d, "params.pt")), ranks, outs
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class Adapter(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = support.RedisServer()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.redis.stop()
+
+    def test_an_s2_plan_applied_through_megatrons_names(self):
+        uniform, plain, _ = run_job(self.redis, "plain")
+        for r in plain:
+            self.assertEqual([s[1] for s in r["seen"]], [2] * 6)  # 16 samples / (2 per micro-batch x 4 replicas)
+        uneven, ranks, outs = run_job(self.redis, "uneven", [3, 1, 2, 2])
+        diff = max(float((a - b).abs().max()) for a, b in zip(uneven, uniform))
+        switch = min(i for i, count, _ in ranks[0]["seen"] if count != 2) if any(
+            count != 2 for _, count, _ in ranks[0]["seen"]) else None
+        print("plan in force from iteration %s; max |diff| vs uniform = %.3g" % (switch, diff))
+        self.assertIsNotNone(switch, outs[0])
+        self.assertGreaterEqual(switch, 1, "two workers read ahead: the switch waits for an unread global batch")
+        for rank, r in enumerate(ranks):
+            self.assertEqual(r["unsupported"], "")
+            self.assertTrue(r["valid_sampler_untouched"])
+            self.assertEqual(r["consumed"], 6 * 16)
+            for i, during, after in r["seen"]:
+                self.assertEqual(during, 2 if i < switch else [3, 1, 2, 2][rank], (rank, i))
+                self.assertEqual(after, 2)  # the loop's bookkeeping sees the uniform count
+        self.assertLess(diff, 1e-12)
+        acks = support.acks(self.redis.client, "uneven")
+        self.assertEqual(sorted(acks), [0, 1, 2, 3])
+        for a in acks.values():
+            self.assertEqual((a["epoch"], a["status"], a["iteration"]), (1, "applied", switch))
+        layout = json.loads(self.redis.client.get("gh:v1:uneven:layout"))
+        self.assertEqual(layout["microbatches"], [3, 1, 2, 2])
+
+
+class Missing(unittest.TestCase):
+    def run_py(self, code, path):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([path, os.path.join(support.ROOT, "python")]))
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+    def test_no_megatron_is_a_clear_error(self):
+        empty = tempfile.mkdtemp(prefix="gh-nomegatron-")
+        try:
+            r = self.run_py("from greyhound_megatron.megatron import install; install()", empty)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("MegatronMissing: greyhound_megatron.megatron: cannot import "
+                          "megatron.core.num_microbatches_calculator", r.stderr)
+        finally:
+            shutil.rmtree(empty)
+
+    def test_a_missing_function_is_named(self):
+        r = self.run_py("import megatron.training.training as t; del t.train_step\n"
+                        "from greyhound_megatron.megatron import install; install()",
+                        os.path.join(support.HERE, "standin"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("megatron.training.training has no train_step", r.stderr)
+
+    def test_capabilities_it_cannot_apply_are_refused(self):
+        r = self.run_py("from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S3'))",
+                        os.path.join(support.HERE, "standin"))
+        self.assertIn("capability 'S3' is not supported yet", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,108 @@
+"""greyhound_megatron's pure parts: the allocation's shares, the schedule, and the sampler's indices.
+
+usage: /usr/bin/python3 allocation_test.py (python/ on sys.path from the repository layout)
+"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
+
+from greyhound_megatron import Allocation, AllocationError, AllocationSchedule, ReplicaBatchSampler  # noqa: E402
+
+
+def megatron_order(total, consumed, mbs, dp, d):
+    """What MegatronPretrainingSampler hands replica d (its documented behaviour: every mbs * dp consecutive
+    samples form a micro-step, replica d takes the d-th run of mbs)."""
+    out, batch = [], []
+    for idx in range(consumed, total):
+        batch.append(idx)
+        if len(batch) == mbs * dp:
+            out.append(batch[d * mbs:(d + 1) * mbs])
+            batch = []
+    return out
+
+
+class AllocationShares(unittest.TestCase):
+    def test_offsets_and_loss_scales(self):
+        a = Allocation([3, 1, 2, 2])
+        self.assertEqual(a.total, 8)
+        self.assertEqual([a.offset(d) for d in range(4)], [0, 3, 4, 6])
+        self.assertEqual([a.loss_scale(d) for d in range(4)], [1.5, 0.5, 1.0, 1.0])
+        self.assertEqual(sum(a.loss_scale(d) / a.num_microbatches(d) * a.num_microbatches(d) for d in range(4)), 4)
+        self.assertFalse(a.is_uniform)
+        self.assertEqual(Allocation.uniform(4, 2).loss_scale(3), 1.0)
+
+    def test_slots_cover_the_global_batch_once(self):
+        for counts in ([2, 2, 2, 2], [3, 1, 2, 2], [5, 1, 1, 1], [1, 7]):
+            a = Allocation(counts)
+            slots = sorted(s for d in range(a.dp_size) for s in a.slots(d))
+            self.assertEqual(slots, list(range(a.total)), counts)
+        self.assertEqual(Allocation([2, 2]).slots(1), [1, 3])  # Megatron's interleaving while uniform
+        self.assertEqual(Allocation([3, 1]).slots(1), [3])      # the prefix sum otherwise
+
+    def test_bad_allocations_say_why(self):
+        with self.assertRaisesRegex(AllocationError, "replica 1: 0 micro-batches"):
+            Allocation([2, 0])
+        with self.assertRaisesRegex(AllocationError, "not an integer"):
+            Allocation([2, 1.5])
+        with self.assertRaisesRegex(AllocationError, "no DP replica"):
+            Allocation([])
+        with self.assertRaisesRegex(AllocationError, "3 entries for 4 DP replicas"):
+            Allocation([3, 3, 2]).check_replaces(Allocation([2, 2, 2, 2]))
+        with self.assertRaisesRegex(AllocationError, "9 micro-batches in the global batch, the job trains with 8"):
+            Allocation([3, 2, 2, 2]).check_replaces(Allocation([2, 2, 2, 2]))
+
+
+class Schedule(unittest.TestCase):
+    def test_a_new_allocation_starts_after_what_was_read(self):
+        s = AllocationSchedule(Allocation([2, 2]))
+        self.assertEqual(s.first_free(5), 5)
+        s.note_generated(6)
+        self.assertEqual(s.first_free(5), 7)
+        with self.assertRaisesRegex(AllocationError, "already being read"):
+            s.add(6, Allocation([3, 1]))
+        s.add(7, Allocation([3, 1]))
+        self.assertEqual(s.at(6).counts, (2, 2))
+        self.assertEqual(s.at(7).counts, (3, 1))
+        self.assertEqual(s.at(1000).counts, (3, 1))
+        s.note_generated(9)
+        s.add(12, Allocation([2, 2]))
+        self.assertEqual([s.at(i).counts for i in (9, 11, 12)], [(3, 1), (3, 1), (2, 2)])
+        with self.assertRaisesRegex(AllocationError, "in the global batch"):
+            s.add(20, Allocation([3, 2]))
+
+
+class Sampler(unittest.TestCase):
+    def test_uniform_is_megatrons_order(self):
+        for consumed in (0, 24):
+            for d in range(3):
+                s = ReplicaBatchSampler(100, consumed, 2, d, 3, AllocationSchedule(Allocation.uniform(3, 4)))
+                self.assertEqual(list(s), megatron_order(100, consumed, 2, 3, d), (consumed, d))
+
+    def test_uneven_replicas_read_the_same_global_batches(self):
+        schedule = AllocationSchedule(Allocation([2, 2, 2, 2]))
+        schedule.add(1, Allocation([3, 1, 2, 2]))
+        samplers = [ReplicaBatchSampler(64, 0, 2, d, 4, schedule) for d in range(4)]
+        got = [list(s) for s in samplers]
+        self.assertEqual([len(g) for g in got], [2 + 3 + 3 + 3, 2 + 1 + 1 + 1, 8, 8])
+        # Global batch 1 (samples 16..31): replica 0 has slots 0..2, replica 1 slot 3, and so on.
+        self.assertEqual(got[0][2:5], [[16, 17], [18, 19], [20, 21]])
+        self.assertEqual(got[1][2], [22, 23])
+        for k in range(4):  # every global batch is read whole, once
+            mine = sorted(i for g, sam in zip(got, samplers) for b in g for i in b if k * 16 <= i < (k + 1) * 16)
+            self.assertEqual(mine, list(range(k * 16, (k + 1) * 16)), k)
+        self.assertEqual(schedule.frontier, 3)
+
+    def test_bad_arguments(self):
+        sched = AllocationSchedule(Allocation([2, 2]))
+        with self.assertRaisesRegex(ValueError, "not within"):
+            ReplicaBatchSampler(10, 0, 1, 2, 2, sched)
+        with self.assertRaisesRegex(ValueError, "whole number of global batches"):
+            ReplicaBatchSampler(10, 3, 1, 0, 2, sched)
+        with self.assertRaisesRegex(ValueError, "2 replicas, the sampler 3"):
+            ReplicaBatchSampler(10, 0, 1, 0, 3, sched)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,111 @@
+"""PlanFollower on 4 gloo ranks against a private redis-server: plans the test writes as the master would.
+
+usage: /usr/bin/python3 follower_test.py
+A good S2 plan is taken by every rank at the same iteration and acknowledged; then a plan the job cannot
+read, one of the wrong length and one that changes the global batch are each turned down with a reason
+(acknowledged as rejected where it names an epoch) while the job goes on with the last good allocation.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import support
+
+JOB = "pyjob"
+WORLD = 4
+
+
+class FollowerAgainstRedis(unittest.TestCase):
+    def setUp(self):
+        self.redis = support.RedisServer()
+        self.r = self.redis.client
+        self.dir = tempfile.mkdtemp(prefix="gh-follower-")
+        init = os.path.join(self.dir, "init")
+        self.procs = [subprocess.Popen([sys.executable, os.path.join(support.HERE, "rank_loop.py"), str(rank),
+                                        str(WORLD), init, JOB, self.redis.url, self.dir],
+                                       stderr=self.log_file(rank)) for rank in range(WORLD)]
+
+    def log_file(self, rank):
+        f = open(os.path.join(self.dir, "rank-%d.log" % rank), "w")
+        self.addCleanup(f.close)
+        return f
+
+    def tearDown(self):
+        open(os.path.join(self.dir, "stop"), "w").close()
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.redis.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def read(self, name):
+        with open(os.path.join(self.dir, name)) as f:
+            return f.read()
+
+    def logs(self):
+        return "\n".join(self.read("rank-%d.log" % r) for r in range(WORLD))
+
+    def finish(self):
+        open(os.path.join(self.dir, "stop"), "w").close()
+        for p in self.procs:
+            self.assertEqual(p.wait(timeout=30), 0, self.logs())
+        return [json.loads(self.read("rank-%d.json" % r)) for r in range(WORLD)]
+
+    def wait_acks(self, epoch, status):
+        def all_acked():
+            a = support.acks(self.r, JOB)
+            return a if len(a) == WORLD and all(v["epoch"] == epoch for v in a.values()) else None
+        a = support.wait_for("acks of epoch %d" % epoch, all_acked)
+        for rank, ack in a.items():
+            self.assertEqual(ack["status"], status, ack)
+        return a
+
+    def test_plans_good_and_bad(self):
+        layout = json.loads(support.wait_for("the layout", lambda: self.r.get("gh:v1:%s:layout" % JOB)))
+        self.assertEqual((layout["tp"], layout["dp"], layout["pp"], layout["world"]), (1, 4, 1, 4))
+        self.assertEqual(layout["microbatches"], [2, 2, 2, 2])
+        self.assertEqual(layout["capabilities"], ["S2"])
+
+        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(1, [3, 1, 2, 2]))
+        applied = self.wait_acks(1, "applied")
+        self.assertEqual(len({a["iteration"] for a in applied.values()}), 1, applied)  # one boundary for all
+        self.assertIn("3 of 8 micro-batches on DP replica 0", applied[0]["detail"])
+        support.wait_for("the layout naming the new allocation", lambda: json.loads(
+            self.r.get("gh:v1:%s:layout" % JOB))["microbatches"] == [3, 1, 2, 2])
+
+        self.r.set("gh:v1:%s:plan" % JOB, "{\"epoch\": 2, \"strategy\": ")  # not a plan at all
+        support.wait_for("the unreadable plan logged", lambda: "ignoring the plan key" in self.read("rank-0.log"))
+        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(3, [4, 2, 2]))
+        rejected = self.wait_acks(3, "rejected")
+        self.assertIn("micro", rejected[2]["detail"])
+        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(4, [3, 3, 2, 2]))
+        rejected = self.wait_acks(4, "rejected")
+        for ack in rejected.values():
+            self.assertIn("global batch", ack["detail"])
+        time.sleep(0.3)
+        ranks = self.finish()
+
+        switch_at = applied[0]["iteration"]
+        for rank, r in enumerate(ranks):
+            self.assertEqual(len(r["switches"]), 1, r["switches"])
+            s = r["switches"][0]
+            self.assertEqual(s["iteration"], switch_at)
+            self.assertEqual(s["allocation"], [3, 1, 2, 2])
+            self.assertEqual(s["num_microbatches"], [3, 1, 2, 2][rank])
+            self.assertEqual(s["offset"], [0, 3, 4, 6][rank])
+            self.assertAlmostEqual(s["loss_scale"], [1.5, 0.5, 1.0, 1.0][rank])
+            self.assertTrue(all(h == [2, 2, 2, 2] for h in r["history"][:switch_at]))
+            self.assertTrue(all(h == [3, 1, 2, 2] for h in r["history"][switch_at:]), "the last good one stays")
+            self.assertIn("global batch", r["rejection"])
+        print("switched at iteration %d of %d on every rank" % (switch_at, len(ranks[0]["history"])))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
