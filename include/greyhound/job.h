@@ -91,7 +91,8 @@ typedef struct greyhound_job_placement {
 } greyhound_job_placement;
 
 typedef struct greyhound_job_plan {
-  int64_t epoch;                   /* 0: none could be read (a malformed plan key) */
+  int64_t epoch;                   /* 0: none could be read (a malformed plan key naming no epoch newer than
+                                      the last seen; a malformed one that does is rejected under its epoch) */
   int32_t strategy;                /* GREYHOUND_JOB_S1..S4 (0: unknown) */
   int32_t action;                  /* GREYHOUND_JOB_ACTION_* */
   int64_t incident;                /* -1: none */

@@ -57,16 +57,22 @@ Result<PlanPoll> JobClient::poll_plan() {
     }
     seeded_ = true;
   }
-  auto read = store_.latest_plan();
+  std::int64_t named_epoch = 0;
+  auto read = store_.latest_plan(&named_epoch);
   PlanPoll out;
   if (!read) {
     if (read.code() != Errc::kInvalid) return read.status();
-    // A malformed plan key: reported once (until it changes), never applied.
+    // A malformed plan key: reported once (until it changes), never applied. One that names an epoch newer
+    // than any seen is rejected under that epoch, so that the job can acknowledge it as such.
     if (read.error() == last_malformed_) return out;
     last_malformed_ = read.error();
     out.kind = PlanPoll::Kind::kRejected;
     out.plan.epoch = 0;
     out.reason = read.error();
+    if (named_epoch > last_epoch_) {
+      out.plan.epoch = named_epoch;
+      last_epoch_ = named_epoch;
+    }
     return out;
   }
   last_malformed_.clear();

@@ -463,8 +463,19 @@ Status JobStore::commit(const MasterCommit& c) {
   return transaction(std::move(cmds));
 }
 
-Result<std::optional<Plan>> JobStore::latest_plan() {
-  return get_as<Plan>(keys::plan(job_), parse_plan);
+Result<std::optional<Plan>> JobStore::latest_plan(std::int64_t* named_epoch) {
+  if (named_epoch) *named_epoch = 0;
+  const std::string key = keys::plan(job_);
+  auto text = get(key);
+  if (!text) return text.status();
+  if (!*text) return std::optional<Plan>();
+  std::string err;
+  auto v = parse_plan(**text, &err);
+  if (!v) {
+    if (named_epoch) *named_epoch = plan_epoch_named(**text);
+    return Result<std::optional<Plan>>::failure_about(key, err);
+  }
+  return std::optional<Plan>(std::move(*v));
 }
 
 Result<std::optional<Plan>> JobStore::plan(std::int64_t epoch) {

@@ -86,7 +86,8 @@ class JobStore {
   Status commit(const MasterCommit& c);
 
   // ---- Plan channel and the job's layout.
-  Result<std::optional<Plan>> latest_plan();
+  // A malformed plan key fails as kInvalid; *named_epoch (if given) is then the epoch it names (0: none).
+  Result<std::optional<Plan>> latest_plan(std::int64_t* named_epoch = nullptr);
   Result<std::optional<Plan>> plan(std::int64_t epoch);
   // Writes plan:<epoch> (immutable) and plan in one MULTI/EXEC.
   Status publish_plan(const Plan& p);

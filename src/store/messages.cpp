@@ -584,6 +584,17 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
 
 std::optional<Plan> plan_from_json(const json& j, std::string* error) { return build_from<Plan>(j, error, build_plan); }
 
+std::int64_t plan_epoch_named(const std::string& text) {
+  JsonLimits limits;
+  limits.max_bytes = kMaxMessageBytes;
+  auto j = parse_bounded(text, limits);
+  if (!j || !j->is_object()) return 0;
+  const auto it = j->find("epoch");
+  if (it == j->end() || !it->is_number_integer()) return 0;
+  const std::int64_t e = it->get<std::int64_t>();
+  return e >= 1 && e <= kMaxCount ? e : 0;
+}
+
 json to_json(const PlanAck& a) {
   return {{"rank", a.rank},     {"epoch", a.epoch},   {"iteration", a.iteration},
           {"status", name(a.status)}, {"detail", a.detail}, {"apply_s", a.apply_s}, {"t_unix_ms", a.t_unix_ms}};

@@ -276,6 +276,10 @@ struct Plan {
 };
 nlohmann::json to_json(const Plan& p);
 std::optional<Plan> parse_plan(const std::string& text, std::string* error);
+// The epoch a plan text names when parse_plan turns it down: its "epoch", an integer >= 1, read from a JSON
+// object within the same bounds; 0 when it names none (not JSON, not an object, no such integer). Lets the
+// job acknowledge a malformed plan as rejected.
+std::int64_t plan_epoch_named(const std::string& text);
 std::optional<Plan> plan_from_json(const nlohmann::json& j, std::string* error);
 
 struct PlanAck {

@@ -226,12 +226,18 @@ TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne)
     EXPECT_EQ(greyhound_job_last_error_v1(client_), c.reason);
     EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN) << "reported once: " << c.epoch;
   }
-  // An entry below 1 and malformed JSON never parse as a plan: rejected without an epoch, reported once.
+  // An entry below 1 never parses as a plan: rejected under the epoch it names (newer than any seen), so that
+  // the job can acknowledge it, and reported once; one naming an epoch already seen is rejected without one.
   raw({"SET", store::keys::plan("job1"), R"({"epoch":5,"strategy":"S2","microbatches":[8,0]})"});
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
-  EXPECT_EQ(p.epoch, 0);
+  EXPECT_EQ(p.epoch, 5);
   EXPECT_EQ(std::string(p.verdict), "gh:v1:job1:plan: microbatches: every entry must be >= 1");
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  raw({"SET", store::keys::plan("job1"), R"({"epoch":5,"strategy":"S9"})"});
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
+  EXPECT_EQ(p.epoch, 0);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  // Malformed JSON names no epoch at all.
   raw({"SET", store::keys::plan("job1"), R"({"epoch":6,"strategy":)"});
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
   EXPECT_EQ(p.epoch, 0);

@@ -97,6 +97,16 @@ TEST(Messages, PlanRoundTripAndChecks) {
   EXPECT_NE(bad(R"({"epoch":1,"strategy":"S4","exclude_nodes":["a"]})").find("exclude_nodes"), std::string::npos);
   const std::string huge = R"({"epoch":1,"strategy":"S2","reason":")" + std::string(kMaxMessageBytes, 'x') + "\"}";
   EXPECT_NE(error_of<Plan>(huge, parse_plan).find("too large"), std::string::npos);
+
+  // The epoch a malformed plan names, so that the job can acknowledge it as rejected.
+  EXPECT_EQ(plan_epoch_named(R"({"epoch":7,"strategy":"S9"})"), 7);
+  EXPECT_EQ(plan_epoch_named(R"({"epoch":7,"strategy":)"), 0);       // not JSON
+  EXPECT_EQ(plan_epoch_named(R"({"epoch":"7"})"), 0);                // not an integer
+  EXPECT_EQ(plan_epoch_named(R"({"epoch":0})"), 0);
+  EXPECT_EQ(plan_epoch_named(R"({"epoch":-4})"), 0);
+  EXPECT_EQ(plan_epoch_named(R"({"epoch":1.5})"), 0);
+  EXPECT_EQ(plan_epoch_named(R"([{"epoch":3}])"), 0);                // not an object
+  EXPECT_EQ(plan_epoch_named(huge), 0);                              // beyond the bounds
 }
 
 TEST(Messages, JobLayoutCarriesThePlacementInForce) {

@@ -1,9 +1,10 @@
 """PlanFollower on 4 gloo ranks against a private redis-server: plans the test writes as the master would.
 
 usage: /usr/bin/python3 follower_test.py
-A good S2 plan is taken by every rank at the same iteration and acknowledged; then a plan the job cannot
-read, one of the wrong length and one that changes the global batch are each turned down with a reason
-(acknowledged as rejected where it names an epoch) while the job goes on with the last good allocation.
+A good S2 plan is taken by every rank at the same iteration and acknowledged; then a plan key that is not
+JSON (logged: it names no epoch to answer), a malformed plan, one of the wrong length and one that changes
+the global batch are each turned down with a reason (acknowledged as rejected by every rank) while the job
+goes on with the last good allocation.
 """
 import json
 import os
@@ -82,6 +83,10 @@ class FollowerAgainstRedis(unittest.TestCase):
 
         self.r.set("gh:v1:%s:plan" % JOB, "{\"epoch\": 2, \"strategy\": ")  # not a plan at all
         support.wait_for("the unreadable plan logged", lambda: "ignoring the plan key" in self.read("rank-0.log"))
+        self.r.set("gh:v1:%s:plan" % JOB, json.dumps({"epoch": 2, "strategy": "S9", "microbatches": [3, 1, 2, 2]}))
+        malformed = self.wait_acks(2, "rejected")
+        for ack in malformed.values():
+            self.assertIn("strategy", ack["detail"])
         self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(3, [4, 2, 2]))
         rejected = self.wait_acks(3, "rejected")
         self.assertIn("micro", rejected[2]["detail"])
