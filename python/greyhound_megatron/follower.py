@@ -36,12 +36,15 @@ class PlanFollower:
     CPU tensors (default: the world group when its backend is gloo, else a new gloo group; creating one is a
     collective: construct the follower on every rank at the same point). Every rank calls poll() with the same
     iteration at every iteration boundary. schedule: the AllocationSchedule data loaders read (default: a new
-    one, `schedule`).
+    one, `schedule`). poll_every: read and broadcast the plan at every poll_every-th iteration only (the
+    others cost nothing; a plan then waits up to that many iterations). accept: a further check of a new
+    allocation, on every rank, callable(counts) -> "" to take it or the reason it cannot be (e.g. a
+    schedule's constraint on the count); it must answer the same on every rank.
     """
 
     def __init__(self, job, dp_size, dp_rank, microbatches, capabilities=("S2",), redis_url=None, *, rank=None,
                  world_size=None, tp_size=None, pp_size=1, gpus_per_node=0, group=None, lib_path=None,
-                 schedule=None):
+                 schedule=None, poll_every=1, accept=None):
         dist = _dist()
         if rank is None:
             rank = dist.get_rank() if dist is not None else 0
@@ -63,6 +66,10 @@ class PlanFollower:
         if initial.dp_size != dp_size:
             raise ValueError("greyhound_megatron: microbatches has %d entries for %d DP replicas" %
                              (initial.dp_size, dp_size))
+        if not isinstance(poll_every, int) or poll_every < 1:
+            raise ValueError("greyhound_megatron: poll_every must be an integer >= 1, not %r" % (poll_every,))
+        self.poll_every = poll_every
+        self._accept = accept
         caps = 0
         for c in capabilities:
             if c not in _SUPPORTED_CAPABILITIES:
@@ -70,6 +77,9 @@ class PlanFollower:
                                  (c, ", ".join(_SUPPORTED_CAPABILITIES)))
             caps |= _capi.CAPABILITY_BITS[c]
 
+        if world_size > 1 and dist is None:
+            raise ValueError("greyhound_megatron: a world of %d ranks needs torch.distributed initialised "
+                             "(every rank must take a plan at the same iteration)" % world_size)
         self.rank, self.world_size, self.dp_rank, self.dp_size = rank, world_size, dp_rank, dp_size
         self.tp_size, self.pp_size, self.gpus_per_node = tp_size, pp_size, gpus_per_node
         self.capabilities = tuple(capabilities)
@@ -89,7 +99,7 @@ class PlanFollower:
         self._last_error = ""
         self._group = None
         self._dist = dist
-        if dist is not None and world_size > 1:
+        if world_size > 1:
             self._group = group if group is not None else _cpu_group(dist)
         if self._layout_due:
             self._publish_layout()
@@ -125,6 +135,8 @@ class PlanFollower:
             self._pending = None
             self._switch(epoch, iteration, alloc, t0)
             return True
+        if iteration % self.poll_every != 0:
+            return False
         header = self._exchange_header(iteration)
         kind, epoch, start = header[0], header[1], header[2]
         if kind == _NONE or epoch <= self.applied_epoch:
@@ -142,6 +154,9 @@ class PlanFollower:
         try:  # checked by the job client on rank 0; every rank checks what it received as well
             alloc = Allocation(header[_HEADER:_HEADER + self.dp_size])
             alloc.check_replaces(self._initial)
+            why = self._accept(list(alloc.counts)) if self._accept is not None else ""
+            if why:
+                raise AllocationError(why)
         except AllocationError as e:
             self.last_rejection = "the plan does not fit this job: %s" % e
             self._ack(epoch, iteration, _capi.ACK_REJECTED, self.last_rejection)

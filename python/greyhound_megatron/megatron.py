@@ -90,13 +90,13 @@ def _scaled_loss(loss_func, scale, per_token, *args, **kwargs):
 
 
 class MegatronAdapter:
-    def __init__(self, mods, job, capabilities, redis_url, gpus_per_node):
+    def __init__(self, mods, job, capabilities, redis_url, gpus_per_node, poll_every):
         self._calc_mod = mods["megatron.core.num_microbatches_calculator"]
         self._mpu = mods["megatron.core.parallel_state"]
         self._get_args = mods["megatron.training"].get_args
         self._training = mods["megatron.training.training"]
         self._sampler_cls = mods["megatron.training.datasets.data_samplers"].MegatronPretrainingSampler
-        self._job, self._redis_url, self._gpus_per_node = job, redis_url, gpus_per_node
+        self._job, self._redis_url, self._gpus_per_node, self._poll_every = job, redis_url, gpus_per_node, poll_every
         self._capabilities = tuple(capabilities)
         self.unsupported = ""  # why S2 is not advertised ("" when it is)
         self.follower = None
@@ -143,7 +143,20 @@ class MegatronAdapter:
         caps = () if self.unsupported else self._capabilities
         self.follower = PlanFollower(self._job, dp, self._mpu.get_data_parallel_rank(), list(schedule.at(0).counts),
                                      caps, self._redis_url, tp_size=world // (dp * pp), pp_size=pp,
-                                     gpus_per_node=self._gpus_per_node, schedule=schedule)
+                                     gpus_per_node=self._gpus_per_node, schedule=schedule,
+                                     poll_every=self._poll_every, accept=self._accept)
+
+    def _accept(self, counts):
+        """Megatron's own constraints on a replica's count."""
+        args = self._get_args()
+        vpp = getattr(args, "virtual_pipeline_model_parallel_size", None)
+        pp = self._mpu.get_pipeline_model_parallel_world_size()
+        if vpp is not None and vpp > 1 and pp > 1:
+            odd = [n for n in counts if n % pp != 0]
+            if odd:
+                return ("the interleaved pipeline schedule needs each replica's micro-batches to be a multiple of "
+                        "the pipeline size %d, not %s" % (pp, odd))
+        return ""
 
     def _ensure_calculator(self):
         calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
@@ -196,10 +209,11 @@ class MegatronAdapter:
             self.in_step = False
 
 
-def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0):
+def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0, poll_every=1):
     """Hooks Megatron-LM so that its job follows greyhound's plans. Call it once per process, before
     pretrain() (or, in a loop of your own, before the data loaders are built and the first train_step).
-    job: None: GREYHOUND_JOB; redis_url: None: GREYHOUND_REDIS. Raises MegatronMissing when the installed
+    job: None: GREYHOUND_JOB; redis_url: None: GREYHOUND_REDIS; gpus_per_node: published in the layout (0:
+    unknown); poll_every: PlanFollower's. Raises MegatronMissing when the installed
     Megatron lacks what it needs, ValueError for a capability this plugin cannot apply."""
     global _INSTALLED
     if _INSTALLED is not None:
@@ -207,7 +221,9 @@ def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0):
     for c in capabilities:
         if c != "S2":
             raise ValueError("greyhound_megatron.megatron: capability %r is not supported yet (S2 only)" % c)
-    _INSTALLED = MegatronAdapter(_import_megatron(), job, capabilities, redis_url, gpus_per_node)
+    if not isinstance(poll_every, int) or poll_every < 1:
+        raise ValueError("greyhound_megatron.megatron: poll_every must be an integer >= 1, not %r" % (poll_every,))
+    _INSTALLED = MegatronAdapter(_import_megatron(), job, capabilities, redis_url, gpus_per_node, poll_every)
     return _INSTALLED
 
 

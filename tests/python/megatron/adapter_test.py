@@ -102,6 +102,18 @@ class Missing(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("megatron.training.training has no train_step", r.stderr)
 
+    def test_the_interleaved_schedules_constraint_is_checked(self):
+        r = self.run_py("import argparse, megatron.training as mt, megatron.core.parallel_state as ps\n"
+                        "mt.set_args(argparse.Namespace(virtual_pipeline_model_parallel_size=2))\n"
+                        "ps.get_pipeline_model_parallel_world_size = lambda: 2\n"
+                        "from greyhound_megatron.megatron import install\n"
+                        "a = install()\n"
+                        "print(a._accept([4, 2]) == '', a._accept([3, 3]))\n",
+                        os.path.join(support.HERE, "standin"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "True the interleaved pipeline schedule needs each replica's micro-batches "
+                                           "to be a multiple of the pipeline size 2, not [3, 3]")
+
     def test_capabilities_it_cannot_apply_are_refused(self):
         r = self.run_py("from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S3'))",
                         os.path.join(support.HERE, "standin"))

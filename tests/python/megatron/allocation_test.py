@@ -1,14 +1,19 @@
-"""greyhound_megatron's pure parts: the allocation's shares, the schedule, and the sampler's indices.
+"""greyhound_megatron's pure parts (the allocation's shares, the schedule, the sampler's indices) and
+PlanFollower's argument checks and its behaviour without Redis, on one process.
 
-usage: /usr/bin/python3 allocation_test.py (python/ on sys.path from the repository layout)
+usage: /usr/bin/python3 allocation_test.py (python/ on sys.path from the repository layout; libgreyhound_job
+from GREYHOUND_JOB_LIB or the build directory)
 """
+import logging
 import os
+import socket
 import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
 
-from greyhound_megatron import Allocation, AllocationError, AllocationSchedule, ReplicaBatchSampler  # noqa: E402
+from greyhound_megatron import (Allocation, AllocationError, AllocationSchedule, PlanFollower,  # noqa: E402
+                                ReplicaBatchSampler)
 
 
 def megatron_order(total, consumed, mbs, dp, d):
@@ -102,6 +107,44 @@ class Sampler(unittest.TestCase):
             ReplicaBatchSampler(10, 3, 1, 0, 2, sched)
         with self.assertRaisesRegex(ValueError, "2 replicas, the sampler 3"):
             ReplicaBatchSampler(10, 0, 1, 0, 3, sched)
+
+
+def closed_url():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return "redis://127.0.0.1:%d/0" % port
+
+
+class FollowerWithoutRedis(unittest.TestCase):
+    def test_bad_arguments_say_why(self):
+        url = closed_url()
+        cases = [(dict(dp_size=2, dp_rank=2, microbatches=2), "dp_rank 2 is not within dp_size 2"),
+                 (dict(dp_size=2, dp_rank=0, microbatches=2, world_size=3), "is not the world size 3"),
+                 (dict(dp_size=2, dp_rank=0, microbatches=[2, 2, 2]), "3 entries for 2 DP replicas"),
+                 (dict(dp_size=2, dp_rank=0, microbatches=[2, 0]), "replica 1: 0 micro-batches"),
+                 (dict(dp_size=2, dp_rank=0, microbatches=2, capabilities=("S3",)), "'S3' is not supported"),
+                 (dict(dp_size=2, dp_rank=0, microbatches=2, poll_every=0), "poll_every must be"),
+                 (dict(dp_size=2, dp_rank=0, microbatches=2), "needs torch.distributed initialised"),
+                 (dict(dp_size=1, dp_rank=0, microbatches=2, world_size=1, redis_url="http://x"),
+                  "cannot open the job client")]
+        for kwargs, why in cases:
+            kwargs.setdefault("world_size", 2)
+            with self.assertRaisesRegex(ValueError, why):
+                PlanFollower("t", redis_url=kwargs.pop("redis_url", url), rank=0, **kwargs)
+
+    def test_an_absent_redis_leaves_training_alone(self):
+        with self.assertLogs("greyhound_megatron", level=logging.WARNING) as logs:
+            f = PlanFollower("t", 1, 0, [3], redis_url=closed_url(), rank=0, world_size=1)
+            for it in range(5):
+                self.assertFalse(f.poll(it))
+        self.assertEqual((f.allocation, f.num_microbatches(), f.microbatch_offset(), f.loss_scale()),
+                         ([3], 3, 0, 1.0))
+        text = "\n".join(logs.output)
+        self.assertIn("layout not published yet", text)
+        self.assertEqual(text.count("layout not published yet"), 1, "once per reason, not once per poll")
+        f.close()
 
 
 if __name__ == "__main__":

@@ -112,5 +112,42 @@ class FollowerAgainstRedis(unittest.TestCase):
         print("switched at iteration %d of %d on every rank" % (switch_at, len(ranks[0]["history"])))
 
 
+class PollEvery(unittest.TestCase):
+    def test_a_plan_waits_for_the_next_polled_iteration(self):
+        from greyhound_megatron import PlanFollower
+        redis = support.RedisServer()
+        try:
+            f = PlanFollower("every", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, poll_every=3)
+            self.assertFalse(f.poll(0))
+            redis.client.set("gh:v1:every:plan", support.plan_json(1, [4], strategy="S1"))
+            self.assertFalse(f.poll(1))
+            self.assertFalse(f.poll(2))
+            self.assertEqual(support.acks(redis.client, "every"), {})
+            self.assertTrue(f.poll(3))
+            self.assertEqual(support.acks(redis.client, "every")[0]["iteration"], 3)
+            f.close()
+        finally:
+            redis.stop()
+
+
+class Accept(unittest.TestCase):
+    def test_the_jobs_own_check_turns_a_plan_down(self):
+        from greyhound_megatron import PlanFollower
+        redis = support.RedisServer()
+        try:
+            f = PlanFollower("accept", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1,
+                             accept=lambda counts: "the schedule needs a multiple of 3, not %d" % counts[0])
+            self.assertFalse(f.poll(0))
+            redis.client.set("gh:v1:accept:plan", support.plan_json(1, [4], strategy="S1"))
+            self.assertFalse(f.poll(1))
+            ack = support.acks(redis.client, "accept")[0]
+            self.assertEqual(ack["status"], "rejected")
+            self.assertIn("multiple of 3, not 4", ack["detail"])
+            self.assertEqual(f.allocation, [4])
+            f.close()
+        finally:
+            redis.stop()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
