@@ -18,11 +18,11 @@ from .allocation import Allocation, AllocationError, AllocationSchedule
 log = logging.getLogger("greyhound_megatron")
 
 # What rank 0 broadcasts: [kind, epoch, from_index, counts...].
-_NONE, _APPLY, _REJECTED, _UNSUPPORTED = 0, 1, 2, 3
+_NONE, _APPLY, _REJECTED, _UNSUPPORTED, _RESTART = 0, 1, 2, 3, 4
 _HEADER = 3
 _REASON_BYTES = 1024
 
-_SUPPORTED_CAPABILITIES = ("S2",)
+_SUPPORTED_CAPABILITIES = ("S2", "S4")
 
 
 class PlanFollower:
@@ -92,6 +92,8 @@ class PlanFollower:
         self._pending = None            # (epoch, from_index, Allocation, picked_up_monotonic)
         self.applied_epoch = 0          # the newest epoch this rank acknowledged (any status)
         self.last_rejection = ""        # why the last bad plan was not taken
+        self._restart = None            # an S4 plan to carry out: (epoch, iteration it was picked up at)
+        self._restart_plan = None       # rank 0: that plan (exclusions, reason)
         self._lib = _capi.load(lib_path)
         self._client = _capi.JobClient(job, redis_url, self._lib)
         self.job = self._client.name
@@ -121,6 +123,62 @@ class PlanFollower:
     def close(self):
         self._client.close()
 
+    # --- S4: checkpoint and restart ---------------------------------------------------------------------------
+    @property
+    def restart_due(self):
+        """The epoch of an S4 plan the job is to carry out (0: none). The framework then calls
+        request_restart() at an iteration boundary, checkpoints when it says so, acknowledges with
+        restart_checkpointed(), and exits for its launcher to restart it without what the plan excludes."""
+        return self._restart[0] if self._restart is not None else 0
+
+    def request_restart(self, iteration):
+        """Every rank, at the boundary before `iteration`, with an S4 plan due: rank 0 asks for the restart
+        through the job client (which also withdraws the layout), and tells everyone whether that worked.
+        True: checkpoint and stop now, then restart_checkpointed(). False: the plan is acknowledged as rejected
+        and training goes on as it was (a job that stopped without its restart request would not come back)."""
+        if self._restart is None:
+            raise RuntimeError("greyhound_megatron: no S4 plan is due")
+        epoch = self._restart[0]
+        answer = ""  # rank 0's: "ok" or why not
+        if self.rank == 0:
+            p = self._restart_plan
+            rc, err = self._client.request_restart(0, epoch, "S4 plan %d: %s" % (epoch, p.reason), p.exclude_nodes,
+                                                   p.exclude_ranks)
+            answer = "ok" if rc == _capi.OK else (err or _capi.status_name(rc, self._lib))
+            if rc != _capi.OK:
+                self._layout_due = True  # the request may have reached Redis, and with it the layout's removal
+        reason = self._exchange_reason(answer)
+        if reason == "ok":
+            self._restart_iteration = iteration
+            return True
+        self._restart = None
+        self.last_rejection = "the restart request failed: %s" % reason
+        if self.rank == 0:
+            log.warning("greyhound_megatron: plan %d not applied: %s", epoch, self.last_rejection)
+        self._ack(epoch, iteration, _capi.ACK_REJECTED, self.last_rejection)
+        return False
+
+    def decline_restart(self, iteration, reason):
+        """Every rank, with an S4 plan due that the job cannot carry out after all: acknowledged as rejected."""
+        if self._restart is None:
+            raise RuntimeError("greyhound_megatron: no S4 plan is due")
+        epoch = self._restart[0]
+        self._restart = None
+        self.last_rejection = reason
+        if self.rank == 0:
+            log.warning("greyhound_megatron: plan %d not applied: %s", epoch, reason)
+        self._ack(epoch, iteration, _capi.ACK_REJECTED, reason)
+
+    def restart_checkpointed(self, detail="", apply_s=0.0):
+        """Every rank, once the checkpoint for the restart is written: acknowledges the S4 plan as applied."""
+        if self._restart is None:
+            raise RuntimeError("greyhound_megatron: no S4 plan is due")
+        epoch = self._restart[0]
+        self._restart = None
+        self._ack(epoch, self._restart_iteration, _capi.ACK_APPLIED,
+                  detail or "checkpoint saved at iteration %d; stopping for the restart" % self._restart_iteration,
+                  apply_s)
+
     # --- the protocol ---------------------------------------------------------------------------------------
     def poll(self, iteration):
         """At the boundary before global batch `iteration` (the same on every rank): picks up a new plan.
@@ -135,7 +193,7 @@ class PlanFollower:
             self._pending = None
             self._switch(epoch, iteration, alloc, t0)
             return True
-        if iteration % self.poll_every != 0:
+        if iteration % self.poll_every != 0 or self._restart is not None:
             return False
         header = self._exchange_header(iteration)
         kind, epoch, start = header[0], header[1], header[2]
@@ -149,6 +207,13 @@ class PlanFollower:
                 log.warning("greyhound_megatron: plan %d not applied: %s", epoch, reason)
             self._ack(epoch, iteration, _capi.ACK_UNSUPPORTED if kind == _UNSUPPORTED else _capi.ACK_REJECTED,
                       reason)
+            return False
+        if kind == _RESTART:
+            self._restart = (epoch, iteration)
+            if self.rank == 0:
+                log.warning("greyhound_megatron: S4 plan %d: checkpoint and restart without nodes %s, ranks %s (%s)",
+                            epoch, self._restart_plan.exclude_nodes, self._restart_plan.exclude_ranks,
+                            self._restart_plan.reason)
             return False
         t0 = time.monotonic()
         try:  # checked by the job client on rank 0; every rank checks what it received as well
@@ -211,6 +276,10 @@ class PlanFollower:
             log.warning("greyhound_megatron: ignoring the plan key: %s", plan.verdict)
             return header
         header[1] = plan.epoch
+        if rc == _capi.OK and plan.strategy == _capi.S4 and plan.action == _capi.ACTION_APPLY:
+            header[0] = _RESTART  # advertised S4 (the job client checked): the framework checkpoints and stops
+            self._restart_plan = plan
+            return header
         if rc == _capi.OK:
             if plan.strategy != _capi.S1 and plan.strategy != _capi.S2 and plan.action != _capi.ACTION_REVERT:
                 header[0] = _UNSUPPORTED  # advertised nothing else; defensive

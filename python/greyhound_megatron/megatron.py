@@ -15,12 +15,18 @@ What install() changes (docs/megatron.md):
   - megatron.training.training.build_train_valid_test_data_loaders: the training loader's
     MegatronPretrainingSampler is replaced by ReplicaBatchSampler (the same order while the split is uniform);
     validation and test loaders are left alone.
-A configuration it cannot serve (a batch-size ramp-up, a cyclic or external data loader) keeps training
-unchanged and advertises no S2: plans are then acknowledged as unsupported.
+With "S4" among the capabilities (and --save set), an S4 plan stops the job at the next step boundary: rank
+0 asks for the restart through the job client; then train_step returns without running the step, with
+Megatron's own should_checkpoint / should_exit / exit_code flags, so that its loop writes the checkpoint
+(megatron.training.training.save_checkpoint_and_time, after which every rank acknowledges) and exits with
+restart_exit_code for the launcher to restart it without what the plan excludes.
+A configuration it cannot serve (a batch-size ramp-up, a cyclic or external data loader; for S4 no --save)
+keeps training unchanged and does not advertise the remedy: its plans are then acknowledged as unsupported.
 """
 import functools
 import importlib
 import logging
+import time
 
 from .allocation import Allocation, AllocationSchedule
 from .follower import PlanFollower
@@ -90,7 +96,7 @@ def _scaled_loss(loss_func, scale, per_token, *args, **kwargs):
 
 
 class MegatronAdapter:
-    def __init__(self, mods, job, capabilities, redis_url, gpus_per_node, poll_every):
+    def __init__(self, mods, job, capabilities, redis_url, gpus_per_node, poll_every, restart_exit_code):
         self._calc_mod = mods["megatron.core.num_microbatches_calculator"]
         self._mpu = mods["megatron.core.parallel_state"]
         self._get_args = mods["megatron.training"].get_args
@@ -98,18 +104,26 @@ class MegatronAdapter:
         self._sampler_cls = mods["megatron.training.datasets.data_samplers"].MegatronPretrainingSampler
         self._job, self._redis_url, self._gpus_per_node, self._poll_every = job, redis_url, gpus_per_node, poll_every
         self._capabilities = tuple(capabilities)
-        self.unsupported = ""  # why S2 is not advertised ("" when it is)
+        self._restart_exit_code = restart_exit_code
+        self.refused = {}  # capability -> why it is not advertised
         self.follower = None
         self.schedule = None
         self.in_step = False
+        self._step_result_len = None  # how many values this Megatron's train_step returns (learnt from one)
+        self._saving_for_restart = None  # the monotonic time the S4 stop began, until its checkpoint is written
         self._orig_train_step = self._training.train_step
         self._orig_build_loaders = self._training.build_train_valid_test_data_loaders
         self._training.train_step = self.train_step
         self._training.build_train_valid_test_data_loaders = self.build_train_valid_test_data_loaders
+        self._orig_save = getattr(self._training, "save_checkpoint_and_time", None)
+        if "S4" in self._capabilities:
+            self._training.save_checkpoint_and_time = self.save_checkpoint_and_time
 
     def uninstall(self):
         self._training.train_step = self._orig_train_step
         self._training.build_train_valid_test_data_loaders = self._orig_build_loaders
+        if "S4" in self._capabilities:
+            self._training.save_checkpoint_and_time = self._orig_save
         calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
         if isinstance(calc, _ReplicaCalculator):
             self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR = calc._inner
@@ -117,10 +131,10 @@ class MegatronAdapter:
             self.follower.close()
 
     # --- set-up, on first use (Megatron is initialised by then) --------------------------------------------
-    def _refuse(self, why):
-        if not self.unsupported:
-            self.unsupported = why
-            log.warning("greyhound_megatron: S2 not advertised: %s (training goes on unchanged)", why)
+    def _refuse(self, why, capability="S2"):
+        if capability in self._capabilities and capability not in self.refused:
+            self.refused[capability] = why
+            log.warning("greyhound_megatron: %s not advertised: %s (training goes on unchanged)", capability, why)
 
     def _ensure_schedule(self):
         if self.schedule is None:
@@ -140,7 +154,9 @@ class MegatronAdapter:
         schedule = self._ensure_schedule()
         dp, pp = self._mpu.get_data_parallel_world_size(), self._mpu.get_pipeline_model_parallel_world_size()
         world = dist.get_world_size() if dist.is_initialized() else 1
-        caps = () if self.unsupported else self._capabilities
+        if not getattr(self._get_args(), "save", None):
+            self._refuse("no --save directory for the checkpoint", "S4")
+        caps = tuple(c for c in self._capabilities if c not in self.refused)
         self.follower = PlanFollower(self._job, dp, self._mpu.get_data_parallel_rank(), list(schedule.at(0).counts),
                                      caps, self._redis_url, tp_size=world // (dp * pp), pp_size=pp,
                                      gpus_per_node=self._gpus_per_node, schedule=schedule,
@@ -177,7 +193,7 @@ class MegatronAdapter:
         if not isinstance(loader, torch.utils.data.DataLoader) or type(sampler) is not self._sampler_cls:
             self._refuse("the training data loader is not Megatron's single-pass loader (--dataloader-type single)")
             return loader
-        if self.unsupported:
+        if "S2" in self.refused:
             return loader
         mine = ReplicaBatchSampler(sampler.total_samples, sampler.consumed_samples, sampler.micro_batch_size,
                                    sampler.data_parallel_rank, self._mpu.get_data_parallel_world_size(), schedule,
@@ -192,7 +208,18 @@ class MegatronAdapter:
         self._ensure_calculator()
         margs = self._get_args()
         global_batch = margs.micro_batch_size * self.schedule.global_microbatches
-        self.follower.poll(margs.consumed_train_samples // global_batch)
+        iteration = margs.consumed_train_samples // global_batch
+        self.follower.poll(iteration)
+        if self.follower.restart_due and "S4" in self.refused:
+            self.follower.decline_restart(iteration, self.refused["S4"])
+        elif self.follower.restart_due and self._step_result_len is not None:
+            # S4: this step does not run; Megatron's loop checkpoints (should_checkpoint), then exits with the
+            # code (should_exit), as for its own checkpoint-and-exit. The restart is asked for first: a job
+            # whose request did not get through goes on training instead of stopping for nothing.
+            t0 = time.monotonic()
+            if self.follower.request_restart(iteration):
+                self._saving_for_restart = t0
+                return ({}, True, True, True, self._restart_exit_code) + (None,) * (self._step_result_len - 5)
         scale = self.follower.loss_scale()
         if scale != 1.0:
             per_token = bool(getattr(margs, "calculate_per_token_loss", False))
@@ -204,26 +231,52 @@ class MegatronAdapter:
 
         self.in_step = True
         try:
-            return self._orig_train_step(forward_step_func, *args, **kwargs)
+            result = self._orig_train_step(forward_step_func, *args, **kwargs)
         finally:
             self.in_step = False
+        if self._step_result_len is None and isinstance(result, tuple):
+            if len(result) >= 5:
+                self._step_result_len = len(result)
+            else:
+                self._refuse("this Megatron's train_step returns no checkpoint-and-exit flags", "S4")
+        return result
+
+    def save_checkpoint_and_time(self, *args, **kwargs):
+        out = self._orig_save(*args, **kwargs)
+        if self._saving_for_restart is not None:
+            took = time.monotonic() - self._saving_for_restart
+            self._saving_for_restart = None
+            self.follower.restart_checkpointed(apply_s=took)
+            log.warning("greyhound_megatron: checkpoint for the S4 restart written in %.1f s; exiting with %d",
+                        took, self._restart_exit_code)
+        return out
 
 
-def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0, poll_every=1):
+def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0, poll_every=1,
+            restart_exit_code=3):
     """Hooks Megatron-LM so that its job follows greyhound's plans. Call it once per process, before
     pretrain() (or, in a loop of your own, before the data loaders are built and the first train_step).
-    job: None: GREYHOUND_JOB; redis_url: None: GREYHOUND_REDIS; gpus_per_node: published in the layout (0:
-    unknown); poll_every: PlanFollower's. Raises MegatronMissing when the installed
-    Megatron lacks what it needs, ValueError for a capability this plugin cannot apply."""
+    job: None: GREYHOUND_JOB; redis_url: None: GREYHOUND_REDIS; capabilities: "S2" and / or "S4" (S4 needs
+    --save: the job checkpoints and exits with restart_exit_code for its launcher to restart it without what
+    the plan excludes); gpus_per_node: published in the layout (0: unknown); poll_every: PlanFollower's.
+    Raises MegatronMissing when the installed Megatron lacks what it needs, ValueError for a capability this
+    plugin cannot apply."""
     global _INSTALLED
     if _INSTALLED is not None:
         raise RuntimeError("greyhound_megatron.megatron.install() was called already in this process")
     for c in capabilities:
-        if c != "S2":
-            raise ValueError("greyhound_megatron.megatron: capability %r is not supported yet (S2 only)" % c)
+        if c not in ("S2", "S4"):
+            raise ValueError("greyhound_megatron.megatron: capability %r is not supported yet (S2 and S4 are)" % c)
+    if not isinstance(restart_exit_code, int) or not 1 <= restart_exit_code <= 255:
+        raise ValueError("greyhound_megatron.megatron: restart_exit_code must be within 1..255, not %r" %
+                         (restart_exit_code,))
     if not isinstance(poll_every, int) or poll_every < 1:
         raise ValueError("greyhound_megatron.megatron: poll_every must be an integer >= 1, not %r" % (poll_every,))
-    _INSTALLED = MegatronAdapter(_import_megatron(), job, capabilities, redis_url, gpus_per_node, poll_every)
+    mods = _import_megatron()
+    if "S4" in capabilities and not hasattr(mods["megatron.training.training"], "save_checkpoint_and_time"):
+        raise MegatronMissing("greyhound_megatron.megatron: the installed Megatron-LM's megatron.training.training "
+                              "has no save_checkpoint_and_time: S4 needs it")
+    _INSTALLED = MegatronAdapter(mods, job, capabilities, redis_url, gpus_per_node, poll_every, restart_exit_code)
     return _INSTALLED
 
 

@@ -1,6 +1,7 @@
 """One rank of the stand-in Megatron job with greyhound_megatron.megatron installed (driven by adapter_test.py).
 
-usage: adapter_rank.py RANK WORLD INIT_FILE JOB REDIS_URL OUT_DIR NUM_WORKERS
+usage: adapter_rank.py RANK WORLD INIT_FILE JOB REDIS_URL OUT_DIR NUM_WORKERS [CAPABILITIES]
+(CAPABILITIES comma-separated, default S2; checkpoints go to OUT_DIR)
 """
 import argparse
 import functools
@@ -39,6 +40,7 @@ def forward_step(data_iterator, model):
 def main():
     rank, world, init_file, job, url, out, workers = sys.argv[1:8]
     rank, world, workers = int(rank), int(world), int(workers)
+    caps = tuple(sys.argv[8].split(",")) if len(sys.argv) > 8 else ("S2",)
     dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
     import megatron.training as mtraining
     from megatron.core import num_microbatches_calculator as calc
@@ -48,9 +50,9 @@ def main():
 
     mtraining.set_args(argparse.Namespace(micro_batch_size=MBS, global_batch_size=GLOBAL_BATCH,
                                           consumed_train_samples=0, num_workers=workers,
-                                          calculate_per_token_loss=False, rampup_batch_size=None))
+                                          calculate_per_token_loss=False, rampup_batch_size=None, save=out))
     calc.init_num_microbatches_calculator(GLOBAL_BATCH, MBS, world)
-    adapter = install(job, redis_url=url)
+    adapter = install(job, capabilities=caps, redis_url=url)
     torch.manual_seed(5)
     model = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.Tanh(), torch.nn.Linear(12, 1)).double()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -60,7 +62,7 @@ def main():
     with open(os.path.join(out, "rank-%d.json" % rank), "w") as f:
         json.dump({"seen": training.SEEN, "consumed": mtraining.get_args().consumed_train_samples,
                    "valid_sampler_untouched": type(valid.batch_sampler) is MegatronPretrainingSampler,
-                   "unsupported": adapter.unsupported}, f)
+                   "refused": adapter.refused}, f)
     dist.destroy_process_group()
 
 

@@ -23,17 +23,22 @@ import torch  # noqa: E402
 WORLD = 4
 
 
+def run_ranks(redis, job, d, caps="S2"):
+    procs = [subprocess.Popen([sys.executable, os.path.join(support.HERE, "adapter_rank.py"), str(r), str(WORLD),
+                               os.path.join(d, "init"), job, redis.url, d, "2", caps],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(WORLD)]
+    outs = [p.communicate(timeout=120)[0].decode(errors="replace") for p in procs]
+    return [p.returncode for p in procs], outs
+
+
 def run_job(redis, job, plan=None):
     d = tempfile.mkdtemp(prefix="gh-adapter-")
     try:
         if plan is not None:
             redis.client.set("gh:v1:%s:plan" % job, support.plan_json(1, plan))
-        procs = [subprocess.Popen([sys.executable, os.path.join(support.HERE, "adapter_rank.py"), str(r), str(WORLD),
-                                   os.path.join(d, "init"), job, redis.url, d, "2"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(WORLD)]
-        outs = [p.communicate(timeout=120)[0].decode(errors="replace") for p in procs]
-        for p, o in zip(procs, outs):
-            if p.returncode != 0:
+        codes, outs = run_ranks(redis, job, d)
+        for code, o in zip(codes, outs):
+            if code != 0:
                 raise AssertionError("a rank failed:\n" + o)
         ranks = []
         for r in range(WORLD):
@@ -65,7 +70,7 @@ class Adapter(unittest.TestCase):
         self.assertIsNotNone(switch, outs[0])
         self.assertGreaterEqual(switch, 1, "two workers read ahead: the switch waits for an unread global batch")
         for rank, r in enumerate(ranks):
-            self.assertEqual(r["unsupported"], "")
+            self.assertEqual(r["refused"], {})
             self.assertTrue(r["valid_sampler_untouched"])
             self.assertEqual(r["consumed"], 6 * 16)
             for i, during, after in r["seen"]:
@@ -78,6 +83,32 @@ class Adapter(unittest.TestCase):
             self.assertEqual((a["epoch"], a["status"], a["iteration"]), (1, "applied", switch))
         layout = json.loads(self.redis.client.get("gh:v1:uneven:layout"))
         self.assertEqual(layout["microbatches"], [3, 1, 2, 2])
+
+
+    def test_an_s4_plan_checkpoints_and_stops_through_megatrons_flags(self):
+        d = tempfile.mkdtemp(prefix="gh-adapter-s4-")
+        try:
+            plan = json.loads(support.plan_json(1, [], strategy="S4"))
+            plan["exclude_nodes"] = [1]
+            plan["reason"] = "node 1 is slow"
+            self.redis.client.set("gh:v1:s4job:plan", json.dumps(plan))
+            codes, outs = run_ranks(self.redis, "s4job", d, "S2,S4")
+            self.assertEqual(codes, [3] * WORLD, outs[0])
+            restart = json.loads(self.redis.client.get("gh:v1:s4job:restart"))
+            self.assertEqual((restart["epoch"], restart["exclude_nodes"], restart["rank"]), (1, [1], 0))
+            self.assertIn("node 1 is slow", restart["reason"])
+            self.assertIsNone(self.redis.client.get("gh:v1:s4job:layout"), "withdrawn with the request")
+            # Picked up before the first step, carried out at the next boundary (once the step's flags are known).
+            for r in range(WORLD):
+                with open(os.path.join(d, "checkpoint-rank%d.json" % r)) as f:
+                    self.assertEqual(json.load(f), {"iteration": 1, "consumed_train_samples": 16})
+            acks = support.acks(self.redis.client, "s4job")
+            self.assertEqual(sorted(acks), [0, 1, 2, 3])
+            for a in acks.values():
+                self.assertEqual((a["epoch"], a["status"], a["iteration"]), (1, "applied", 1))
+                self.assertIn("stopping for the restart", a["detail"])
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class Missing(unittest.TestCase):
@@ -118,6 +149,12 @@ class Missing(unittest.TestCase):
         r = self.run_py("from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S3'))",
                         os.path.join(support.HERE, "standin"))
         self.assertIn("capability 'S3' is not supported yet", r.stderr)
+
+    def test_s4_without_megatrons_checkpoint_function_is_named(self):
+        r = self.run_py("import megatron.training.training as t; del t.save_checkpoint_and_time\n"
+                        "from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S4'))",
+                        os.path.join(support.HERE, "standin"))
+        self.assertIn("has no save_checkpoint_and_time: S4 needs it", r.stderr)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ the global batch are each turned down with a reason (acknowledged as rejected by
 goes on with the last good allocation.
 """
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -147,6 +148,58 @@ class Accept(unittest.TestCase):
             f.close()
         finally:
             redis.stop()
+
+
+class Restart(unittest.TestCase):
+    def s4_plan(self, client, job, epoch):
+        plan = json.loads(support.plan_json(epoch, [], strategy="S4"))
+        plan["exclude_ranks"] = [0]
+        client.set("gh:v1:%s:plan" % job, json.dumps(plan))
+
+    def test_an_s4_plan_is_requested_then_acknowledged(self):
+        from greyhound_megatron import PlanFollower
+        redis = support.RedisServer()
+        try:
+            f = PlanFollower("s4", 1, 0, [4], ("S2", "S4"), redis.url, rank=0, world_size=1)
+            self.assertEqual(json.loads(redis.client.get("gh:v1:s4:layout"))["capabilities"], ["S2", "S4"])
+            self.s4_plan(redis.client, "s4", 1)
+            self.assertFalse(f.poll(5))
+            self.assertEqual(f.restart_due, 1)
+            self.assertFalse(f.poll(6), "nothing else is read while the restart is due")
+            self.assertEqual(support.acks(redis.client, "s4"), {})
+            self.assertTrue(f.request_restart(6))
+            restart = json.loads(redis.client.get("gh:v1:s4:restart"))
+            self.assertEqual((restart["epoch"], restart["exclude_ranks"]), (1, [0]))
+            self.assertEqual(support.acks(redis.client, "s4"), {}, "acknowledged once the checkpoint is written")
+            f.restart_checkpointed(apply_s=1.5)
+            ack = support.acks(redis.client, "s4")[0]
+            self.assertEqual((ack["status"], ack["iteration"], ack["apply_s"]), ("applied", 6, 1.5))
+            self.assertEqual(f.restart_due, 0)
+            f.close()
+        finally:
+            redis.stop()
+
+    def test_a_failed_restart_request_keeps_the_job_training(self):
+        from greyhound_megatron import PlanFollower
+        redis = support.RedisServer()
+        stopped = False
+        try:
+            f = PlanFollower("s4f", 1, 0, [4], ("S4",), redis.url, rank=0, world_size=1)
+            self.s4_plan(redis.client, "s4f", 1)
+            self.assertFalse(f.poll(0))
+            self.assertEqual(f.restart_due, 1)
+            redis.stop()
+            stopped = True
+            with self.assertLogs("greyhound_megatron", level=logging.WARNING) as logs:
+                self.assertFalse(f.request_restart(1))
+            self.assertEqual(f.restart_due, 0)
+            self.assertIn("the restart request failed", f.last_rejection)
+            self.assertIn("could not acknowledge plan 1", "\n".join(logs.output))
+            self.assertFalse(f.poll(2))  # Redis away: training goes on
+            f.close()
+        finally:
+            if not stopped:
+                redis.stop()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """Stand-in megatron.training.training: the names the adapter hooks, called the way Megatron's loop calls them
 (module globals looked up at call time; get_num_microbatches() imported by name)."""
+import json
+import sys
+
 import torch
 import torch.distributed as dist
 
@@ -29,15 +32,37 @@ def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_sch
         dist.all_reduce(p.grad)
         p.grad /= dist.get_world_size()
     optimizer.step()
-    return {"count": num_microbatches}
+    # Megatron's tuple: loss_dict, skipped_iter, should_checkpoint, should_exit, exit_code, grad_norm,
+    # num_zeros_in_grad, max_attention_logit.
+    return {"count": num_microbatches}, False, False, False, 0, 0.0, 0, 0
+
+
+def save_checkpoint_and_time(iteration, model, optimizer, opt_param_scheduler, num_floating_point_operations_so_far,
+                             checkpointing_context, train_data_iterator=None):
+    args = get_args()
+    with open("%s/checkpoint-rank%d.json" % (args.save, dist.get_rank()), "w") as f:
+        json.dump({"iteration": iteration, "consumed_train_samples": args.consumed_train_samples}, f)
 
 
 def pretrain(provider, model, optimizer, forward_step_func, train_iters):
+    """Megatron's loop as far as the adapter is concerned: `iteration` counts the steps done; a step's flags
+    checkpoint the job and stop it (sys.exit with the step's exit code)."""
     args = get_args()
     train_loader, valid_loader, _ = build_train_valid_test_data_loaders(provider)
     data = iter(train_loader)
-    for iteration in range(train_iters):
-        out = train_step(forward_step_func, data, model, optimizer, None, None, iteration=iteration)
-        SEEN.append((iteration, out["count"], get_num_microbatches()))
+    iteration = 0
+    should_exit, exit_code = False, 0
+    while iteration < train_iters:
+        loss_dict, skipped, should_checkpoint, should_exit, exit_code = train_step(
+            forward_step_func, data, model, optimizer, None, None, iteration=iteration)[:5]
+        if should_checkpoint:
+            save_checkpoint_and_time(iteration, model, optimizer, None, 0, None, train_data_iterator=data)
+        if should_exit:
+            break
+        SEEN.append((iteration, loss_dict["count"], get_num_microbatches()))
+        iteration += 1
         args.consumed_train_samples += dist.get_world_size() * args.micro_batch_size * get_num_microbatches()
+    if should_exit:
+        dist.barrier()
+        sys.exit(exit_code)
     return valid_loader
