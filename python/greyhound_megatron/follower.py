@@ -3,8 +3,9 @@
 Rank 0 publishes the job's layout through the job client and reads the latest plan, which the client checks
 against the layout (one entry per DP replica, each >= 1, the same global batch, a strategy the job
 advertised, a newer epoch). Its decision reaches every rank in one broadcast of a small CPU tensor over a
-gloo group at each poll, so all ranks switch at the same iteration and Redis is never on the other ranks'
-critical path (nor is the GPU: no device synchronisation). Every rank acknowledges every new epoch itself.
+gloo group at each poll, so all ranks switch at the same iteration; the other ranks read nothing from Redis
+(they wait for rank 0's read in the broadcast) and nothing synchronises the GPU. Every rank acknowledges
+every new epoch itself.
 
 A new allocation takes effect at the first global batch no data loader has started reading (samplers note
 what they hand out, AllocationSchedule), at once when nothing reads ahead.
@@ -123,6 +124,15 @@ class PlanFollower:
     def close(self):
         self._client.close()
 
+    def withdraw_capability(self, capability):
+        """Stops advertising `capability` (found unusable after the follower started): rank 0 publishes the
+        layout again at its next poll, and plans of it are then acknowledged as unsupported."""
+        bit = _capi.CAPABILITY_BITS.get(capability, 0)
+        if self._caps & bit:
+            self._caps &= ~bit
+            self.capabilities = tuple(c for c in self.capabilities if c != capability)
+            self._layout_due = self.rank == 0
+
     # --- S4: checkpoint and restart ---------------------------------------------------------------------------
     @property
     def restart_due(self):
@@ -216,17 +226,22 @@ class PlanFollower:
                             self._restart_plan.reason)
             return False
         t0 = time.monotonic()
+        why = ""
+        alloc = None
         try:  # checked by the job client on rank 0; every rank checks what it received as well
             alloc = Allocation(header[_HEADER:_HEADER + self.dp_size])
             alloc.check_replaces(self._initial)
             why = self._accept(list(alloc.counts)) if self._accept is not None else ""
-            if why:
-                raise AllocationError(why)
         except AllocationError as e:
-            self.last_rejection = "the plan does not fit this job: %s" % e
+            why = str(e)
+        except Exception as e:  # the job's own check failed: the plan is not taken, training goes on
+            why = "the job's check raised %s: %s" % (type(e).__name__, e)
+        # One collective whatever this rank found: where it starts, and whether any rank turned it down.
+        start, turned_down = self._agree_start(iteration, bool(why))
+        if turned_down:
+            self.last_rejection = "the plan does not fit this job: %s" % (why or "another rank turned it down")
             self._ack(epoch, iteration, _capi.ACK_REJECTED, self.last_rejection)
             return False
-        start = self._agree_start(iteration)
         self.schedule.add(start, alloc)
         if start > iteration:
             self._pending = (epoch, start, alloc, t0)
@@ -285,7 +300,18 @@ class PlanFollower:
                 header[0] = _UNSUPPORTED  # advertised nothing else; defensive
                 self._rank0_reason = "strategy S%d is not applied by greyhound_megatron" % plan.strategy
                 return header
-            counts = plan.microbatches if plan.microbatches else list(self._alloc.counts)
+            current = list(self._alloc.counts)
+            counts = plan.microbatches if plan.microbatches else current
+            # Only S2 (and a revert, which undoes one) changes the counts, and only while S2 is advertised.
+            changes_counts = plan.strategy == _capi.S2 or plan.action == _capi.ACTION_REVERT
+            if counts != current and (not changes_counts or not self._caps & _capi.CAP_S2):
+                header[0] = _REJECTED
+                self._rank0_reason = ("an S%d %s plan changes the micro-batches %s to %s" %
+                                      (plan.strategy, "revert" if plan.action == _capi.ACTION_REVERT else "apply",
+                                       current, counts) +
+                                      ("" if changes_counts else ": only S2 does") +
+                                      ("" if self._caps & _capi.CAP_S2 else ": this job does not advertise S2"))
+                return header
             if len(counts) != self.dp_size:
                 header[0] = _REJECTED
                 self._rank0_reason = "%d micro-batch entries for %d DP replicas" % (len(counts), self.dp_size)
@@ -320,15 +346,16 @@ class PlanFollower:
         self._dist.broadcast(t, src=0, group=self._group)
         return bytes(t.tolist()).rstrip(b"\0").decode("utf-8", "ignore")
 
-    def _agree_start(self, iteration):
-        """The first global batch >= iteration that no rank's data loader has started."""
+    def _agree_start(self, iteration, turned_down):
+        """(the first global batch >= iteration that no rank's data loader has started, whether any rank turned
+        the plan down): one MAX all-reduce, so that every rank takes the same branch."""
         start = self.schedule.first_free(iteration)
         if self._group is None:
-            return start
+            return start, turned_down
         import torch
-        t = torch.tensor([start], dtype=torch.int64)
+        t = torch.tensor([start, 1 if turned_down else 0], dtype=torch.int64)
         self._dist.all_reduce(t, op=self._dist.ReduceOp.MAX, group=self._group)
-        return int(t.item())
+        return int(t[0]), bool(t[1])
 
 
 def _dist():

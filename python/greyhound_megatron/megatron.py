@@ -20,8 +20,8 @@ With "S4" among the capabilities (and --save set), an S4 plan stops the job at t
 Megatron's own should_checkpoint / should_exit / exit_code flags, so that its loop writes the checkpoint
 (megatron.training.training.save_checkpoint_and_time, after which every rank acknowledges) and exits with
 restart_exit_code for the launcher to restart it without what the plan excludes.
-A configuration it cannot serve (a batch-size ramp-up, a cyclic or external data loader; for S4 no --save)
-keeps training unchanged and does not advertise the remedy: its plans are then acknowledged as unsupported.
+A configuration it cannot serve (a batch-size ramp-up, a cyclic or external data loader, MoE, multi-token
+prediction, full-iteration CUDA graphs; for S4 no --save) keeps training unchanged and does not advertise the remedy: its plans are then acknowledged as unsupported.
 """
 import functools
 import importlib
@@ -136,11 +136,25 @@ class MegatronAdapter:
             self.refused[capability] = why
             log.warning("greyhound_megatron: %s not advertised: %s (training goes on unchanged)", capability, why)
 
+    def _check_s2_config(self, args):
+        """Configurations where an uneven split would change the training or hang it: S2 is not advertised."""
+        if getattr(args, "rampup_batch_size", None):
+            self._refuse("--rampup-batch-size changes the global batch")
+        if getattr(args, "dataloader_type", "single") not in (None, "single"):
+            self._refuse("--dataloader-type %s (only Megatron's single-pass sampler is replaced)" % args.dataloader_type)
+        if getattr(args, "num_experts", None):
+            self._refuse("a MoE model (expert-parallel all-to-alls pair micro-batches across DP replicas, and the "
+                         "auxiliary losses are weighted per replica)")
+        if getattr(args, "mtp_num_layers", None):
+            self._refuse("multi-token prediction (its loss is weighted per replica)")
+        graphs = str(getattr(args, "cuda_graph_scope", "") or "")
+        if "full_iteration" in graphs and getattr(args, "cuda_graph_impl", "none") not in (None, "none"):
+            self._refuse("full-iteration CUDA graphs replay the captured micro-batch count")
+
     def _ensure_schedule(self):
         if self.schedule is None:
             args = self._get_args()
-            if getattr(args, "rampup_batch_size", None):
-                self._refuse("--rampup-batch-size changes the global batch")
+            self._check_s2_config(args)
             calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
             inner = calc._inner if isinstance(calc, _ReplicaCalculator) else calc
             self.schedule = AllocationSchedule(Allocation.uniform(self._mpu.get_data_parallel_world_size(),
@@ -195,9 +209,13 @@ class MegatronAdapter:
             return loader
         if "S2" in self.refused:
             return loader
-        mine = ReplicaBatchSampler(sampler.total_samples, sampler.consumed_samples, sampler.micro_batch_size,
-                                   sampler.data_parallel_rank, self._mpu.get_data_parallel_world_size(), schedule,
-                                   drop_last=sampler.drop_last)
+        try:
+            mine = ReplicaBatchSampler(sampler.total_samples, sampler.consumed_samples, sampler.micro_batch_size,
+                                       sampler.data_parallel_rank, self._mpu.get_data_parallel_world_size(),
+                                       schedule, drop_last=sampler.drop_last)
+        except ValueError as e:  # e.g. resumed mid-way through a global batch of another size
+            self._refuse("the training sampler cannot be replaced: %s" % e)
+            return loader
         return torch.utils.data.DataLoader(loader.dataset, batch_sampler=mine, num_workers=loader.num_workers,
                                            pin_memory=loader.pin_memory,
                                            persistent_workers=loader.persistent_workers,
@@ -205,7 +223,8 @@ class MegatronAdapter:
 
     def train_step(self, forward_step_func, *args, **kwargs):
         self._ensure_follower()
-        self._ensure_calculator()
+        if "S2" not in self.refused:  # with S2 refused, Megatron's calculator answers as it always does
+            self._ensure_calculator()
         margs = self._get_args()
         global_batch = margs.micro_batch_size * self.schedule.global_microbatches
         iteration = margs.consumed_train_samples // global_batch
@@ -239,6 +258,7 @@ class MegatronAdapter:
                 self._step_result_len = len(result)
             else:
                 self._refuse("this Megatron's train_step returns no checkpoint-and-exit flags", "S4")
+                self.follower.withdraw_capability("S4")
         return result
 
     def save_checkpoint_and_time(self, *args, **kwargs):
@@ -260,7 +280,7 @@ def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0, 
     --save: the job checkpoints and exits with restart_exit_code for its launcher to restart it without what
     the plan excludes); gpus_per_node: published in the layout (0: unknown); poll_every: PlanFollower's.
     Raises MegatronMissing when the installed Megatron lacks what it needs, ValueError for a capability this
-    plugin cannot apply."""
+    plugin cannot apply or an unusable Redis URL, OSError when libgreyhound_job cannot be loaded."""
     global _INSTALLED
     if _INSTALLED is not None:
         raise RuntimeError("greyhound_megatron.megatron.install() was called already in this process")
@@ -273,6 +293,8 @@ def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0, 
     if not isinstance(poll_every, int) or poll_every < 1:
         raise ValueError("greyhound_megatron.megatron: poll_every must be an integer >= 1, not %r" % (poll_every,))
     mods = _import_megatron()
+    from . import _capi  # the library and the Redis URL fail here, before training starts, not at its first step
+    _capi.JobClient(job, redis_url, _capi.load()).close()
     if "S4" in capabilities and not hasattr(mods["megatron.training.training"], "save_checkpoint_and_time"):
         raise MegatronMissing("greyhound_megatron.megatron: the installed Megatron-LM's megatron.training.training "
                               "has no save_checkpoint_and_time: S4 needs it")

@@ -64,8 +64,10 @@ Result<PlanPoll> JobClient::poll_plan() {
     if (read.code() != Errc::kInvalid) return read.status();
     // A malformed plan key: reported once (until it changes), never applied. One that names an epoch newer
     // than any seen is rejected under that epoch, so that the job can acknowledge it as such.
-    if (read.error() == last_malformed_) return out;
-    last_malformed_ = read.error();
+    // Keyed on the epoch it names too: a second malformed plan with the same defect is a new plan.
+    const std::string seen = std::to_string(named_epoch) + ":" + read.error();
+    if (seen == last_malformed_) return out;
+    last_malformed_ = seen;
     out.kind = PlanPoll::Kind::kRejected;
     out.plan.epoch = 0;
     out.reason = read.error();

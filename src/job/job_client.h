@@ -74,7 +74,7 @@ class JobClient {
   std::int64_t last_epoch_ = 0;       // newest epoch seen (accepted or not)
   bool seeded_ = false;               // last_epoch_ started from the job's acknowledgements in the store
   std::int64_t last_stale_ = 0;       // the stale epoch reported last (reported once)
-  std::string last_malformed_;        // the malformed-plan error reported last (reported once)
+  std::string last_malformed_;        // the malformed plan reported last, "<epoch it names>:<error>" (reported once)
 };
 
 }  // namespace greyhound::job

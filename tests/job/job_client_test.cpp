@@ -233,6 +233,10 @@ TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne)
   EXPECT_EQ(p.epoch, 5);
   EXPECT_EQ(std::string(p.verdict), "gh:v1:job1:plan: microbatches: every entry must be >= 1");
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  raw({"SET", store::keys::plan("job1"), R"({"epoch":6,"strategy":"S2","microbatches":[8,0]})"});  // same defect
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
+  EXPECT_EQ(p.epoch, 6);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
   raw({"SET", store::keys::plan("job1"), R"({"epoch":5,"strategy":"S9"})"});
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
   EXPECT_EQ(p.epoch, 0);

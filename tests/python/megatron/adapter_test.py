@@ -145,6 +145,24 @@ class Missing(unittest.TestCase):
         self.assertEqual(r.stdout.strip(), "True the interleaved pipeline schedule needs each replica's micro-batches "
                                            "to be a multiple of the pipeline size 2, not [3, 3]")
 
+    def test_configurations_an_uneven_split_would_break_are_not_advertised(self):
+        r = self.run_py("import argparse\n"
+                        "from greyhound_megatron.megatron import install\n"
+                        "a = install()\n"
+                        "for k, v in [('rampup_batch_size', [8, 8, 100]), ('num_experts', 8), ('mtp_num_layers', 1),\n"
+                        "             ('cuda_graph_scope', 'full_iteration'), ('dataloader_type', 'cyclic')]:\n"
+                        "    a.refused.clear()\n"
+                        "    a._check_s2_config(argparse.Namespace(**{k: v, 'cuda_graph_impl': 'local'}))\n"
+                        "    print(k, '->', a.refused.get('S2', 'advertised'))\n"
+                        "a.refused.clear(); a._check_s2_config(argparse.Namespace()); print(a.refused)\n",
+                        os.path.join(support.HERE, "standin"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(len(lines), 6, r.stdout)
+        for line, why in zip(lines, ["global batch", "all-to-alls", "multi-token", "CUDA graphs", "cyclic"]):
+            self.assertIn(why, line)
+        self.assertEqual(lines[5], "{}")
+
     def test_capabilities_it_cannot_apply_are_refused(self):
         r = self.run_py("from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S3'))",
                         os.path.join(support.HERE, "standin"))

@@ -4,7 +4,8 @@ usage: /usr/bin/python3 follower_test.py
 A good S2 plan is taken by every rank at the same iteration and acknowledged; then a plan key that is not
 JSON (logged: it names no epoch to answer), a malformed plan, one of the wrong length and one that changes
 the global batch are each turned down with a reason (acknowledged as rejected by every rank) while the job
-goes on with the last good allocation.
+goes on with the last good allocation; so are an S1 plan that carries another vector and a plan one rank's
+own check turns down (every rank rejects it, in the same collective).
 """
 import json
 import logging
@@ -28,8 +29,9 @@ class FollowerAgainstRedis(unittest.TestCase):
         self.r = self.redis.client
         self.dir = tempfile.mkdtemp(prefix="gh-follower-")
         init = os.path.join(self.dir, "init")
+        env = dict(os.environ, GH_TEST_REFUSE="2:4")  # rank 2 alone turns down [4, ...]
         self.procs = [subprocess.Popen([sys.executable, os.path.join(support.HERE, "rank_loop.py"), str(rank),
-                                        str(WORLD), init, JOB, self.redis.url, self.dir],
+                                        str(WORLD), init, JOB, self.redis.url, self.dir], env=env,
                                        stderr=self.log_file(rank)) for rank in range(WORLD)]
 
     def log_file(self, rank):
@@ -95,6 +97,16 @@ class FollowerAgainstRedis(unittest.TestCase):
         rejected = self.wait_acks(4, "rejected")
         for ack in rejected.values():
             self.assertIn("global batch", ack["detail"])
+        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(5, [2, 2, 2, 2], strategy="S1"))
+        rejected = self.wait_acks(5, "rejected")
+        for ack in rejected.values():
+            self.assertIn("only S2 does", ack["detail"])
+        # One rank's own check turns a plan down: every rank does, in the same collective (no rank switches).
+        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(6, [4, 2, 1, 1]))
+        rejected = self.wait_acks(6, "rejected")
+        self.assertIn("rank 2 refuses [4, 2, 1, 1]", rejected[2]["detail"])
+        for rank in (0, 1, 3):
+            self.assertIn("another rank turned it down", rejected[rank]["detail"])
         time.sleep(0.3)
         ranks = self.finish()
 
@@ -109,7 +121,7 @@ class FollowerAgainstRedis(unittest.TestCase):
             self.assertAlmostEqual(s["loss_scale"], [1.5, 0.5, 1.0, 1.0][rank])
             self.assertTrue(all(h == [2, 2, 2, 2] for h in r["history"][:switch_at]))
             self.assertTrue(all(h == [3, 1, 2, 2] for h in r["history"][switch_at:]), "the last good one stays")
-            self.assertIn("global batch", r["rejection"])
+            self.assertIn("turned it down" if rank != 2 else "refuses", r["rejection"])
         print("switched at iteration %d of %d on every rank" % (switch_at, len(ranks[0]["history"])))
 
 

@@ -23,8 +23,13 @@ def main():
                                              sys.argv[5], sys.argv[6])
     dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
     dp = int(sys.argv[7]) if len(sys.argv) > 7 else world
+    accept = None
+    refuse = os.environ.get("GH_TEST_REFUSE", "")  # "R:N": rank R turns down allocations whose first entry is N
+    if refuse and int(refuse.split(":")[0]) == rank:
+        first = int(refuse.split(":")[1])
+        accept = lambda counts: "rank %d refuses %s" % (rank, counts) if counts[0] == first else ""  # noqa: E731
     follower = PlanFollower(job, dp_size=dp, dp_rank=rank % dp, microbatches=2 if dp == world else 4,
-                            redis_url=url, tp_size=1, pp_size=world // dp)
+                            redis_url=url, tp_size=1, pp_size=world // dp, accept=accept)
     history, switches = [], []
     it = 0
     while True:
