@@ -254,13 +254,16 @@ Result<std::optional<std::string>> JobStore::get(const std::string& key) {
 }
 
 template <class T, class Parse>
-Result<std::optional<T>> JobStore::get_as(const std::string& key, Parse parse) {
+Result<std::optional<T>> JobStore::get_as(const std::string& key, Parse parse, std::string* unparsed) {
   auto text = get(key);
   if (!text) return text.status();
   if (!*text) return std::optional<T>();
   std::string err;
   auto v = parse(**text, &err);
-  if (!v) return Result<std::optional<T>>::failure_about(key, err);
+  if (!v) {
+    if (unparsed) *unparsed = std::move(**text);
+    return Result<std::optional<T>>::failure_about(key, err);
+  }
   return std::optional<T>(std::move(*v));
 }
 
@@ -464,18 +467,10 @@ Status JobStore::commit(const MasterCommit& c) {
 }
 
 Result<std::optional<Plan>> JobStore::latest_plan(std::int64_t* named_epoch) {
-  if (named_epoch) *named_epoch = 0;
-  const std::string key = keys::plan(job_);
-  auto text = get(key);
-  if (!text) return text.status();
-  if (!*text) return std::optional<Plan>();
-  std::string err;
-  auto v = parse_plan(**text, &err);
-  if (!v) {
-    if (named_epoch) *named_epoch = plan_epoch_named(**text);
-    return Result<std::optional<Plan>>::failure_about(key, err);
-  }
-  return std::optional<Plan>(std::move(*v));
+  std::string unparsed;
+  auto r = get_as<Plan>(keys::plan(job_), parse_plan, &unparsed);
+  if (named_epoch) *named_epoch = unparsed.empty() ? 0 : plan_epoch_named(unparsed);
+  return r;
 }
 
 Result<std::optional<Plan>> JobStore::plan(std::int64_t epoch) {

@@ -101,8 +101,9 @@ class JobStore {
  private:
   Result<RedisReply> run(const std::vector<std::string>& argv);
   Result<std::optional<std::string>> get(const std::string& key);
+  // A value that does not parse fails as kInvalid; *unparsed (if given) then holds its text.
   template <class T, class Parse>
-  Result<std::optional<T>> get_as(const std::string& key, Parse parse);
+  Result<std::optional<T>> get_as(const std::string& key, Parse parse, std::string* unparsed = nullptr);
   Result<std::vector<int>> int_members(const std::string& key);
   Result<RedisReply> members(const std::string& key);  // a set, bounded (see job_store.cpp)
   Result<RedisReply> hash(const std::string& key);     // a hash, bounded
