@@ -95,6 +95,7 @@ class PlanFollower:
         self.last_rejection = ""        # why the last bad plan was not taken
         self._restart = None            # an S4 plan to carry out: (epoch, iteration it was picked up at)
         self._restart_plan = None       # rank 0: that plan (exclusions, reason)
+        self._rank0_reason = ""         # rank 0: why the plan it read last is not taken
         self._lib = _capi.load(lib_path)
         self._client = _capi.JobClient(job, redis_url, self._lib)
         self.job = self._client.name
@@ -205,7 +206,7 @@ class PlanFollower:
             return True
         if iteration % self.poll_every != 0 or self._restart is not None:
             return False
-        header = self._exchange_header(iteration)
+        header = self._exchange_header()
         kind, epoch, start = header[0], header[1], header[2]
         if kind == _NONE or epoch <= self.applied_epoch:
             return False
@@ -276,7 +277,7 @@ class PlanFollower:
             log.warning("greyhound_megatron: %s: %s", what, err)
         self._last_error = err
 
-    def _read_plan(self, iteration):
+    def _read_plan(self):
         """Rank 0: the decision to broadcast."""
         header = [0] * (_HEADER + self.dp_size)
         self._rank0_reason = ""
@@ -326,8 +327,8 @@ class PlanFollower:
         return header
 
     # --- collectives (over the CPU group; none with one process) --------------------------------------------
-    def _exchange_header(self, iteration):
-        header = self._read_plan(iteration) if self.rank == 0 else [0] * (_HEADER + self.dp_size)
+    def _exchange_header(self):
+        header = self._read_plan() if self.rank == 0 else [0] * (_HEADER + self.dp_size)
         if self._group is None:
             return header
         import torch

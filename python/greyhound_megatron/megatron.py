@@ -21,7 +21,8 @@ Megatron's own should_checkpoint / should_exit / exit_code flags, so that its lo
 (megatron.training.training.save_checkpoint_and_time, after which every rank acknowledges) and exits with
 restart_exit_code for the launcher to restart it without what the plan excludes.
 A configuration it cannot serve (a batch-size ramp-up, a cyclic or external data loader, MoE, multi-token
-prediction, full-iteration CUDA graphs; for S4 no --save) keeps training unchanged and does not advertise the remedy: its plans are then acknowledged as unsupported.
+prediction, full-iteration CUDA graphs; for S4 no --save) keeps training unchanged and does not advertise
+the remedy: its plans are then acknowledged as unsupported.
 """
 import functools
 import importlib
@@ -141,7 +142,8 @@ class MegatronAdapter:
         if getattr(args, "rampup_batch_size", None):
             self._refuse("--rampup-batch-size changes the global batch")
         if getattr(args, "dataloader_type", "single") not in (None, "single"):
-            self._refuse("--dataloader-type %s (only Megatron's single-pass sampler is replaced)" % args.dataloader_type)
+            self._refuse("--dataloader-type %s (only Megatron's single-pass sampler is replaced)" %
+                         args.dataloader_type)
         if getattr(args, "num_experts", None):
             self._refuse("a MoE model (expert-parallel all-to-alls pair micro-batches across DP replicas, and the "
                          "auxiliary losses are weighted per replica)")

@@ -53,7 +53,5 @@ class ReplicaBatchSampler:
             chunk = list(range(start, min(start + step, self.total_samples)))
             if len(chunk) < step and self.drop_last:
                 return
-            mine = chunk[d * mbs:(d + 1) * mbs]
-            if mine or not self.drop_last:
-                yield mine
+            yield chunk[d * mbs:(d + 1) * mbs]  # (empty for some replicas of a partial step without drop_last)
             start += step

@@ -112,6 +112,10 @@ class Adapter(unittest.TestCase):
 
 
 class Missing(unittest.TestCase):
+    def run_standin(self, code):
+        """`code` in a fresh interpreter with the stand-in Megatron tree importable."""
+        return self.run_py(code, os.path.join(support.HERE, "standin"))
+
     def run_py(self, code, path):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([path, os.path.join(support.ROOT, "python")]))
         return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -127,35 +131,38 @@ class Missing(unittest.TestCase):
             shutil.rmtree(empty)
 
     def test_a_missing_function_is_named(self):
-        r = self.run_py("import megatron.training.training as t; del t.train_step\n"
-                        "from greyhound_megatron.megatron import install; install()",
-                        os.path.join(support.HERE, "standin"))
-        self.assertNotEqual(r.returncode, 0)
-        self.assertIn("megatron.training.training has no train_step", r.stderr)
+        for module, name, caps, why in [
+                ("megatron.training.training", "train_step", ("S2",), "megatron.training.training has no train_step"),
+                ("megatron.training.training", "save_checkpoint_and_time", ("S2", "S4"),
+                 "has no save_checkpoint_and_time: S4 needs it")]:
+            r = self.run_standin("import %s as m; del m.%s\n"
+                                 "from greyhound_megatron.megatron import install; install(capabilities=%r)" %
+                                 (module, name, caps))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(why, r.stderr)
 
     def test_the_interleaved_schedules_constraint_is_checked(self):
-        r = self.run_py("import argparse, megatron.training as mt, megatron.core.parallel_state as ps\n"
-                        "mt.set_args(argparse.Namespace(virtual_pipeline_model_parallel_size=2))\n"
-                        "ps.get_pipeline_model_parallel_world_size = lambda: 2\n"
-                        "from greyhound_megatron.megatron import install\n"
-                        "a = install()\n"
-                        "print(a._accept([4, 2]) == '', a._accept([3, 3]))\n",
-                        os.path.join(support.HERE, "standin"))
+        r = self.run_standin("import argparse, megatron.training as mt, megatron.core.parallel_state as ps\n"
+                             "mt.set_args(argparse.Namespace(virtual_pipeline_model_parallel_size=2))\n"
+                             "ps.get_pipeline_model_parallel_world_size = lambda: 2\n"
+                             "from greyhound_megatron.megatron import install\n"
+                             "a = install()\n"
+                             "print(a._accept([4, 2]) == '', a._accept([3, 3]))\n")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.strip(), "True the interleaved pipeline schedule needs each replica's micro-batches "
                                            "to be a multiple of the pipeline size 2, not [3, 3]")
 
     def test_configurations_an_uneven_split_would_break_are_not_advertised(self):
-        r = self.run_py("import argparse\n"
-                        "from greyhound_megatron.megatron import install\n"
-                        "a = install()\n"
-                        "for k, v in [('rampup_batch_size', [8, 8, 100]), ('num_experts', 8), ('mtp_num_layers', 1),\n"
-                        "             ('cuda_graph_scope', 'full_iteration'), ('dataloader_type', 'cyclic')]:\n"
-                        "    a.refused.clear()\n"
-                        "    a._check_s2_config(argparse.Namespace(**{k: v, 'cuda_graph_impl': 'local'}))\n"
-                        "    print(k, '->', a.refused.get('S2', 'advertised'))\n"
-                        "a.refused.clear(); a._check_s2_config(argparse.Namespace()); print(a.refused)\n",
-                        os.path.join(support.HERE, "standin"))
+        r = self.run_standin("import argparse\n"
+                             "from greyhound_megatron.megatron import install\n"
+                             "a = install()\n"
+                             "for k, v in [('rampup_batch_size', [8, 8, 100]), ('num_experts', 8),\n"
+                             "             ('mtp_num_layers', 1), ('cuda_graph_scope', 'full_iteration'),\n"
+                             "             ('dataloader_type', 'cyclic')]:\n"
+                             "    a.refused.clear()\n"
+                             "    a._check_s2_config(argparse.Namespace(**{k: v, 'cuda_graph_impl': 'local'}))\n"
+                             "    print(k, '->', a.refused.get('S2', 'advertised'))\n"
+                             "a.refused.clear(); a._check_s2_config(argparse.Namespace()); print(a.refused)\n")
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.strip().splitlines()
         self.assertEqual(len(lines), 6, r.stdout)
@@ -164,15 +171,9 @@ class Missing(unittest.TestCase):
         self.assertEqual(lines[5], "{}")
 
     def test_capabilities_it_cannot_apply_are_refused(self):
-        r = self.run_py("from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S3'))",
-                        os.path.join(support.HERE, "standin"))
+        r = self.run_standin("from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S3'))")
         self.assertIn("capability 'S3' is not supported yet", r.stderr)
 
-    def test_s4_without_megatrons_checkpoint_function_is_named(self):
-        r = self.run_py("import megatron.training.training as t; del t.save_checkpoint_and_time\n"
-                        "from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S4'))",
-                        os.path.join(support.HERE, "standin"))
-        self.assertIn("has no save_checkpoint_and_time: S4 needs it", r.stderr)
 
 
 if __name__ == "__main__":
