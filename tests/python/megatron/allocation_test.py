@@ -5,12 +5,9 @@ usage: /usr/bin/python3 allocation_test.py (python/ on sys.path from the reposit
 from GREYHOUND_JOB_LIB or the build directory)
 """
 import logging
-import os
-import socket
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
+import support  # also puts python/ on sys.path
 
 from greyhound_megatron import (Allocation, AllocationError, AllocationSchedule, PlanFollower,  # noqa: E402
                                 ReplicaBatchSampler)
@@ -110,11 +107,7 @@ class Sampler(unittest.TestCase):
 
 
 def closed_url():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return "redis://127.0.0.1:%d/0" % port
+    return "redis://127.0.0.1:%d/0" % support.free_port()  # nothing listens there
 
 
 class FollowerWithoutRedis(unittest.TestCase):
