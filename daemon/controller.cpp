@@ -272,8 +272,12 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
     }
     if (restarting_) {
       job_restarted(*in.layout, now, out);
-    } else if (!pending_) {
-      layout_ = in.layout;  // the job republishes it after each plan
+    } else {
+      if (!pending_) layout_ = in.layout;  // the job republishes it after each plan
+      if (planner_) {
+        planner_->layout_updated(*in.layout);  // with its cost estimates, which may have changed
+        refresh_costs();
+      }
     }
     layout_wanted_ = restarting_.has_value() || s4_unsettled_;
   }
@@ -473,9 +477,7 @@ void Controller::open_account(const FailSlow& f) {
   si.s2_available = planner_->available(Strategy::kS2, f.cause);
   si.s3_available = planner_->available(Strategy::kS3, f.cause);
   si.s4_available = planner_->available(Strategy::kS4, f.cause);
-  mitigate::SkiRentalConfig costs = cfg_.planner.ski;
-  if (measured_s3_s_ > 0) costs.s3_pause_s = measured_s3_s_;  // what a switch measured on this job
-  auto ski = mitigate::SkiRental::create(costs, si);
+  auto ski = mitigate::SkiRental::create(planner_->costs(measured_s3_s_), si);
   if (!ski) {
     warn_once("ski:" + ski.error(), "no mitigation for fail-slow " + std::to_string(f.id) + ": " + ski.error());
     accounts_[f.id] = Account{};
@@ -498,6 +500,18 @@ void Controller::open_account(const FailSlow& f) {
   }
   ski->restore(st);
   accounts_[f.id] = Account{std::move(ski).value()};
+}
+
+// What S3 and S4 cost on this job (the planner says: measured, the job's estimate, or configured), in every
+// account of the job.
+void Controller::refresh_costs() {
+  if (!planner_) return;
+  const mitigate::SkiRentalConfig c = planner_->costs(measured_s3_s_);
+  for (auto& [id, a] : accounts_) {
+    if (!a.ski) continue;
+    a.ski->set_overhead(mitigate::Strategy::kS3Topology, c.s3_pause_s);
+    a.ski->set_overhead(mitigate::Strategy::kS4Restart, c.s4_restart_s);
+  }
 }
 
 void Controller::sync_accounts() {
@@ -661,7 +675,8 @@ void Controller::reconcile(const Now& now, Intents& out) {
         if (want3.count(f.id)) onset = std::min(onset, f.onset_t_s);
       }
       // A fail-slow that lasted t is expected to last about t more.
-      if (auto p = planner_->s3(*last_loc_, 2.0 * std::max(0.0, now.job_s - onset), "S3 for fail-slow(s) " + ids(want3))) {
+      if (auto p = planner_->s3(*last_loc_, 2.0 * std::max(0.0, now.job_s - onset), planner_->costs(measured_s3_s_).s3_pause_s,
+                                "S3 for fail-slow(s) " + ids(want3))) {
         p->incident = incident;
         propose_plan(std::move(*p), want3, p->action == PlanAction::kApply, out);
         return;
@@ -818,9 +833,7 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
       // A placement switch the job timed: S3 costs that on this job from now on, not the configured pause.
       if (plan.placement.is_array() && o.apply_s > 0) {
         measured_s3_s_ = o.apply_s;
-        for (auto& [id, a] : accounts_) {
-          if (a.ski) a.ski->measured_overhead(mitigate::Strategy::kS3Topology, o.apply_s);
-        }
+        refresh_costs();
       }
       if (pending_->undo) {
         check_ = std::move(*pending_->undo);

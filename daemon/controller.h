@@ -21,9 +21,10 @@
 //    solved for the fail-slows that want S2 (again whenever that set changes), the placement for those that
 //    want S3; with none left, back to the original. Plans are published with growing epochs and their
 //    predicted iteration time, and acknowledged by every rank of the layout (deadline ack_timeout_s).
-//  - S3 is charged what the job measured: once a placement switch is acknowledged with its apply_s (the
-//    slowest rank's), that is S3's overhead in every account of the job from then on (not kept across
-//    master restarts).
+//  - S3 and S4 are charged what they cost on this job: the job's own estimates in its layout
+//    (cost_estimates_s) replace the configured overheads, and once a placement switch is acknowledged with
+//    its apply_s (the slowest rank's), that is S3's overhead in every account of the job from then on (the
+//    measured switch is not kept across master restarts; the estimates come back with the layout).
 //  - Every remedy is checked: once in force, `check_iterations` iterations (after one to settle) are
 //    compared with those before it; one that does not make iterations at least pay_margin faster is
 //    reverted to the configuration it replaced and not tried again for those fail-slows.
@@ -228,6 +229,7 @@ class Controller {
   bool validate_first(const std::set<std::int64_t>& ids, const char* remedy, const Now& now, Intents& out);
   void open_account(const FailSlow& f);
   void sync_accounts();
+  void refresh_costs();
   void check_acks(const JobInputs& in, const Now& now, Intents& out);
   void observe_iterations(const JobInputs& in, const Now& now, Intents& out);
   void judge(const Now& now, Intents& out);

@@ -107,7 +107,20 @@ std::optional<Plan> Planner::s2(const Localisation& loc, double iteration_s, con
   return p;
 }
 
-std::optional<Plan> Planner::s3(const Localisation& loc, double horizon_s, const std::string& why) const {
+mitigate::SkiRentalConfig Planner::costs(double measured_s3_s) const {
+  mitigate::SkiRentalConfig c = config_.ski;
+  if (layout_.s3_estimate_s > 0) c.s3_pause_s = layout_.s3_estimate_s;
+  if (layout_.s4_estimate_s > 0) c.s4_restart_s = layout_.s4_estimate_s;
+  if (measured_s3_s > 0) c.s3_pause_s = measured_s3_s;
+  return c;
+}
+
+void Planner::layout_updated(const JobLayout& l) {
+  layout_.s3_estimate_s = l.s3_estimate_s;
+  layout_.s4_estimate_s = l.s4_estimate_s;
+}
+
+std::optional<Plan> Planner::s3(const Localisation& loc, double horizon_s, double pause_s, const std::string& why) const {
   const int T = layout_.tp, D = layout_.dp, P = layout_.pp, G = layout_.gpus_per_node;
   if (G <= 0 || loc.replica_ms_per_microbatch.size() != static_cast<std::size_t>(D)) return std::nullopt;
   constexpr double kInterBps = 1e9, kIntraBps = 1e10;  // nominal: volumes below are derived at these rates
@@ -155,7 +168,7 @@ std::optional<Plan> Planner::s3(const Localisation& loc, double horizon_s, const
   auto model = mitigate::CostModel::create(cluster, job);
   if (!model) return std::nullopt;
   mitigate::TopologyPlanOptions opt;
-  opt.pause_s = config_.ski.s3_pause_s;
+  opt.pause_s = pause_s;
   opt.horizon_s = horizon_s;
   opt.straggler_slowdown = 1.0;
   mitigate::TopologyPlanner planner(model.value());

@@ -11,7 +11,8 @@
 //    one; only ratios matter). Ski rental has already judged that the loss pays for the pause if S3 removes
 //    it; the planner's own check (saving over a horizon > pause) then asks whether this placement removes
 //    enough of it. Horizon: twice the fail-slow's duration so far (it has lasted t, and is expected to last
-//    about t more), so a placement must win back about half the slowdown.
+//    about t more), so a placement must win back about half the slowdown. The pause is what S3 costs on this
+//    job (costs()): the switch it measured, else its own estimate, else the configured one.
 //  - S4: restart from the checkpoint without the culprit (rank and node), or, for a link, without its nodes.
 //    No spare nodes are assumed: the job comes back with as many DP replicas as fit on the GPUs left
 //    (whole TP x PP replicas), and the same global batch over them. Its prediction: the healthy iteration
@@ -60,8 +61,16 @@ class Planner {
   // allows (S2: more than one replica and not a link; S3: whole TP groups per node).
   bool available(Strategy s, Cause cause) const;
 
+  // The remedies' overheads on this job: the configured ones, except where the job's layout gives its own
+  // estimate (S3, S4), and S3's where the job measured a switch (`measured_s3_s` > 0: the apply_s of the
+  // last placement switch it acknowledged).
+  mitigate::SkiRentalConfig costs(double measured_s3_s) const;
+  // The job republished its layout: its cost estimates may have changed.
+  void layout_updated(const JobLayout& layout);
+
   std::optional<Plan> s2(const Localisation& loc, double iteration_s, const std::string& why) const;
-  std::optional<Plan> s3(const Localisation& loc, double horizon_s, const std::string& why) const;
+  // `pause_s`: what S3 costs on this job (costs().s3_pause_s).
+  std::optional<Plan> s3(const Localisation& loc, double horizon_s, double pause_s, const std::string& why) const;
   std::optional<Plan> s4(const FailSlow& f, double healthy_iteration_s, const std::string& why) const;
   // Back to `to` (the original configuration by default), in what differs; nullopt when nothing does.
   std::optional<Plan> back_to(const JobConfig& to, bool microbatches, bool placement, const std::string& why) const;

@@ -139,6 +139,15 @@ GREYHOUND_JOB_EXPORT int greyhound_job_publish_layout_v2(greyhound_job_client* c
                                                          const greyhound_job_placement* placement,
                                                          size_t placement_len);
 
+/* The job's own estimate of what applying `strategy` (GREYHOUND_JOB_S3 or GREYHOUND_JOB_S4) costs it, in job
+ * seconds (S3: new communicators and the handover of state; S4: checkpoint, restart and reload), sent with
+ * every layout published from then on (field "cost_estimates_s"); 0 withdraws it. The master weighs the
+ * remedy by it instead of its configured overhead (for S3: until the job has acknowledged a switch with the
+ * apply_s it measured). ERR_INVALID: another strategy, or a value that is not finite, is negative or is over
+ * a week. Publish the layout again for a new estimate to reach the master. */
+GREYHOUND_JOB_EXPORT int greyhound_job_set_cost_estimate_v1(greyhound_job_client* client, int32_t strategy,
+                                                            double seconds);
+
 /* Reads the latest plan and checks it. OK: a new plan to apply (*out filled, kept as the last good one);
  * NO_PLAN: nothing new; PLAN_REJECTED / PLAN_UNSUPPORTED / PLAN_STALE: *out holds what could be read and
  * out->verdict the reason (each bad plan is reported once). ERR_INVALID before any layout was published. */

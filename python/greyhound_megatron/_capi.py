@@ -138,6 +138,7 @@ def load(path=None):
     lib.greyhound_job_ack_v2.argtypes = [vp, i32, i64, i64, i32, cp, ctypes.c_double]
     lib.greyhound_job_request_restart_v1.argtypes = [vp, i32, i64, cp, p_i32, sz, p_i32, sz]
     lib.greyhound_job_mark_iteration_v1.argtypes = [i64]
+    lib.greyhound_job_set_cost_estimate_v1.argtypes = [vp, i32, ctypes.c_double]
     if path is None:
         _LIB = lib
     return lib
@@ -187,6 +188,12 @@ class JobClient:
                         initial_microbatches=init, initial_microbatches_len=ni, capabilities=capabilities,
                         gpus_per_node=gpus_per_node)
         rc = self._lib.greyhound_job_publish_layout_v1(self._handle, ctypes.byref(layout))
+        return rc, self.last_error()
+
+    def set_cost_estimate(self, strategy, seconds):
+        """The job's own estimate of what applying S3 or S4 (`strategy`) costs it, sent with the next layout.
+        Returns (status, error)."""
+        rc = self._lib.greyhound_job_set_cost_estimate_v1(self._handle, strategy, float(seconds))
         return rc, self.last_error()
 
     def poll_plan(self):

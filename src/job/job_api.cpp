@@ -27,6 +27,7 @@ struct greyhound_job_client {
   };
   std::unique_ptr<greyhound::job::JobClient> impl;
   std::string last_error;
+  double s3_estimate_s = 0, s4_estimate_s = 0;  // greyhound_job_set_cost_estimate_v1, sent with every layout
   PlanSlot polled, last;
 };
 
@@ -185,6 +186,8 @@ int greyhound_job_publish_layout_v2(greyhound_job_client* client, const greyhoun
     l.pp = layout->pp;
     l.world = layout->world;
     l.gpus_per_node = layout->gpus_per_node;
+    l.s3_estimate_s = client->s3_estimate_s;
+    l.s4_estimate_s = client->s4_estimate_s;
     if (!copy_ints(layout->microbatches, layout->microbatches_len, &l.microbatches) ||
         !copy_ints(layout->initial_microbatches, layout->initial_microbatches_len, &l.initial_microbatches)) {
       return fail(client, GREYHOUND_JOB_ERR_INVALID, "layout: a NULL array with a non-zero length");
@@ -206,6 +209,19 @@ int greyhound_job_publish_layout_v2(greyhound_job_client* client, const greyhoun
     }
     return done(client, client->impl->publish_layout(l));
   });
+}
+
+int greyhound_job_set_cost_estimate_v1(greyhound_job_client* client, int32_t strategy, double seconds) {
+  if (client == nullptr) return GREYHOUND_JOB_ERR_INVALID;
+  if (strategy != GREYHOUND_JOB_S3 && strategy != GREYHOUND_JOB_S4) {
+    return fail(client, GREYHOUND_JOB_ERR_INVALID, "strategy: only GREYHOUND_JOB_S3 and GREYHOUND_JOB_S4 have estimates");
+  }
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > greyhound::kMaxCostEstimateS) {
+    return fail(client, GREYHOUND_JOB_ERR_INVALID, "seconds: must be a finite number from 0 to a week");
+  }
+  (strategy == GREYHOUND_JOB_S3 ? client->s3_estimate_s : client->s4_estimate_s) = seconds;
+  client->last_error.clear();
+  return GREYHOUND_JOB_OK;
 }
 
 int greyhound_job_poll_plan_v1(greyhound_job_client* client, greyhound_job_plan* out) {

@@ -45,8 +45,10 @@ double SkiRental::overhead_s(Strategy s) const {
   return 0.0;
 }
 
-void SkiRental::measured_overhead(Strategy s, double seconds) {
-  if (s == Strategy::kS3Topology && std::isfinite(seconds) && seconds >= 0.0) config_.s3_pause_s = seconds;
+void SkiRental::set_overhead(Strategy s, double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0.0) return;
+  if (s == Strategy::kS3Topology) config_.s3_pause_s = seconds;
+  if (s == Strategy::kS4Restart) config_.s4_restart_s = seconds;
 }
 
 bool SkiRental::can_help(Strategy s) const {

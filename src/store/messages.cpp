@@ -421,10 +421,13 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
 json to_json(const JobLayout& l) {
   json placement = json::array();
   for (const auto& e : l.placement) placement.push_back({{"rank", e.rank}, {"tp", e.tp}, {"dp", e.dp}, {"pp", e.pp}});
+  json estimates = json::object();
+  if (l.s3_estimate_s > 0) estimates[std::string(name(Strategy::kS3))] = l.s3_estimate_s;
+  if (l.s4_estimate_s > 0) estimates[std::string(name(Strategy::kS4))] = l.s4_estimate_s;
   return {{"tp", l.tp}, {"dp", l.dp}, {"pp", l.pp}, {"world", l.world}, {"order", l.order},
           {"microbatches", l.microbatches}, {"initial_microbatches", l.initial_microbatches},
           {"capabilities", l.capabilities}, {"gpus_per_node", l.gpus_per_node}, {"placement", std::move(placement)},
-          {"t_unix_ms", l.t_unix_ms}};
+          {"cost_estimates_s", std::move(estimates)}, {"t_unix_ms", l.t_unix_ms}};
 }
 
 std::string placement_error(const JobLayout& l, const std::vector<PlacementEntry>& placement) {
@@ -486,6 +489,11 @@ std::string layout_error(const JobLayout& l) {
   if (l.gpus_per_node < 0 || (l.gpus_per_node > 0 && (l.world % l.gpus_per_node != 0 || l.gpus_per_node % l.tp != 0))) {
     return "gpus_per_node: must divide world and be a multiple of tp";
   }
+  for (double s : {l.s3_estimate_s, l.s4_estimate_s}) {
+    if (!std::isfinite(s) || s < 0 || s > kMaxCostEstimateS) {
+      return "cost_estimates_s: every estimate must be a finite number of seconds from 0 to a week";
+    }
+  }
   return placement_error(l, l.placement);
 }
 
@@ -525,6 +533,18 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
           throw Invalid("placement[" + std::to_string(i) + "]: " + e.what());
         }
         l.placement.push_back(x);
+      }
+    }
+    if (f.has("cost_estimates_s")) {
+      const json& c = j.at("cost_estimates_s");
+      if (!c.is_object()) throw Invalid("cost_estimates_s: must be an object of strategy: seconds");
+      const Fields e(c);
+      for (const auto& [key, v] : c.items()) {
+        const auto s = parse_strategy(key);
+        if (!s || (*s != Strategy::kS3 && *s != Strategy::kS4)) {
+          throw Invalid("cost_estimates_s: '" + store::printable(key, 32) + "' is not S3 or S4");
+        }
+        (*s == Strategy::kS3 ? l.s3_estimate_s : l.s4_estimate_s) = e.num(key.c_str());
       }
     }
     if (auto why = layout_error(l); !why.empty()) throw Invalid(why);

@@ -245,8 +245,14 @@ struct JobLayout {
   // The placement in force, one entry per launch rank in rank order; empty: Megatron's (launch rank r holds
   // the role of global rank r). A job that applied an S3 plan names it here.
   std::vector<PlacementEntry> placement;
+  // The job's own estimates of what applying S3 / S4 costs it, in job seconds (S3: new communicators and
+  // the handover of state; S4: checkpoint, restart and reload); 0: none given (the master's configured
+  // overhead stands). JSON "cost_estimates_s": {"S3": x, "S4": y}, each finite, >= 0 and at most a week.
+  double s3_estimate_s = 0;
+  double s4_estimate_s = 0;
   std::int64_t t_unix_ms = 0;
 };
+inline constexpr double kMaxCostEstimateS = 7 * 24 * 3600.0;
 nlohmann::json to_json(const JobLayout& l);
 std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error);
 // The rules every layout meets (the reader enforces them; a job checks its own before publishing): "" when

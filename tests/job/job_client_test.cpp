@@ -77,6 +77,29 @@ TEST_F(JobClientTest, PublishesTheLayoutAndCapabilities) {
   EXPECT_GT((*l)->t_unix_ms, 0);
 }
 
+TEST_F(JobClientTest, TheJobsCostEstimatesGoWithEveryLayout) {
+  ASSERT_EQ(greyhound_job_set_cost_estimate_v1(client_, GREYHOUND_JOB_S3, 0.012), GREYHOUND_JOB_OK);
+  ASSERT_EQ(greyhound_job_set_cost_estimate_v1(client_, GREYHOUND_JOB_S4, 240), GREYHOUND_JOB_OK);
+  EXPECT_EQ(greyhound_job_set_cost_estimate_v1(client_, GREYHOUND_JOB_S2, 1), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_STREQ(greyhound_job_last_error_v1(client_), "strategy: only GREYHOUND_JOB_S3 and GREYHOUND_JOB_S4 have estimates");
+  EXPECT_EQ(greyhound_job_set_cost_estimate_v1(client_, GREYHOUND_JOB_S3, -1), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(greyhound_job_set_cost_estimate_v1(client_, GREYHOUND_JOB_S3, std::numeric_limits<double>::quiet_NaN()),
+            GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(greyhound_job_set_cost_estimate_v1(client_, GREYHOUND_JOB_S4, 1e9), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(greyhound_job_set_cost_estimate_v1(nullptr, GREYHOUND_JOB_S3, 1), GREYHOUND_JOB_ERR_INVALID);
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  auto l = store_->layout();
+  ASSERT_TRUE(l && *l);
+  EXPECT_DOUBLE_EQ((*l)->s3_estimate_s, 0.012);  // the refused calls changed nothing
+  EXPECT_DOUBLE_EQ((*l)->s4_estimate_s, 240);
+  ASSERT_EQ(greyhound_job_set_cost_estimate_v1(client_, GREYHOUND_JOB_S3, 0), GREYHOUND_JOB_OK);  // withdrawn
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  l = store_->layout();
+  ASSERT_TRUE(l && *l);
+  EXPECT_DOUBLE_EQ((*l)->s3_estimate_s, 0);
+  EXPECT_DOUBLE_EQ((*l)->s4_estimate_s, 240);
+}
+
 TEST_F(JobClientTest, ReadsANewPlanOnceAndAcksAreReadBack) {
   greyhound_job_plan p{};
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_ERR_INVALID);  // no layout yet

@@ -94,6 +94,19 @@ class JobCApi(unittest.TestCase):
         finally:
             self.lib.greyhound_job_close_v1(handle)
 
+    def test_cost_estimates_are_checked(self):
+        rc, handle, err = self.open()
+        self.assertEqual(rc, OK, err)
+        try:
+            self.assertEqual(self.lib.greyhound_job_set_cost_estimate_v1(handle, _capi.S3, 0.25), OK)
+            self.assertEqual(self.lib.greyhound_job_set_cost_estimate_v1(handle, _capi.S4, 600.0), OK)
+            self.assertEqual(self.lib.greyhound_job_set_cost_estimate_v1(handle, _capi.S2, 1.0), ERR_INVALID)
+            self.assertEqual(self.lib.greyhound_job_set_cost_estimate_v1(handle, _capi.S3, -1.0), ERR_INVALID)
+            self.assertEqual(self.lib.greyhound_job_set_cost_estimate_v1(handle, _capi.S3, float("inf")), ERR_INVALID)
+            self.assertIn(b"seconds", self.lib.greyhound_job_last_error_v1(handle))
+        finally:
+            self.lib.greyhound_job_close_v1(handle)
+
     def test_an_absent_redis_is_unavailable(self):
         rc, handle, err = self.open()
         self.assertEqual(rc, OK, err)

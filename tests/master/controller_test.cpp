@@ -581,6 +581,75 @@ TEST(Controller, ASplitForAGpuThatRecoveredIsRevertedWhileTheLinkStaysOpen) {
   EXPECT_TRUE(d.c.open_incident());  // the link keeps it open
 }
 
+// A congested link 0-1 on a TP1 x DP2 x PP2 job of four one-GPU nodes (rank r on node r): the DP group {0,1}
+// (stage 0) spends 9x its baseline in its all-reduce, nobody late. Returns how many iterations after the
+// localisation S3 was planned (0: not within `within`), with the job's S3 estimate `estimate_s` given in a
+// layout published after the planner started (0: none; the configured 60 s pause stands).
+int iterations_to_s3(double estimate_s, int within) {
+  TwoFaults f(mitigating());
+  Driven& d = f.d;
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  JobLayout l = layout({8, 8}, {8, 8});
+  l.capabilities = {"S3"};
+  l.gpus_per_node = 1;
+  const std::vector<GroupMembers> groups = {GroupMembers{0x10, {0, 1}, "2|AllReduce:8"},
+                                            GroupMembers{0x11, {2, 3}, "2|AllReduce:8"}};
+  const auto profiles = [&](const std::string& req, std::array<double, 4> shares) {
+    std::vector<Event> out = dp_profiles(req, shares, 400);
+    for (Event& e : out) {
+      e.node = e.rank;
+      e.source = "agent:" + std::to_string(e.rank);
+    }
+    return out;
+  };
+  JobInputs in = registry();
+  in.layout = l;
+  Intents it = f.step(in, 400);
+  f.t = 2;
+  it = f.step(registry(), 400);
+  EXPECT_TRUE(it.profile);
+  if (!it.profile) return -1;
+  d.feed(profiles(it.profile->command.id, {0.05, 0.05, 0.05, 0.05}), at(f.t, f.t));
+  JobInputs g;
+  g.groups = groups;
+  f.step(g, 400);
+  EXPECT_TRUE(d.c.has_baseline());
+  l.s3_estimate_s = estimate_s;
+  JobInputs later;
+  later.layout = l;
+  f.step(later, 400);
+
+  d.feed({change(event_type::kSlowdown, 0, f.t, 400, 500)}, at(f.t, f.t));
+  it = f.step(registry(), 500);
+  EXPECT_TRUE(it.profile);
+  if (!it.profile) return -1;
+  d.feed(profiles(it.profile->command.id, {0.45, 0.45, 0.05, 0.05}), at(f.t, f.t));
+  JobInputs done;
+  done.groups = groups;
+  done.layout = l;
+  it = f.step(done, 500);
+  const std::vector<std::string> ty = types(it.events);
+  EXPECT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_open"), 1);
+  if (it.plan) return it.plan->strategy == Strategy::kS3 ? 1 : -1;
+  for (int i = 1; i <= within; ++i) {
+    if (auto p = f.step(JobInputs{}, 500).plan) {
+      EXPECT_EQ(p->strategy, Strategy::kS3);
+      EXPECT_TRUE(p->placement.is_array());
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+TEST(Controller, S3IsChargedTheJobsOwnEstimateOfItsSwitch) {
+  // Configured: 60 s of pause, 0.1 s lost per iteration: not within 50 iterations.
+  EXPECT_EQ(iterations_to_s3(0, 50), 0);
+  // The job says its switch costs 0.2 s: two iterations of loss (plus the one since the onset) pay for it.
+  const int n = iterations_to_s3(0.2, 50);
+  EXPECT_GE(n, 1);
+  EXPECT_LE(n, 3);
+}
+
 TEST(Controller, ARemedyThatDoesNotPayIsUndoneAndNotTriedAgain) {
   TwoFaults f(mitigating());
   Driven& d = f.d;

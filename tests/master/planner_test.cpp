@@ -113,8 +113,9 @@ TEST(Planner, S3MovesACongestedLinkOffTheDpRingOntoAPipelineEdge) {
   cfg.ski.s3_pause_s = 2.0;
   Planner p(cfg, four_nodes({"S2", "S3"}));
   EXPECT_TRUE(p.available(Strategy::kS3, Cause::kCommunication));
-  EXPECT_FALSE(p.s3(loc, 1.0, "why"));  // a 1 s horizon does not pay for a 2 s pause
-  auto plan = p.s3(loc, 100.0, "why");
+  EXPECT_FALSE(p.s3(loc, 1.0, p.costs(0).s3_pause_s, "why"));  // a 1 s horizon does not pay for a 2 s pause
+  EXPECT_TRUE(p.s3(loc, 1.0, 0.01, "why"));  // ... but does for a 10 ms switch
+  auto plan = p.s3(loc, 100.0, p.costs(0).s3_pause_s, "why");
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->strategy, Strategy::kS3);
   EXPECT_EQ(plan->action, PlanAction::kApply);
@@ -155,7 +156,28 @@ TEST(Planner, S3NeedsToKnowHowRanksFillNodes) {
   loc.cause = Cause::kCommunication;
   loc.suspect_links = {{2, 3, 5.0}};
   loc.replica_ms_per_microbatch = {48, 48};
-  EXPECT_FALSE(p.s3(loc, 100.0, "why"));
+  EXPECT_FALSE(p.s3(loc, 100.0, 1.0, "why"));
+}
+
+TEST(Planner, RemedyCostsAreTheJobsOwnEstimatesThenWhatItMeasured) {
+  PlannerConfig cfg;
+  cfg.ski.s3_pause_s = 60;
+  cfg.ski.s4_restart_s = 1800;
+  JobLayout l = four_nodes({"S3", "S4"});
+  Planner p(cfg, l);
+  EXPECT_DOUBLE_EQ(p.costs(0).s3_pause_s, 60);  // the job says nothing: the configured overheads
+  EXPECT_DOUBLE_EQ(p.costs(0).s4_restart_s, 1800);
+  l.s3_estimate_s = 0.25;
+  l.s4_estimate_s = 300;
+  p.layout_updated(l);  // a later layout with the job's estimates
+  EXPECT_DOUBLE_EQ(p.costs(0).s3_pause_s, 0.25);
+  EXPECT_DOUBLE_EQ(p.costs(0).s4_restart_s, 300);
+  EXPECT_DOUBLE_EQ(p.costs(0.01).s3_pause_s, 0.01);  // a switch the job timed beats its estimate
+  EXPECT_DOUBLE_EQ(p.costs(0.01).s4_restart_s, 300);
+  l.s3_estimate_s = 0;  // withdrawn
+  p.layout_updated(l);
+  EXPECT_DOUBLE_EQ(p.costs(0).s3_pause_s, 60);
+  EXPECT_DOUBLE_EQ(p.costs(0).s2_solve_s, cfg.ski.s2_solve_s);
 }
 
 TEST(Planner, S4RestartsWithoutTheCulpritsNodeOrBothEndsOfALinkAndPredictsFewerReplicas) {

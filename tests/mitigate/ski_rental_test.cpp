@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -54,11 +55,14 @@ TEST(SkiRental, CommunicationSkipsS2AndRentsUntilTheS3Pause) {
 
 TEST(SkiRental, AMeasuredS3SwitchReplacesTheConfiguredPause) {
   SkiRental s = make(FailSlowCause::kCommunication);
-  s.measured_overhead(Strategy::kS3Topology, 1.2);  // the job timed its last switch at 1.2 s
-  s.measured_overhead(Strategy::kS3Topology, -1);   // ignored
-  s.measured_overhead(Strategy::kS4Restart, 5);     // S4's restart is not the job's to time: ignored
+  s.set_overhead(Strategy::kS3Topology, 1.2);  // the job timed its last switch at 1.2 s
+  s.set_overhead(Strategy::kS3Topology, -1);   // ignored
+  s.set_overhead(Strategy::kS3Topology, NAN);  // ignored
+  s.set_overhead(Strategy::kS2Microbatches, 5);  // S2 costs one iteration: no effect
+  s.set_overhead(Strategy::kS4Restart, 500);   // the job's estimate of its restart
   EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS3Topology), 1.2);
-  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS4Restart), 1800.0);
+  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS4Restart), 500.0);
+  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS2Microbatches), 1.0 + SkiRentalConfig{}.s2_solve_s);
   SkiRentalDecision d;
   EXPECT_EQ(feed(s, 1.5, 1000, true, &d), 3);  // 3 x 0.5 s >= 1.2 s, not 120 iterations for 60 s
   EXPECT_EQ(d.strategy, Strategy::kS3Topology);

@@ -31,6 +31,15 @@ TEST(Messages, JobLayoutRoundTripAndChecks) {
   EXPECT_EQ(back->order, "tp-dp-pp");
   EXPECT_EQ(back->initial_microbatches, l.microbatches);  // defaults to the allocation in force
   EXPECT_EQ(back->gpus_per_node, 0);
+  EXPECT_EQ(back->s3_estimate_s, 0);  // none given
+  EXPECT_EQ(to_json(l)["cost_estimates_s"], nlohmann::json::object());
+  l.s3_estimate_s = 0.012;
+  l.s4_estimate_s = 240;
+  const auto costed = parse_job_layout(to_json(l).dump(), &err);
+  ASSERT_TRUE(costed) << err;
+  EXPECT_DOUBLE_EQ(costed->s3_estimate_s, 0.012);
+  EXPECT_DOUBLE_EQ(costed->s4_estimate_s, 240);
+  EXPECT_EQ(to_json(l)["cost_estimates_s"].dump(), R"({"S3":0.012,"S4":240.0})");
   const auto moved = parse_job_layout(
       R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[10,6],"initial_microbatches":[8,8],"gpus_per_node":4})", &err);
   ASSERT_TRUE(moved) << err;
@@ -55,6 +64,18 @@ TEST(Messages, JobLayoutRoundTripAndChecks) {
                 .find("initial_microbatches"),
             std::string::npos);
   EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"gpus_per_node":3})").find("gpus_per_node"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"cost_estimates_s":{"S2":1}})")
+                .find("'S2' is not S3 or S4"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"cost_estimates_s":{"S3":-1}})")
+                .find("cost_estimates_s"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"cost_estimates_s":{"S4":"60"}})")
+                .find("S4: must be a finite number"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"cost_estimates_s":[60]})")
+                .find("cost_estimates_s"),
             std::string::npos);
   EXPECT_NE(bad(R"([1,2])").find("not a JSON object"), std::string::npos);
   EXPECT_NE(bad(R"({"tp":2,)").find("not valid JSON"), std::string::npos);

@@ -107,10 +107,11 @@ class SkiRental {
   // master): continue from it, with the loss counted from now. Other strategies: no effect.
   void resume(Strategy s);
 
-  // What applying `s` measured on this job (S3: the switch the job acknowledged), in place of the
-  // configured overhead from now on: the next escalation to it, and its revert, weigh what it costs here.
-  // S1, S2 and S4 (whose restart the job cannot time): no effect; a negative or non-finite value: ignored.
-  void measured_overhead(Strategy s, double seconds);
+  // What applying `s` (S3 or S4) costs on this job, in place of the configured overhead from now on: the
+  // job's own estimate, or (S3) the switch it measured and acknowledged. The next escalation to it, and its
+  // revert, weigh what it costs here. S1 and S2 (one iteration): no effect; a negative or non-finite value:
+  // ignored.
+  void set_overhead(Strategy s, double seconds);
 
   SkiRentalState state() const;
   // Continues from `state` (its window cut to the configured length; availability only ever narrows).

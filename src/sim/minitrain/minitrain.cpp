@@ -245,6 +245,11 @@ class PlanChannel {
   // The configuration in force changed: the layout is published again before the next read.
   void layout_changed() { layout_due_ = true; }
 
+  // Rank 0: the job's estimate of what an S3 switch costs it, sent with the next layout.
+  void estimate_s3(double seconds) {
+    if (greyhound_job_set_cost_estimate_v1(client_, GREYHOUND_JOB_S3, seconds) == GREYHOUND_JOB_OK) layout_due_ = true;
+  }
+
   // What rank 0 knows of the job for the layout it publishes.
   struct JobInfo {
     int T, D, P, gpus_per_node;
@@ -533,7 +538,10 @@ int main(int argc, char** argv) {
       pp_comm = nccl.init_rank("pp", P, exchange_id(nccl, rdzv, "pp-" + std::to_string(pp_color) + tag, lay.pp == 0), lay.pp);
     }
   };
+  const std::uint64_t groups_start_ns = mono_ns();
   make_groups("");
+  // What building this rank's groups took: part of the S3 estimate below (a switch builds them again).
+  const double groups_s = static_cast<double>(mono_ns() - groups_start_ns) * 1e-9;
 
   // ---- model state (column-major H x H weights, H x B activations) ----
   const std::size_t hh = static_cast<std::size_t>(H) * H;
@@ -813,6 +821,8 @@ int main(int argc, char** argv) {
     mark_iterations = std::atoi(e) != g_rank;
   }
   int stop = iterations > 0 && static_cast<std::int64_t>(start_iter) >= iterations;  // resumed with nothing left
+  constexpr std::uint64_t kS3EstimateIterations = 3;  // iterations after the first that the S3 estimate measures
+  double fastest_sync_s = 1e9;
   bool restart = false;
 
   for (std::uint64_t iter = start_iter; stop == 0; ++iter) {
@@ -862,6 +872,7 @@ int main(int argc, char** argv) {
     }
     // Data-parallel gradient synchronisation and the optimizer step (SGD). The micro-batch gradients were
     // scaled by the global batch, so their sum over DP is the global mean.
+    const std::uint64_t sync_start = mono_ns();
     const float step = -static_cast<float>(lr);
     if (dp_sync == "allreduce") {
       if (D > 1) nccl.all_reduce("dp", dp_comm, G, nparams, ncclSum, stream);
@@ -884,6 +895,14 @@ int main(int argc, char** argv) {
     }
     CUDA_CHECK(cudaStreamSynchronize(stream));
     const std::uint64_t t1 = mono_ns();
+    // Rank 0 estimates what an S3 switch costs this job from what it measured: building the groups twice
+    // (the old ones go, new ones come) and handing a role's weights over, which takes no longer than the DP
+    // sync that moves 2 (D - 1) / D of them (the quickest of the first iterations after the first).
+    if (plans && g_rank == 0 && (capabilities & GREYHOUND_JOB_CAP_S3) != 0 && iter > start_iter &&
+        iter <= start_iter + kS3EstimateIterations) {
+      fastest_sync_s = std::min(fastest_sync_s, static_cast<double>(t1 - sync_start) * 1e-9);
+      if (iter == start_iter + kS3EstimateIterations) plans->estimate_s3(2.0 * groups_s + fastest_sync_s);
+    }
 
     CUDA_CHECK(cudaMemcpy(host_w.data(), W, nparams * sizeof(float), cudaMemcpyDeviceToHost));
     std::uint64_t h = 0xcbf29ce484222325ull;
