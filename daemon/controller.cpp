@@ -79,6 +79,7 @@ void Controller::load(MasterState state, std::optional<Incident> open, std::int6
   split_for_.clear();  // the planner, made again from the layout, says what serves whom
   placement_for_.clear();
   check_.reset();
+  probes_.clear();  // scheduled again by the next localisation
   trusted_.clear();  // which remedies an undo check showed paying: in the accounts
   for (const FailSlow& f : tracker_->state().fail_slows) {
     if (f.account.trusted) trusted_.insert(f.id);
@@ -225,8 +226,19 @@ double Controller::reprofile_gap_s() const {
 
 bool Controller::due_reprofile(const Now& now) const {
   const bool watching = !tracker_->state().fail_slows.empty() || tracker_->open_incident().has_value();
-  return watching && settled_ && !profiling_ && !want_profile_ && !restarting_ &&
+  return watching && settled_ && !profiling_ && !want_profile_ && !restarting_ && !probe_due(now) &&
          now.mono_s - last_profile_end_s_ >= reprofile_gap_s();
+}
+
+// The job's iteration time, robust to the odd long one (a pause, a plan switch): the median of the latest.
+double Controller::typical_iteration_s() const {
+  if (!recent_s_.empty()) return median_of(recent_s_);
+  return last_iteration_s_ > 0 ? last_iteration_s_ : 1.0;
+}
+
+// A link probe is due: it goes before the next re-profile (which would otherwise keep it waiting).
+bool Controller::probe_due(const Now& now) const {
+  return std::any_of(probes_.begin(), probes_.end(), [&](const auto& p) { return now.mono_s >= p.second.due_s; });
 }
 
 bool Controller::due_baseline(const Now& now) const {
@@ -308,6 +320,7 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
   if (in.acks_read) check_acks(in, now, out);
   observe_iterations(in, now, out);
   reconcile(now, out);
+  if (cfg_.mitigate) maybe_probe(now, out);
   // While fail-slows (or an incident) are open, keep measuring: one may have ended, another begun.
   if (due_reprofile(now)) start_profiling("re-profiling", false, in, now, out);
   // While healthy, a reference profile now and then: what each group's transfers take when all is well.
@@ -391,6 +404,7 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
     last_groups_ = in.groups;
     last_ranks_.assign(p.expected.begin(), p.expected.end());
     const std::vector<FailSlow> opened = track_fail_slows(loc, now, out);
+    schedule_probes(loc, now);
     // A fail-slow like one validated already in this incident (same cause, rank and link: a fail-slow that
     // ended and came back) is not paused for again.
     std::set<std::int64_t> fresh, ambiguous;
@@ -495,10 +509,18 @@ void Controller::open_account(const FailSlow& f) {
   st.s4_available = f.account.s4;
   // A new fail-slow has already cost the job since its onset: the iterations since then, at the rate the
   // job runs slower now (ski rental's rent counts from the onset, not from when it was found).
-  if (f.account.loss_s == 0 && f.account.window_s.empty() && last_iteration_s_ > si.healthy_iteration_s) {
+  const bool fresh = f.account.loss_s == 0 && f.account.window_s.empty();
+  if (fresh && last_iteration_s_ > si.healthy_iteration_s) {
     st.loss_s = std::max(0.0, f.localised_t_s - f.onset_t_s) * (1.0 - si.healthy_iteration_s / last_iteration_s_);
+    st.last_iteration_s = last_iteration_s_;
   }
   ski->restore(st);
+  // ... and the rung that loss already pays for is taken now, not at the next iteration.
+  if (fresh) {
+    if (const auto d = ski->decide(); d.action == mitigate::SkiRentalAction::kApply) {
+      spdlog::info("fail-slow {}: {}", f.id, d.reason);
+    }
+  }
   accounts_[f.id] = Account{std::move(ski).value()};
 }
 
@@ -899,6 +921,7 @@ void Controller::job_restarting(const std::string& why, std::int64_t epoch, cons
   placement_for_.clear();
   s4_sent_.clear();
   trusted_.clear();
+  probes_.clear();
   check_.reset();
   last_loc_.reset();
   planner_.reset();
@@ -975,7 +998,14 @@ bool Controller::start_validation(const Localisation& loc, std::set<std::int64_t
     return false;
   };
   if (!last_pace_ || last_pace_->mark < 0) return give_up("the job marks no iterations (greyhound_job_mark_iteration_v1)");
-  const ValidationPlan plan = plan_validation(loc, last_groups_, {}, cfg_.validator, last_node_of_);
+  launch_pause(loc, plan_validation(loc, last_groups_, {}, cfg_.validator, last_node_of_),
+               "validate-" + std::to_string(++validations_) + "." + run_tag_, why, now, out);
+  validating_for_ = std::move(fail_slows);
+  return true;
+}
+
+void Controller::launch_pause(const Localisation& loc, ValidationPlan plan, const std::string& id, const std::string& why,
+                              const Now& now, Intents& out) {
   // The cut: far enough ahead that every rank is still before it when its agent arms it.
   const double iter_s = last_iteration_s_ > 0 ? last_iteration_s_ : 1.0;
   const double stale_s = std::max(0.0, now.job_s - last_pace_->t_s);
@@ -984,18 +1014,100 @@ bool Controller::start_validation(const Localisation& loc, std::set<std::int64_t
   const PauseSpec spec = pause_spec(plan, last_groups_, last_ranks_, at, cfg_.pause);
   const double arm_timeout_s =
       cfg_.pause.arm_timeout_s > 0 ? cfg_.pause.arm_timeout_s : (static_cast<double>(ahead) + 3.0) * iter_s + 5.0;
-  const std::string id = "validate-" + std::to_string(++validations_) + "." + run_tag_;
-  validating_.emplace(id, plan, spec, last_groups_, loc, now.job_s, now.mono_s, arm_timeout_s,
+  spdlog::info("{}: pause {} at iteration {} ({} ranks; {})", why, id, at, spec.ranks.size(), plan.why);
+  validating_.emplace(id, std::move(plan), spec, last_groups_, loc, now.job_s, now.mono_s, arm_timeout_s,
                       cfg_.pause.min_link_excess_ms);
-  validating_for_ = std::move(fail_slows);
   ProfileRequest req;
   req.command.cmd = "pause";
   req.command.id = id;
   req.command.pause = spec;
   req.nodes = last_agents_;
   out.commands.push_back(std::move(req));
-  spdlog::info("{}: validation pause {} at iteration {} ({} ranks; {})", why, id, at, spec.ranks.size(), plan.why);
-  return true;
+}
+
+// After each localisation: a link fail-slow it could not see (no group crossed the link) gets a probe, due
+// probe_iterations after now; one it saw needs none.
+void Controller::schedule_probes(const Localisation& loc, const Now& now) {
+  for (auto it = probes_.begin(); it != probes_.end();) {
+    const bool open = std::any_of(fail_slows().begin(), fail_slows().end(), [&](const FailSlow& f) { return f.id == it->first; });
+    it = open ? std::next(it) : probes_.erase(it);
+  }
+  if (cfg_.probe_iterations <= 0) return;
+  const double iter_s = typical_iteration_s();
+  for (const FailSlow& f : fail_slows()) {
+    if (f.cause != Cause::kCommunication || observed(loc, f)) {
+      probes_.erase(f.id);
+    } else if (probes_.count(f.id) == 0) {
+      probes_[f.id] = {now.mono_s + cfg_.probe_iterations * iter_s, cfg_.probe_iterations};
+    }
+  }
+}
+
+void Controller::maybe_probe(const Now& now, Intents& out) {
+  if (probes_.empty() || validating_ || profiling_ || pending_ || out.plan || check_ || restarting_ || want_profile_ ||
+      last_groups_.empty() || last_agents_.empty() || last_ranks_.empty()) {
+    return;
+  }
+  const double iter_s = typical_iteration_s();
+  for (auto& [id, p] : probes_) {
+    if (now.mono_s < p.due_s) continue;
+    const auto f = std::find_if(fail_slows().begin(), fail_slows().end(), [&](const FailSlow& x) { return x.id == id; });
+    if (f == fail_slows().end()) continue;
+    // The next one (if this one finds the link still slow, or cannot run) twice as long after.
+    p.gap_iterations = std::min(2 * p.gap_iterations, 16 * cfg_.probe_iterations);
+    p.due_s = now.mono_s + p.gap_iterations * iter_s;
+    if (!last_pace_ || last_pace_->mark < 0) {
+      warn_once("probe-marks", "link fail-slows nothing crosses cannot be probed: the job marks no iterations "
+                               "(greyhound_job_mark_iteration_v1); they stay open");
+      return;
+    }
+    std::set<std::pair<int, int>> avoid;  // known slow links make no reference
+    for (const FailSlow& o : fail_slows()) {
+      if (o.cause == Cause::kCommunication && o.id != id) avoid.insert({o.link_a, o.link_b});
+    }
+    ValidationPlan plan = plan_link_probe(f->link_a, f->link_b, last_groups_, last_node_of_, avoid);
+    if (!cfg_.pause.sizes.empty()) {  // slow or not is all a probe asks: the smallest size tells
+      plan.sizes = {*std::min_element(cfg_.pause.sizes.begin(), cfg_.pause.sizes.end())};
+    }
+    if (plan.empty()) {
+      warn_once("probe-plan:" + std::to_string(id),
+                "fail-slow " + std::to_string(id) + ": no group holds ranks of both ends of link " +
+                    std::to_string(f->link_a) + "-" + std::to_string(f->link_b) +
+                    " and of another pair of nodes to compare with; it cannot be probed");
+      continue;
+    }
+    probing_ = id;
+    launch_pause(Localisation{}, std::move(plan), "probe-" + std::to_string(++probes_started_) + "." + run_tag_,
+                 "fail-slow " + std::to_string(id) + " (link " + std::to_string(f->link_a) + "-" +
+                     std::to_string(f->link_b) + ") crossed by no group",
+                 now, out);
+    return;
+  }
+}
+
+// A probe's verdict: the link at its peers' level ends its fail-slow (its remedy then follows the set); still
+// slow, or no verdict, it stays, probed again later.
+void Controller::probe_judged(std::int64_t id, const ValidatedReport& v, const Now& now, Intents& out) {
+  auto& open = open_fail_slows();
+  const auto f = std::find_if(open.begin(), open.end(), [&](const FailSlow& x) { return x.id == id; });
+  if (f == open.end() || v.aborted) return;
+  if (v.cause != "none") {
+    spdlog::info("fail-slow {}: the probe says {} ({}); probed again later", id, v.cause, v.reason);
+    return;
+  }
+  FailSlow ended = *f;
+  ended.ended_t_s = now.job_s;
+  open.erase(f);
+  accounts_.erase(id);
+  probes_.erase(id);
+  Event e = master_event(event_type::kFailSlowEnd, now);
+  e.rank = ended.rank;
+  e.node = ended.node;
+  e.incident = ended.incident;
+  e.detail = to_json(FailSlowDetail{ended, "a probe pause measured its link at its peers' level"});
+  out.events.push_back(std::move(e));
+  out.persist_state = true;
+  spdlog::info("fail-slow {} (link {}-{}) ended: {}", id, ended.link_a, ended.link_b, v.reason);
 }
 
 void Controller::step_validation(const Now& now, Intents& out) {
@@ -1015,6 +1127,8 @@ void Controller::step_validation(const Now& now, Intents& out) {
     if (!v.aborted && v.cause == "none") not_confirmed_.insert(id);
   }
   validating_for_.clear();
+  const std::int64_t probed = probing_;
+  probing_ = 0;
   Event e = master_event(event_type::kValidated, now);
   e.rank = v.cause == "gpu" || v.cause == "host" ? v.rank : -1;
   e.node = v.cause == "gpu" || v.cause == "host" ? v.node : -1;
@@ -1030,6 +1144,7 @@ void Controller::step_validation(const Now& now, Intents& out) {
   }
   // The pause is no iteration of the job: the next profile starts after it.
   last_profile_end_s_ = now.mono_s;
+  if (probed != 0) probe_judged(probed, v, now, out);
 }
 
 bool Controller::validate_first(const std::set<std::int64_t>& ids_in, const char* remedy, const Now& now,

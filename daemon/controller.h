@@ -84,6 +84,11 @@ struct ControllerConfig {
   double baseline_every_s = 600.0;             // and refresh it this often while healthy (0: never while healthy)
   FailSlowRules fail_slows;
   PlannerConfig planner;
+  // A link fail-slow that no group crosses any more (S3 moved the traffic off it) is probed with a short
+  // pause (a transfer each way over it, against other pairs of nodes) this many iterations after it was
+  // last observed, then twice as long after each probe that finds it still slow, up to 16 times as long;
+  // one that a probe finds at its peers' level has ended. 0: never probed (it stays open).
+  int probe_iterations = 16;
 };
 
 // The one source of time of a controller, read by the driver once per step.
@@ -215,6 +220,8 @@ class Controller {
   double reprofile_gap_s() const;
   bool due_baseline(const Now& now) const;
   bool due_reprofile(const Now& now) const;
+  bool probe_due(const Now& now) const;
+  double typical_iteration_s() const;
   bool profiling_complete(const Now& now) const;
   void react(const Event& e, const Now& now);
   void start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now, Intents& out);
@@ -227,6 +234,13 @@ class Controller {
   void step_validation(const Now& now, Intents& out);
   // auto: the fail-slows of `ids` not validated yet are validated first (true: wait for it).
   bool validate_first(const std::set<std::int64_t>& ids, const char* remedy, const Now& now, Intents& out);
+  // A pause that runs `plan` (a validation, or a link probe), its cut from the job's latest mark.
+  void launch_pause(const Localisation& loc, ValidationPlan plan, const std::string& id, const std::string& why,
+                    const Now& now, Intents& out);
+  // Link fail-slows nothing crosses: when to probe them, the probe, and what it says.
+  void schedule_probes(const Localisation& loc, const Now& now);
+  void maybe_probe(const Now& now, Intents& out);
+  void probe_judged(std::int64_t id, const ValidatedReport& v, const Now& now, Intents& out);
   void open_account(const FailSlow& f);
   void sync_accounts();
   void refresh_costs();
@@ -287,6 +301,13 @@ class Controller {
   std::set<std::int64_t> not_confirmed_;       // ... whose validation found nothing slow: no S3/S4 for them
   std::set<std::string> validated_keys_;       // incident:cause:rank:link of the fail-slows validated
   int validations_ = 0;
+  struct Probe {
+    double due_s = 0;          // mono time of the next probe
+    int gap_iterations = 0;    // iterations until the one after
+  };
+  std::map<std::int64_t, Probe> probes_;  // link fail-slows no group crosses, by id
+  std::int64_t probing_ = 0;              // the fail-slow the pause in progress probes (0: a validation)
+  int probes_started_ = 0;
   std::vector<GroupMembers> last_groups_;      // the groups of the latest localisation
   std::vector<int> last_ranks_;                // the ranks it expected
   std::vector<int> last_agents_;               // the agents of the job when it was requested

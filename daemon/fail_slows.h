@@ -48,6 +48,10 @@ struct FailSlowRules {
 std::optional<double> sighting(const Localisation& loc, const FailSlow& f, const std::optional<JobLayout>& layout,
                                const FailSlowRules& rules);
 
+// Whether `loc` could see `f` at all: a link some group of the localisation crossed (a rank's fail-slow
+// always).
+bool observed(const Localisation& loc, const FailSlow& f);
+
 struct FailSlowChanges {
   std::vector<FailSlow> opened;  // new, with ids from `total`
   std::vector<FailSlow> ended;   // no longer in `open`

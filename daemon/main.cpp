@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
                              "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
                              "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin",
                              "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s",
-                             "validate-min-excess-ms"},
+                             "validate-min-excess-ms", "probe-iterations"},
                             {"help", "mitigate"});
     if (a.flag("help")) {
       std::printf("usage: greyhound-master [--job J | --jobs PATTERN] [--redis URL] [--event-log FILE] [--poll-ms MS]\n"
@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
                   "         [--profile-iterations N] [--reprofile-iterations N] [--check-iterations N] [--pay-margin F]\n"
                   "         [--validate never|auto|always] [--validate-gemm-n N] [--validate-bytes B,B,..]\n"
                   "         [--validate-repeats N] [--pause-deadline-s S] [--validate-min-excess-ms MS]\n"
+                  "         [--probe-iterations N]\n"
                   "--jobs serves every registered job matching PATTERN (fnmatch, e.g. '*'); --job one job\n"
                   "--validate: confirm localisations with a pause (docs/validation.md; default never): always after\n"
                   "each new fail-slow, auto when the profile names no cause and before S3/S4\n"
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
                   "16, 32 and 64 MiB); --validate-repeats: runs of each test (default 3); --pause-deadline-s: every\n"
                   "rank resumes by itself after this (default 30); --validate-min-excess-ms: a slow transfer also\n"
                   "exceeds its class's median by this much (the timer's noise; default 0.05)\n"
+                  "--probe-iterations: a link fail-slow no group crosses any more (S3 moved the job off it) is probed\n"
+                  "with a short pause (the --validate-* sizes) this many iterations later, then twice as long after\n"
+                  "each probe that finds it slow, up to 16x (default 16; 0: never, it stays open)\n"
                   "defaults from GREYHOUND_JOB and GREYHOUND_REDIS\n");
       return 0;
     }
@@ -67,6 +71,8 @@ int main(int argc, char** argv) {
         static_cast<int>(a.integer_in("reprofile-iterations", cfg.controller.reprofile_iterations, 0, 1000));
     cfg.controller.check_iterations = static_cast<int>(a.integer_in("check-iterations", cfg.controller.check_iterations, 1, 1000));
     cfg.controller.pay_margin = a.number("pay-margin", cfg.controller.pay_margin);
+    cfg.controller.probe_iterations =
+        static_cast<int>(a.integer_in("probe-iterations", cfg.controller.probe_iterations, 0, 100000));
     if (a.has("validate")) {
       const auto m = greyhound::master::parse_validate_mode(a.str("validate"));
       if (!m) throw greyhound::ArgError("--validate must be never, auto or always");

@@ -6,6 +6,63 @@
 
 namespace greyhound::master {
 
+ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMembers>& groups,
+                               const std::map<int, int>& node_of, const std::set<std::pair<int, int>>& avoid,
+                               int references) {
+  ValidationPlan plan;
+  // The largest group with ranks on both nodes; in it, the lowest rank of each node.
+  const GroupMembers* best = nullptr;
+  std::map<int, int> first_on;  // node -> its lowest rank in `best`
+  for (const GroupMembers& g : groups) {
+    std::map<int, int> on;
+    for (int r : g.members) {
+      const auto it = node_of.find(r);
+      if (it == node_of.end()) continue;
+      const auto [slot, fresh] = on.insert({it->second, r});
+      if (!fresh) slot->second = std::min(slot->second, r);
+    }
+    if (on.count(node_a) == 0 || on.count(node_b) == 0) continue;
+    if (best == nullptr || g.members.size() > best->members.size()) {
+      best = &g;
+      first_on = std::move(on);
+    }
+  }
+  if (best == nullptr) return plan;
+  const auto test = [&](int a, int b) {
+    P2pTest t;
+    t.group = best->group;
+    t.order = {first_on.at(a), first_on.at(b)};
+    t.passes = validate::ring_passes(t.order);
+    return t;
+  };
+  plan.p2p.push_back(test(node_a, node_b));
+  // Reference pairs: the other nodes two by two, in node order, skipping known slow links.
+  std::vector<int> others;
+  for (const auto& [n, r] : first_on) {
+    if (n != node_a && n != node_b) others.push_back(n);
+  }
+  std::set<int> used;
+  for (std::size_t i = 0; i < others.size() && static_cast<int>(plan.reference_groups.size()) < references; ++i) {
+    if (used.count(others[i])) continue;
+    for (std::size_t j = i + 1; j < others.size(); ++j) {
+      const int a = others[i], b = others[j];
+      if (used.count(b) || avoid.count({std::min(a, b), std::max(a, b)})) continue;
+      plan.p2p.push_back(test(a, b));
+      plan.reference_groups.push_back(best->group);
+      used.insert(a);
+      used.insert(b);
+      break;
+    }
+  }
+  if (plan.reference_groups.empty()) return ValidationPlan{};
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "a probe of link %d-%d (ranks %d, %d) against %zu other pair(s) of nodes over group %016llx",
+                node_a, node_b, first_on.at(node_a), first_on.at(node_b), plan.reference_groups.size(),
+                static_cast<unsigned long long>(best->group));
+  plan.why = buf;
+  return plan;
+}
+
 ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupMembers>& groups,
                                const std::map<std::uint64_t, std::vector<int>>& ring_orders,
                                const ValidatorConfig& config, const std::map<int, int>& node_of) {
@@ -225,7 +282,7 @@ PauseSpec pause_spec(const ValidationPlan& plan, const std::vector<GroupMembers>
   spec.deadline_s = settings.deadline_s;
   spec.gemm_n = plan.gemm_ranks.empty() ? 0 : settings.gemm_n;
   spec.repeats = settings.repeats;
-  spec.sizes = settings.sizes;
+  spec.sizes = plan.sizes.empty() ? settings.sizes : plan.sizes;
   if (spec.sizes.size() > static_cast<std::size_t>(kMaxPauseSizes)) spec.sizes.resize(kMaxPauseSizes);
   for (int r : ranks) spec.ranks[r];
   for (int r : plan.gemm_ranks) spec.ranks[r].gemm = true;

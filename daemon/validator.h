@@ -51,6 +51,7 @@ struct ValidationPlan {
   std::vector<P2pTest> p2p;     // the suspect groups, then the reference groups
   std::vector<std::uint64_t> reference_groups;  // groups not suspect, as many as the suspects (if there are)
   std::string why;              // what it was chosen from
+  std::vector<std::uint64_t> sizes;  // P2P sizes (empty: the pause settings'; a link probe: the smallest alone)
   bool empty() const { return gemm_ranks.empty() && p2p.empty(); }
 };
 
@@ -60,6 +61,16 @@ struct ValidationPlan {
 ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupMembers>& groups,
                                const std::map<std::uint64_t, std::vector<int>>& ring_orders = {},
                                const ValidatorConfig& config = {}, const std::map<int, int>& node_of = {});
+
+// A probe of the link between nodes `node_a` and `node_b` when no group of the job sends over it any more
+// (S3 moved its traffic off it), so that only a pause can tell whether it is still slow: one transfer each
+// way between a rank on each node, over the largest group that holds ranks of both (the world's), and as its
+// references the same between up to `references` other pairs of that group's nodes, none of them in
+// `avoid` (links known slow). A transfer is judged against the median of its class, so the probe needs a
+// reference: empty when no group holds both nodes or no reference pair is left.
+ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMembers>& groups,
+                               const std::map<int, int>& node_of, const std::set<std::pair<int, int>>& avoid,
+                               int references = 2);
 
 enum class ValidatedCause { kNone, kGpu, kLink, kHost };
 const char* validated_cause_name(ValidatedCause c);

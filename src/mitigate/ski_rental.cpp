@@ -135,39 +135,7 @@ SkiRentalDecision SkiRental::observe(const SkiRentalObservation& obs) {
     strategy_loss_s_ += excess;
     window_.push_back(obs.iteration_s);
     while (static_cast<int>(window_.size()) > config_.window) window_.pop_front();
-    const double judged = judged_iteration_s();
-    // A strategy that holds the iteration within fixed_ratio has paid off the loss before it: only the
-    // residual loss under it counts toward the next rung.
-    const bool fixed = judged <= config_.fixed_ratio * healthy;
-    const double rent = fixed ? strategy_loss_s_ : loss_s_;
-    std::string skipped;
-    for (int level = static_cast<int>(strategy_) + 1; level <= static_cast<int>(Strategy::kS4Restart); ++level) {
-      const auto next = static_cast<Strategy>(level);
-      if (!can_help(next)) {
-        skipped += (skipped.empty() ? "; skipped " : ", ") + name(next);
-        continue;
-      }
-      const double cost = overhead_s(next);
-      if (rent < cost) return d;
-      d.action = SkiRentalAction::kApply;
-      d.strategy = next;
-      d.overhead_s = cost;
-      if (fixed) {
-        d.reason = "residual loss " + fmt(rent) + " s under " + name(strategy_) + " (iterations at " + fmt(judged) +
-                   " s, within " + fmt(config_.fixed_ratio) + " x healthy " + fmt(healthy) + " s) >= " + name(next) +
-                   " overhead " + fmt(cost) + " s" + skipped;
-      } else {
-        d.reason = "accumulated loss " + fmt(rent) + " s >= " + name(next) + " overhead " + fmt(cost) + " s; " +
-                   name(strategy_) + " leaves iterations at " + fmt(judged) + " s > " + fmt(config_.fixed_ratio) +
-                   " x healthy " + fmt(healthy) + " s" + skipped;
-      }
-      previous_ = strategy_;
-      strategy_ = next;
-      strategy_loss_s_ = 0.0;
-      window_.clear();
-      return d;
-    }
-    return d;  // top of the ladder
+    return escalate();
   }
 
   // The fail-slow is over.
@@ -191,6 +159,53 @@ SkiRentalDecision SkiRental::observe(const SkiRentalObservation& obs) {
   strategy_ = Strategy::kS1Ignore;
   finished_ = true;
   return d;
+}
+
+SkiRentalDecision SkiRental::decide() {
+  SkiRentalDecision d;
+  d.strategy = strategy_;
+  if (finished_ || post_loss_s_ > 0.0 || calm_iterations_ > 0) return d;
+  return escalate();
+}
+
+SkiRentalDecision SkiRental::escalate() {
+  SkiRentalDecision d;
+  d.strategy = strategy_;
+  const double healthy = incident_.healthy_iteration_s;
+  // Judged on the iterations since the strategy took effect (none yet: the latest one).
+  const double judged = window_.empty() ? last_iteration_s_ : judged_iteration_s();
+  // A strategy that holds the iteration within fixed_ratio has paid off the loss before it: only the
+  // residual loss under it counts toward the next rung.
+  const bool fixed = judged <= config_.fixed_ratio * healthy;
+  const double rent = fixed ? strategy_loss_s_ : loss_s_;
+  std::string skipped;
+  for (int level = static_cast<int>(strategy_) + 1; level <= static_cast<int>(Strategy::kS4Restart); ++level) {
+    const auto next = static_cast<Strategy>(level);
+    if (!can_help(next)) {
+      skipped += (skipped.empty() ? "; skipped " : ", ") + name(next);
+      continue;
+    }
+    const double cost = overhead_s(next);
+    if (rent < cost) return d;
+    d.action = SkiRentalAction::kApply;
+    d.strategy = next;
+    d.overhead_s = cost;
+    if (fixed) {
+      d.reason = "residual loss " + fmt(rent) + " s under " + name(strategy_) + " (iterations at " + fmt(judged) +
+                 " s, within " + fmt(config_.fixed_ratio) + " x healthy " + fmt(healthy) + " s) >= " + name(next) +
+                 " overhead " + fmt(cost) + " s" + skipped;
+    } else {
+      d.reason = "accumulated loss " + fmt(rent) + " s >= " + name(next) + " overhead " + fmt(cost) + " s; " +
+                 name(strategy_) + " leaves iterations at " + fmt(judged) + " s > " + fmt(config_.fixed_ratio) +
+                 " x healthy " + fmt(healthy) + " s" + skipped;
+    }
+    previous_ = strategy_;
+    strategy_ = next;
+    strategy_loss_s_ = 0.0;
+    window_.clear();
+    return d;
+  }
+  return d;  // top of the ladder
 }
 
 }  // namespace greyhound::mitigate

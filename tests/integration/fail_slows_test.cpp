@@ -161,10 +161,13 @@ TEST(FailSlows, ARemedyThatDoesNotPayIsUndoneAndNotTriedAgain) {
   EXPECT_EQ(split_at(r, 39.0), (std::vector<int>{8, 8}));
 }
 
-TEST(FailSlows, ACongestedLinkGetsS3AppliedAndItPays) {
-  // The link between nodes 0 and 1 at 3 % from 18 to 40 s; S3 charged 1 s (the switch measures ~10 ms here).
+TEST(FailSlows, ACongestedLinkGetsS3AppliedItPaysAndItIsRevertedAfterTheLinkRecovers) {
+  // The link between nodes 0 and 1 at 3 % from 18 to 40 s. S3 is charged what the job estimates its switch
+  // costs (a few ms here). The new placement sends nothing over the link, so the master probes it with short
+  // pauses (4 iterations after, then 8, 16, ...): the link's fail-slow ends only once a probe finds it back,
+  // and the placement is reverted then.
   const Runs runs = run_both("s3", R"({"faults":[{"kind":"link","nodes":[0,1],"start_s":18,"end_s":40,"bandwidth_factor":0.03}]})",
-                             48, "--s3-pause-s 1", true);
+                             70, "--master-args '--probe-iterations 4'", true);
   const itest::SimRun& r = runs.with;
   ASSERT_EQ(r.exit_code, 0) << r.log();
   ASSERT_EQ(runs.without.exit_code, 0) << runs.without.log();
@@ -186,6 +189,37 @@ TEST(FailSlows, ACongestedLinkGetsS3AppliedAndItPays) {
   ASSERT_FALSE(checks.empty()) << r.report["events"].dump(1);
   EXPECT_TRUE(checks.front()["detail"]["pays"].get<bool>()) << checks.front().dump();
   EXPECT_LT(checks.front()["detail"]["measured_ms"].get<double>(), 0.8 * checks.front()["detail"]["before_ms"].get<double>());
+  // Probed: at least one pause found the link still slow before 40 s, and none ended it then.
+  const auto tracked = fail_slows(r);
+  double link_end = -1;
+  for (const auto& [id, f] : tracked) {
+    const json& d = f.open["detail"];
+    if (d["cause"] == "communication" && d.contains("link") && d["link"] == json::array({0, 1})) {
+      EXPECT_TRUE(f.ended_t_s < 0 || f.ended_t_s > 40.0) << "ended while still congested: " << f.open.dump();
+      link_end = std::max(link_end, f.ended_t_s);
+    }
+  }
+  int probes_before = 0;
+  for (const auto& v : r.events("validated")) {
+    const json& d = v["detail"];
+    if (d["id"].get<std::string>().rfind("probe-", 0) != 0 || d["aborted"].get<bool>()) continue;
+    if (v["t_s"].get<double>() < 40.0) {
+      ++probes_before;
+      EXPECT_EQ(d["cause"], "link") << v.dump();
+    }
+  }
+  EXPECT_GE(probes_before, 1) << r.report["events"].dump(1);
+  ASSERT_GT(link_end, 40.0) << "a probe after the link recovered ends its fail-slow: " << r.report["events"].dump(1);
+  // ... and the placement goes back to Megatron's.
+  std::optional<json> revert;
+  for (const auto& p : r.events("plan")) {
+    if (p["t_s"].get<double>() >= link_end && p["detail"]["placement"].is_array()) revert = p;
+  }
+  ASSERT_TRUE(revert) << r.report["events"].dump(1);
+  EXPECT_EQ(revert->at("detail")["action"], "revert");
+  bool reverted = false;
+  for (const auto& a : r.events("plan_applied")) reverted |= a["detail"]["epoch"] == revert->at("detail")["epoch"];
+  EXPECT_TRUE(reverted);
   never_slower(runs);
 }
 

@@ -88,6 +88,34 @@ TEST(Validator, ALinkSuspectGetsPassesOnlyInTheGraphDumpsOrder) {
 
 constexpr double kMiB32 = 32.0 * (1 << 20);
 
+TEST(Validator, ALinkProbeSendsEachWayOverItAgainstOtherPairsOfNodes) {
+  // Nodes of two ranks (rank r on node r / 2) and a world group of all eight.
+  std::vector<GroupMembers> g = groups();
+  g.push_back({0x99, {0, 1, 2, 3, 4, 5, 6, 7}, "world"});
+  std::map<int, int> node_of;
+  for (int r = 0; r < 8; ++r) node_of[r] = r / 2;
+  const ValidationPlan p = plan_link_probe(0, 1, g, node_of, {});
+  ASSERT_EQ(p.p2p.size(), 2u);  // the link, and the one other pair of nodes (2-3)
+  EXPECT_EQ(p.p2p[0].group, 0x99u);  // the largest group holding both ends
+  EXPECT_EQ(p.p2p[0].order, (std::vector<int>{0, 2}));
+  ASSERT_EQ(p.p2p[0].passes.size(), 2u);  // 0 -> 2, then 2 -> 0
+  EXPECT_EQ(p.p2p[0].passes[0], (validate::Pass{{0, 2}}));
+  EXPECT_EQ(p.p2p[0].passes[1], (validate::Pass{{2, 0}}));
+  EXPECT_EQ(p.p2p[1].order, (std::vector<int>{4, 6}));
+  EXPECT_EQ(p.reference_groups, (std::vector<std::uint64_t>{0x99}));
+  EXPECT_TRUE(p.gemm_ranks.empty());
+  EXPECT_NE(p.why.find("link 0-1"), std::string::npos) << p.why;
+  // Each transfer reaches both ends in the pause.
+  const PauseSpec spec = pause_spec(p, g, {0, 1, 2, 3, 4, 5, 6, 7}, 10, PauseSettings{});
+  ASSERT_EQ(spec.ranks.at(0).transfers.size(), 2u);
+  EXPECT_EQ(spec.ranks.at(0).transfers[0].peer, 2);
+  EXPECT_TRUE(spec.ranks.at(1).transfers.empty());
+  // A known slow link makes no reference; with none left, or no group holding both ends, no probe.
+  EXPECT_TRUE(plan_link_probe(0, 1, g, node_of, {{2, 3}}).empty());
+  EXPECT_TRUE(plan_link_probe(0, 1, groups(), node_of, {}).empty());  // {0,2} holds both, but no other pair
+  EXPECT_TRUE(plan_link_probe(0, 9, g, node_of, {}).empty());
+}
+
 TEST(Validator, ASlowGpuComesFirstAndItsOwnTransfersAreNotHeldAgainstALink) {
   // Rank 3 (node 1) 1.6x in GEMM; its transfers are slow too, the others' are not.
   const Validated v = judge_validation(

@@ -69,6 +69,39 @@ TEST(SkiRental, AMeasuredS3SwitchReplacesTheConfiguredPause) {
   EXPECT_DOUBLE_EQ(d.overhead_s, 1.2);
 }
 
+TEST(SkiRental, DecideTakesTheRungALossSinceTheOnsetAlreadyPaysFor) {
+  // Found after 3 s of a 1.5x slowdown: 1 s lost since the onset, restored into a new account.
+  SkiRental s = make(FailSlowCause::kComputation);
+  SkiRentalState st = s.state();
+  st.loss_s = 1.0;
+  st.last_iteration_s = 1.5;
+  s.restore(st);
+  const SkiRentalDecision d = s.decide();
+  EXPECT_EQ(d.action, SkiRentalAction::kStay) << "S2 costs one iteration (1.5 s) + the solve: 1 s does not pay it";
+  st.loss_s = 1.6;
+  s.restore(st);
+  const SkiRentalDecision e = s.decide();
+  EXPECT_EQ(e.action, SkiRentalAction::kApply);
+  EXPECT_EQ(e.strategy, Strategy::kS2Microbatches);
+  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  EXPECT_EQ(s.decide().action, SkiRentalAction::kStay);  // S3's 60 s is not paid by the 1.6 s
+  // A fail-slow judged within the fixed ratio pays nothing new: its residual is 0.
+  SkiRental calm = make(FailSlowCause::kComputation);
+  st = calm.state();
+  st.loss_s = 5.0;
+  st.last_iteration_s = 1.05;
+  calm.restore(st);
+  EXPECT_EQ(calm.decide().action, SkiRentalAction::kStay);
+  // Over: nothing to decide.
+  SkiRental over = make(FailSlowCause::kComputation);
+  feed(over, 1.0, 10, false, nullptr);
+  st = over.state();
+  st.loss_s = 5.0;
+  st.last_iteration_s = 2.0;
+  over.restore(st);
+  EXPECT_EQ(over.decide().action, SkiRentalAction::kStay);
+}
+
 TEST(SkiRental, UnavailableStrategiesAreSkipped) {
   SkiRentalConfig c;
   c.s4_restart_s = 100.0;

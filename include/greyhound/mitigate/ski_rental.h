@@ -99,6 +99,12 @@ class SkiRental {
 
   SkiRentalDecision observe(const SkiRentalObservation& observation);
 
+  // The escalation observe() would decide, now, without a new iteration: for a fail-slow found after it has
+  // already cost the job (an account restored with its loss since the onset), so that the rung its loss
+  // pays for is taken at once rather than at the next iteration. Judged on the iterations since the
+  // strategy took effect, or the latest one when there are none. No-op once the fail-slow is over.
+  SkiRentalDecision decide();
+
   // The master could not apply `s` after all (nothing better found): mark it unavailable and, if the
   // controller had just moved to it, fall back to the strategy before it.
   void decline(Strategy s);
@@ -126,6 +132,7 @@ class SkiRental {
  private:
   SkiRental(const SkiRentalConfig& config, const SkiRentalIncident& incident);
   bool can_help(Strategy s) const;
+  SkiRentalDecision escalate();  // the climb of observe() while the fail-slow is present
   double judged_iteration_s() const;  // median of window_
 
   SkiRentalConfig config_;
