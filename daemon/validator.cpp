@@ -32,7 +32,7 @@ ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMe
     P2pTest t;
     t.group = best->group;
     t.order = {first_on.at(a), first_on.at(b)};
-    t.passes = validate::ring_passes(t.order);
+    t.passes = {validate::Pass{{t.order[0], t.order[1]}}};  // one way: slow or not is all a probe asks
     return t;
   };
   plan.p2p.push_back(test(node_a, node_b));
@@ -60,6 +60,7 @@ ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMe
                 node_a, node_b, first_on.at(node_a), first_on.at(node_b), plan.reference_groups.size(),
                 static_cast<unsigned long long>(best->group));
   plan.why = buf;
+  plan.repeats = 1;
   return plan;
 }
 
@@ -281,7 +282,7 @@ PauseSpec pause_spec(const ValidationPlan& plan, const std::vector<GroupMembers>
   spec.at_iteration = at_iteration;
   spec.deadline_s = settings.deadline_s;
   spec.gemm_n = plan.gemm_ranks.empty() ? 0 : settings.gemm_n;
-  spec.repeats = settings.repeats;
+  spec.repeats = plan.repeats > 0 ? plan.repeats : settings.repeats;
   spec.sizes = plan.sizes.empty() ? settings.sizes : plan.sizes;
   if (spec.sizes.size() > static_cast<std::size_t>(kMaxPauseSizes)) spec.sizes.resize(kMaxPauseSizes);
   for (int r : ranks) spec.ranks[r];

@@ -52,6 +52,7 @@ struct ValidationPlan {
   std::vector<std::uint64_t> reference_groups;  // groups not suspect, as many as the suspects (if there are)
   std::string why;              // what it was chosen from
   std::vector<std::uint64_t> sizes;  // P2P sizes (empty: the pause settings'; a link probe: the smallest alone)
+  int repeats = 0;                   // runs of each test (0: the pause settings'; a link probe: one)
   bool empty() const { return gemm_ranks.empty() && p2p.empty(); }
 };
 
@@ -63,11 +64,13 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
                                const ValidatorConfig& config = {}, const std::map<int, int>& node_of = {});
 
 // A probe of the link between nodes `node_a` and `node_b` when no group of the job sends over it any more
-// (S3 moved its traffic off it), so that only a pause can tell whether it is still slow: one transfer each
-// way between a rank on each node, over the largest group that holds ranks of both (the world's), and as its
-// references the same between up to `references` other pairs of that group's nodes, none of them in
-// `avoid` (links known slow). A transfer is judged against the median of its class, so the probe needs a
-// reference: empty when no group holds both nodes or no reference pair is left.
+// (S3 moved its traffic off it), so that only a pause can tell whether it is still slow: one transfer over
+// it, from a rank on one node to one on the other, in the largest group that holds ranks of both (the
+// world's), and at the same time, as its references, the same between up to `references` other pairs of
+// that group's nodes, none of them in `avoid` (links known slow); one run of it (a slow link is many times
+// slower, and a run taken for slow by noise only keeps the fail-slow open until the next probe). A transfer
+// is judged against the median of its class, so the probe needs a reference: empty when no group holds
+// both nodes or no reference pair is left.
 ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMembers>& groups,
                                const std::map<int, int>& node_of, const std::set<std::pair<int, int>>& avoid,
                                int references = 2);
