@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace greyhound::master {
 
@@ -57,6 +58,34 @@ std::vector<GroupMembers> comparable_groups(const std::vector<GroupRecord>& reco
       for (const auto& [kind, n] : r.ops.begin()->second) g.signature += "|" + kind;
     }
     out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::map<std::uint64_t, GroupTraffic> group_traffic(const std::vector<GroupRecord>& records) {
+  std::map<std::uint64_t, GroupTraffic> out;
+  for (const GroupRecord& r : records) {
+    if (r.ops.empty()) continue;
+    // Kinds are "Op:bytes" with their counts (its first reporting member's): the mean bytes per call, and
+    // the op that moves the most.
+    GroupTraffic t;
+    double calls = 0, bytes = 0, top = -1;
+    for (const auto& [kind, n] : r.ops.begin()->second) {
+      const auto colon = kind.rfind(':');
+      if (colon == std::string::npos || n == 0) continue;
+      const char* digits = kind.c_str() + colon + 1;
+      char* end = nullptr;
+      const double b = std::strtod(digits, &end);
+      if (end == digits || *end != '\0' || !(b >= 0) || !std::isfinite(b)) continue;
+      calls += static_cast<double>(n);
+      bytes += b * static_cast<double>(n);
+      if (b * static_cast<double>(n) > top) {
+        top = b * static_cast<double>(n);
+        t.op = kind.substr(0, colon);
+      }
+    }
+    if (calls > 0) t.bytes_per_call = bytes / calls;
+    out[r.id] = std::move(t);
   }
   return out;
 }
@@ -184,6 +213,8 @@ void Controller::react(const Event& e, const Now& now) {
       if (e.before_ms > 0) tracker_->mutable_state().healthy_ms = e.before_ms;
     }
     if (e.type == event_type::kIncidentOpen) {
+      ++stats_.detections;
+      if (d) stats_.detection.add(d->detected_t_s - d->onset_t_s);
       mitigated_ = false;
       // Without a healthy baseline, the level before the first incident is the job's healthy time.
       if (tracker_->state().healthy_ms <= 0 && e.before_ms > 0) tracker_->mutable_state().healthy_ms = e.before_ms;
@@ -397,6 +428,12 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   out.events.push_back(std::move(e));
   out.persist_state = true;
   last_loc_ = loc;
+  ++stats_.localisations[std::string(name(loc.cause))];
+  stats_.groups = group_timings(views, in.groups, in.traffic);
+  if (const auto& inc = tracker_->open_incident(); inc && inc->id != localised_incident_ && loc.cause != Cause::kUnknown) {
+    localised_incident_ = inc->id;
+    stats_.localisation.add(now.job_s - inc->detected_t_s);
+  }
   // A window the configuration changed in shows two configurations at once: it ends nothing, opens nothing.
   if (!(loc.step_ms > 0)) {
     spdlog::info("profile {} measured no iteration: fail-slows left as they were", p.id);
@@ -455,6 +492,7 @@ std::vector<FailSlow> Controller::track_fail_slows(const Localisation& loc, cons
     event(event_type::kFailSlowEnd, f, "the profile no longer shows it");
   }
   for (const FailSlow& f : ch.opened) {
+    ++stats_.fail_slows[std::string(name(f.cause))];
     open_account(f);
     if (adopt_split_ && (f.cause == Cause::kComputation || f.cause == Cause::kHost)) {
       auto it = accounts_.find(f.id);
@@ -886,6 +924,14 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   } else {
     return;
   }
+  ++stats_.plans[{std::string(name(plan.strategy)), type == event_type::kPlanApplied    ? "applied"
+                                                    : type == event_type::kPlanRejected ? "rejected"
+                                                                                        : "timeout"}];
+  if (type == event_type::kPlanApplied && pending_->remedy) {
+    for (const FailSlow& f : fail_slows()) {
+      if (pending_->fail_slows.count(f.id) && remedied_.insert(f.id).second) stats_.remedy.add(now.job_s - f.localised_t_s);
+    }
+  }
   Event e = master_event(type, now);
   e.incident = plan.incident;
   e.detail = to_json(o);
@@ -1129,6 +1175,7 @@ void Controller::step_validation(const Now& now, Intents& out) {
   validating_for_.clear();
   const std::int64_t probed = probing_;
   probing_ = 0;
+  ++(probed != 0 ? stats_.probes : stats_.validations);
   Event e = master_event(event_type::kValidated, now);
   e.rank = v.cause == "gpu" || v.cause == "host" ? v.rank : -1;
   e.node = v.cause == "gpu" || v.cause == "host" ? v.node : -1;

@@ -111,6 +111,7 @@ struct JobInputs {
   std::vector<int> agents;
   std::vector<int> ranks;
   std::vector<GroupMembers> groups;
+  std::map<std::uint64_t, GroupTraffic> traffic;  // read with the groups
   std::optional<JobLayout> layout;
   std::vector<PlanAck> acks;
   bool acks_read = false;  // the acknowledgements could be read (a failed read is no silence of the job)
@@ -119,6 +120,32 @@ struct JobInputs {
 
 // The group registry as the localiser compares it: complete groups, with what each moves per iteration.
 std::vector<GroupMembers> comparable_groups(const std::vector<GroupRecord>& records);
+// What each group's calls move (for the bus bandwidth in /metrics).
+std::map<std::uint64_t, GroupTraffic> group_traffic(const std::vector<GroupRecord>& records);
+
+// What a controller counted since it was made (the master's /metrics; daemon/metrics.h). In memory: a
+// restarted master counts from zero, as Prometheus counters may.
+struct Latency {
+  double sum_s = 0;
+  std::int64_t count = 0;
+  void add(double s) {
+    if (s >= 0 && s < 1e9) {
+      sum_s += s;
+      ++count;
+    }
+  }
+};
+struct ControllerStats {
+  std::int64_t detections = 0;                          // incidents opened
+  Latency detection;                                    // onset -> detected
+  Latency localisation;                                 // detected -> first localisation of the incident
+  Latency remedy;                                       // a fail-slow localised -> its first remedy in force
+  std::map<std::string, std::int64_t> localisations;    // by cause
+  std::map<std::string, std::int64_t> fail_slows;       // opened, by cause
+  std::map<std::pair<std::string, std::string>, std::int64_t> plans;  // (strategy, applied|rejected|timeout)
+  std::int64_t probes = 0, validations = 0;             // pauses (link probes, validations) finished
+  std::vector<GroupTiming> groups;                      // the latest localisation's profile
+};
 
 struct ProfileRequest {
   Command command;         // "profile", with its id and window
@@ -161,6 +188,11 @@ class Controller {
   void discard();
 
   const std::vector<FailSlow>& fail_slows() const { return tracker_->state().fail_slows; }
+  const ControllerStats& stats() const { return stats_; }
+  // What runs (the planner's view; nullopt before the job's layout is known or without --mitigate).
+  const Planner* planner() const { return planner_ ? &*planner_ : nullptr; }
+  // The pacing rank's latest iteration time (0: none yet).
+  double iteration_s() const { return last_iteration_s_; }
 
   // Whose iteration times pace the planner and give the job clock.
   int pace_rank() const { return 0; }
@@ -326,6 +358,9 @@ class Controller {
   std::optional<Check> check_;
   int unsaved_iterations_ = 0;
   std::set<std::string> warned_;
+  ControllerStats stats_;
+  std::int64_t localised_incident_ = -1;       // the incident whose first localisation was counted
+  std::set<std::int64_t> remedied_;            // fail-slows whose first remedy in force was counted
 };
 
 }  // namespace greyhound::master

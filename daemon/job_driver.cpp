@@ -141,6 +141,7 @@ JobInputs JobDriver::read_inputs(const Needs& needs, std::optional<IterationUpda
         if (e.value) records.push_back(*e.value);
       }
       in.groups = comparable_groups(records);
+      in.traffic = group_traffic(records);
     }
   }
   if (needs.layout) {

@@ -9,6 +9,7 @@
 #include "greyhound/analysis/comparable_clusters.h"
 #include "greyhound/analysis/rank_straggler.h"
 #include "greyhound/analysis/robust_stats.h"
+#include "greyhound/ops.h"
 #include "greyhound/parallel_shape.h"
 #include "greyhound/vocabulary.h"
 
@@ -478,6 +479,39 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
       out.compute_ms_per_microbatch[static_cast<std::size_t>(r)] =
           measured_step_ms * std::max(0.0, 1.0 - p->comm_share) / std::max(m, 1);
     }
+  }
+  return out;
+}
+
+std::vector<GroupTiming> group_timings(const std::vector<ProfileView>& profiles, const std::vector<GroupMembers>& groups,
+                                       const std::map<std::uint64_t, GroupTraffic>& traffic) {
+  std::map<int, const ProfileView*> by_rank;
+  for (const ProfileView& v : profiles) by_rank[v.rank] = &v;
+  std::vector<GroupTiming> out;
+  for (const GroupMembers& g : groups) {
+    double least = -1;
+    for (int r : g.members) {
+      const auto it = by_rank.find(r);
+      if (it == by_rank.end()) continue;
+      const auto share = it->second->group_share.find(g.group);
+      const auto rate = it->second->group_rate.find(g.group);
+      if (share == it->second->group_share.end() || rate == it->second->group_rate.end() || !(rate->second > 0)) continue;
+      const double s = share->second / rate->second;
+      if (s > 0 && (least < 0 || s < least)) least = s;
+    }
+    if (least <= 0) continue;
+    GroupTiming t;
+    t.group = g.group;
+    t.ranks = static_cast<int>(g.members.size());
+    t.seconds_per_call = least;
+    if (const auto tr = traffic.find(g.group); tr != traffic.end()) {
+      t.op = tr->second.op;
+      t.bytes_per_call = tr->second.bytes_per_call;
+    }
+    if (const auto op = op_of_name(t.op); op && t.bytes_per_call > 0) {
+      t.bus_gb_per_s = t.bytes_per_call * bus_bandwidth_factor(*op, t.ranks) / least * 1e-9;
+    }
+    out.push_back(std::move(t));
   }
   return out;
 }

@@ -56,6 +56,13 @@ struct GroupMembers {
   std::string signature;     // what it moves per iteration (equal: comparable)
 };
 
+// What a group's calls move (from the agents' op counts): the call that moves most of its bytes
+// ("AllReduce", ...) and the mean bytes per data-moving call.
+struct GroupTraffic {
+  std::string op;
+  double bytes_per_call = 0;
+};
+
 struct SuspectLink {
   int node_a = 0, node_b = 0;  // node_a < node_b
   double ratio = 1;            // the slowest suspect group crossing it: time / its cluster's median
@@ -101,6 +108,20 @@ struct GroupBaseline {
 // nullopt unless every profiled rank saw iterations in the window (times per iteration need them).
 std::optional<GroupBaseline> group_baseline(const std::vector<ProfileView>& profiles,
                                             const std::vector<GroupMembers>& groups);
+
+// One communication group as a profile shows it (the master's /metrics).
+struct GroupTiming {
+  std::uint64_t group = 0;
+  std::string op;               // the call that moves most of its bytes
+  int ranks = 0;
+  double seconds_per_call = 0;  // of the member that waited least: close to the transfer itself
+  double bytes_per_call = 0;
+  double bus_gb_per_s = 0;      // NCCL's bus bandwidth, bytes x bus factor / time (0: unknown)
+};
+// Every group with a member that made calls in the window: its least member's device time per call (share
+// of the window / calls per second), and the bus bandwidth that means for its op and size.
+std::vector<GroupTiming> group_timings(const std::vector<ProfileView>& profiles, const std::vector<GroupMembers>& groups,
+                                       const std::map<std::uint64_t, GroupTraffic>& traffic);
 
 Localisation localise(const std::vector<ProfileView>& profiles, const std::vector<GroupMembers>& groups,
                       const std::optional<JobLayout>& layout, const GroupBaseline* baseline = nullptr);

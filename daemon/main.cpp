@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -22,13 +24,14 @@ int main(int argc, char** argv) {
   greyhound::init_logging("greyhound-master");
   greyhound::master::MasterConfig cfg;
   int poll_ms = 100;
+  std::optional<greyhound::master::HttpAddress> http;
   try {
     const greyhound::Args a(std::vector<std::string>(argv + 1, argv + argc),
                             {"job", "jobs", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
                              "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
                              "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin",
                              "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s",
-                             "validate-min-excess-ms", "probe-iterations"},
+                             "validate-min-excess-ms", "probe-iterations", "http"},
                             {"help", "mitigate"});
     if (a.flag("help")) {
       std::printf("usage: greyhound-master [--job J | --jobs PATTERN] [--redis URL] [--event-log FILE] [--poll-ms MS]\n"
@@ -37,7 +40,7 @@ int main(int argc, char** argv) {
                   "         [--profile-iterations N] [--reprofile-iterations N] [--check-iterations N] [--pay-margin F]\n"
                   "         [--validate never|auto|always] [--validate-gemm-n N] [--validate-bytes B,B,..]\n"
                   "         [--validate-repeats N] [--pause-deadline-s S] [--validate-min-excess-ms MS]\n"
-                  "         [--probe-iterations N]\n"
+                  "         [--probe-iterations N] [--http ADDR:PORT]\n"
                   "--jobs serves every registered job matching PATTERN (fnmatch, e.g. '*'); --job one job\n"
                   "--validate: confirm localisations with a pause (docs/validation.md; default never): always after\n"
                   "each new fail-slow, auto when the profile names no cause and before S3/S4\n"
@@ -48,6 +51,8 @@ int main(int argc, char** argv) {
                   "--probe-iterations: a link fail-slow no group crosses any more (S3 moved the job off it) is probed\n"
                   "with a short pause (the --validate-* sizes) this many iterations later, then twice as long after\n"
                   "each probe that finds it slow, up to 16x (default 16; 0: never, it stays open)\n"
+                  "--http: serve /metrics (Prometheus), /status?job=J and /healthz on ADDR:PORT (':PORT' or 'PORT':\n"
+                  "127.0.0.1; off when not given; docs/operations.md)\n"
                   "defaults from GREYHOUND_JOB and GREYHOUND_REDIS\n");
       return 0;
     }
@@ -71,6 +76,11 @@ int main(int argc, char** argv) {
         static_cast<int>(a.integer_in("reprofile-iterations", cfg.controller.reprofile_iterations, 0, 1000));
     cfg.controller.check_iterations = static_cast<int>(a.integer_in("check-iterations", cfg.controller.check_iterations, 1, 1000));
     cfg.controller.pay_margin = a.number("pay-margin", cfg.controller.pay_margin);
+    if (a.has("http")) {
+      auto h = greyhound::master::parse_http_address(a.str("http"));
+      if (!h) throw greyhound::ArgError(h.error());
+      http = *h;
+    }
     cfg.controller.probe_iterations =
         static_cast<int>(a.integer_in("probe-iterations", cfg.controller.probe_iterations, 0, 100000));
     if (a.has("validate")) {
@@ -113,6 +123,17 @@ int main(int argc, char** argv) {
   greyhound::master::Master master(cfg);
 
   boost::asio::io_context io;
+  std::shared_ptr<greyhound::master::HttpServer> server;
+  if (http) {
+    auto started = greyhound::master::HttpServer::start(
+        io, *http, [&master](const greyhound::master::HttpRequest& r) { return master.http(r); });
+    if (!started) {
+      spdlog::error("{}", started.error());
+      return 1;
+    }
+    server = *started;
+    spdlog::info("serving /metrics, /status and /healthz on http://{}:{}", http->host, server->port());
+  }
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: stopping", sig);

@@ -6,6 +6,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/metrics.h"
+#include "greyhound/ring.h"
+#include "store/job_status.h"
 #include "store/job_store.h"
 
 namespace greyhound::master {
@@ -75,6 +78,47 @@ void Master::discover(double now_s) {
     }
     ++it;
   }
+}
+
+HttpResponse Master::http(const HttpRequest& r) {
+  const char* kText = "text/plain; charset=utf-8";
+  if (r.path == "/healthz") {
+    if (!redis_.ensure_connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
+    return {200, kText, "ok\n"};
+  }
+  if (r.path == "/status") {
+    std::string job = query_value(r.query, "job");
+    if (job.empty()) {
+      if (!cfg_.jobs_pattern.empty()) {
+        std::string served;
+        for (const auto& [name, d] : drivers_) served += (served.empty() ? "" : ", ") + name;
+        return {400, kText, "name the job: /status?job=J (served: " + (served.empty() ? "none" : served) + ")\n"};
+      }
+      job = cfg_.job;
+    }
+    const std::string name = sanitize_job_name(job);
+    if (name != job) return {400, kText, "not a job name\n"};
+    if (!redis_.ensure_connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
+    store::JobStore st(redis_, name);
+    auto status = store::job_status(st, unix_ms_now());
+    if (!status) return {503, kText, status.error() + "\n"};
+    return {200, "application/json", status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+  }
+  if (r.path == "/metrics") {
+    Exposition out;
+    master_metrics(out, {drivers_.size(), redis_.reconnects()});
+    const bool up = redis_.ensure_connected();
+    for (const auto& [job, served] : drivers_) {
+      nlohmann::json status;  // null when Redis cannot say
+      if (up) {
+        store::JobStore st(redis_, job);
+        if (auto s = store::job_status(st, unix_ms_now()); s) status = std::move(*s);
+      }
+      job_metrics(out, job, served.driver->controller(), status);
+    }
+    return {200, "text/plain; version=0.0.4; charset=utf-8", out.text()};
+  }
+  return {404, kText, "not found: try /metrics, /status or /healthz\n"};
 }
 
 int Master::tick() {

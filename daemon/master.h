@@ -13,6 +13,7 @@
 
 #include "common/redis_client.h"
 #include "daemon/controller.h"
+#include "daemon/http_server.h"
 #include "daemon/job_driver.h"
 
 namespace greyhound::master {
@@ -36,6 +37,9 @@ class Master {
   int tick();
 
   std::size_t jobs() const { return drivers_.size(); }
+  // The HTTP endpoint's answers (--http): /metrics (Prometheus text, every job served), /status?job=J (what
+  // `greyhoundctl status --json` prints; the job may be left out when the master serves one), /healthz.
+  HttpResponse http(const HttpRequest& request);
   const JobDriver* driver(const std::string& job) const;
 
  private:

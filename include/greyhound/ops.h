@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string_view>
 
 namespace greyhound {
@@ -111,6 +112,14 @@ constexpr bool op_creates_comm(Op op) noexcept {
   const OpInfo* info = op_info(op);
   return info && info->creates_comm;
 }
+
+// The op named `name` ("AllReduce", ...), nullopt for none.
+std::optional<Op> op_of_name(std::string_view name) noexcept;
+
+// NCCL's bus-bandwidth factor (its perf tests' busBw = algBw x factor): what a call moves over the busiest
+// link of an n-rank ring per byte of its buffer. AllReduce 2 (n - 1) / n; AllGather, ReduceScatter, AlltoAll
+// (n - 1) / n; Broadcast, Reduce, Gather, Scatter, Send, Recv 1; 0 for what moves no data or n < 1.
+double bus_bandwidth_factor(Op op, int ranks) noexcept;
 
 // NCCL datatype codes (ncclDataType_t values of nccl.h 2.28) and their names and sizes, so that readers
 // of records need not include nccl.h.

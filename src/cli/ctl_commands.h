@@ -16,5 +16,7 @@ int cmd_detect(const Argv& args);              // ctl_analysis.cpp: slowdown/rec
 int cmd_plan_microbatches(const Argv& args);   // ctl_plan.cpp: S2 micro-batch allocation
 int cmd_status(const Argv& args);              // ctl_status.cpp: a job's ranks, nodes, groups, incidents
 int cmd_passes(const Argv& args);              // ctl_passes.cpp: the validation's P2P pass plan
+int cmd_events(const Argv& args);              // ctl_events.cpp: a job's events as a timeline or JSON lines
+int cmd_incidents(const Argv& args);           // ctl_events.cpp: a job's latest incidents and open fail-slows
 
 }  // namespace greyhound::ctl

@@ -23,6 +23,8 @@ const Command kCommands[] = {
      "optimal micro-batch allocation across DP groups (S2)"},
     {"status", &greyhound::ctl::cmd_status, "ranks, nodes, groups, iteration times and incidents of a job"},
     {"passes", &greyhound::ctl::cmd_passes, "the validation's P2P pass plan over a ring or tree of ranks"},
+    {"events", &greyhound::ctl::cmd_events, "a job's events as a readable timeline (or JSON lines), --follow"},
+    {"incidents", &greyhound::ctl::cmd_incidents, "a job's latest incidents and the fail-slows open now"},
 };
 
 void usage(std::FILE* out) {

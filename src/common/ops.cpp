@@ -18,6 +18,25 @@ std::string_view op_name(Op op) noexcept {
   return info ? info->name : std::string_view("Unknown");
 }
 
+std::optional<Op> op_of_name(std::string_view name) noexcept {
+  for (const OpInfo& info : kOpTable) {
+    if (info.name == name) return info.op;
+  }
+  return std::nullopt;
+}
+
+double bus_bandwidth_factor(Op op, int ranks) noexcept {
+  if (ranks < 1 || !op_moves_data(op)) return 0.0;
+  const double n = ranks;
+  switch (op) {
+    case Op::kAllReduce: return 2.0 * (n - 1) / n;
+    case Op::kAllGather:
+    case Op::kReduceScatter:
+    case Op::kAlltoAll: return (n - 1) / n;
+    default: return 1.0;
+  }
+}
+
 std::string_view dtype_name(std::uint8_t dtype) noexcept {
   return dtype < kDtypeNames.size() ? kDtypeNames[dtype] : std::string_view("unknown");
 }

@@ -1,0 +1,154 @@
+#include "store/job_status.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "greyhound/vocabulary.h"
+
+namespace greyhound::store {
+namespace {
+
+using nlohmann::json;
+
+// Redis went away midway: the whole status is unavailable (caught at the edge of job_status).
+struct Unavailable {
+  std::string why;
+};
+
+// Reads through the store: the value, or nullopt when absent or malformed (the reason to `note`, and to
+// *malformed for the entry).
+class Reader {
+ public:
+  explicit Reader(const StatusNote& note) : note_(note) {}
+  template <class T>
+  std::optional<T> take(Result<std::optional<T>> r, std::string* malformed = nullptr) {
+    if (r.ok()) return std::move(*r);
+    if (r.code() == Errc::kUnavailable) throw Unavailable{r.error()};
+    noted(r.status().subject, r.status().reason);
+    if (malformed != nullptr && r.code() == Errc::kInvalid) *malformed = r.status().reason;
+    return std::nullopt;
+  }
+  // A list (ranks, nodes, groups): empty, noted, when it cannot be read as one.
+  template <class T>
+  std::vector<T> list(Result<std::vector<T>> r) {
+    if (r.ok()) return std::move(*r);
+    if (r.code() == Errc::kUnavailable) throw Unavailable{r.error()};
+    noted(r.status().subject, r.status().reason);
+    return {};
+  }
+  void noted(const std::string& where, const std::string& why) {
+    if (note_) note_(where, why);
+  }
+
+ private:
+  const StatusNote& note_;
+};
+
+json group_row(const Entry<GroupRecord>& e, Reader& reader) {
+  json row = {{"group", e.id}};
+  if (!e.error.empty()) reader.noted("group " + e.id, e.error);
+  if (!e.value) {
+    row["size"] = -1;
+    row["members"] = json::array();
+    row["ops"] = json::array();
+    row["malformed"] = e.error;
+    return row;
+  }
+  const GroupRecord& g = *e.value;
+  row["size"] = g.size > 0 ? g.size : -1;
+  json members = json::array();
+  // Up to the last member present (a planted size must not make the listing huge); missing ones as null.
+  const int shown = g.members.empty() ? 0 : std::min(g.size, g.members.rbegin()->first + 1);
+  for (int i = 0; i < shown; ++i) {
+    const auto it = g.members.find(i);
+    members.push_back(it == g.members.end() ? json(nullptr) : json(it->second));
+  }
+  row["members"] = members;
+  if (!g.created_by.empty()) row["created_by"] = g.created_by;
+  std::set<std::string> ops;
+  for (const auto& [rank, counts] : g.ops) {
+    for (const auto& [op, n] : counts) ops.insert(op);
+  }
+  row["ops"] = ops;
+  return row;
+}
+
+json build(JobStore& st, std::int64_t now_ms, Reader& reader) {
+  json out = {{"job", st.job()}};
+
+  // Master and incidents.
+  const std::optional<MasterState> master = reader.take(st.master_state());
+  out["state"] = master ? std::string(name(master->state)) : "unknown (no master state)";
+  out["master"] = master ? to_json(*master) : json(nullptr);
+  out["incidents"] = json::array();
+  const auto ids = st.recent_incidents(10);
+  if (ids.ok()) {
+    for (std::int64_t id : *ids) {
+      std::string err;
+      if (auto i = reader.take(st.incident(id), &err)) {
+        out["incidents"].push_back(to_json(*i));
+      } else if (!err.empty()) {
+        out["incidents"].push_back({{"id", std::to_string(id)}, {"malformed", err}});
+      }
+    }
+  } else if (ids.code() == Errc::kUnavailable) {
+    throw Unavailable{ids.error()};
+  }
+
+  // Ranks with their registration and current iteration time.
+  out["ranks"] = json::array();
+  for (int r : reader.list(st.ranks())) {
+    json row = {{"rank", r}};
+    std::string err;
+    if (auto reg = reader.take(st.rank(r), &err)) {
+      row.update(to_json(*reg));
+    } else if (!err.empty()) {
+      row["malformed"] = err;
+    }
+    err.clear();
+    if (auto u = reader.take(st.iteration(r), &err)) {
+      row["iteration"] = u->index;
+      row["iter_ms"] = u->iter_ms;
+      row["period"] = u->period;
+      row["age_s"] = static_cast<double>(now_ms - u->t_unix_ms) * 1e-3;
+    } else if (!err.empty()) {
+      row["iteration_malformed"] = err;
+    }
+    out["ranks"].push_back(row);
+  }
+
+  // Nodes: agents' heartbeats (they expire: an absent one means the agent is gone).
+  out["nodes"] = json::array();
+  for (int n : reader.list(st.agents())) {
+    json row = {{"node", n}, {"alive", false}};
+    std::string err;
+    if (auto hb = reader.take(st.heartbeat(n), &err)) {
+      row.update(to_json(*hb));
+      row["alive"] = true;
+      row["heartbeat_age_s"] = static_cast<double>(now_ms - hb->t_unix_ms) * 1e-3;
+    } else if (!err.empty()) {
+      row["malformed"] = err;
+    }
+    out["nodes"].push_back(row);
+  }
+
+  // Groups: members in group-rank order, what they move.
+  out["groups"] = json::array();
+  for (const auto& g : reader.list(st.groups())) out["groups"].push_back(group_row(g, reader));
+  return out;
+}
+
+}  // namespace
+
+Result<json> job_status(JobStore& store, std::int64_t now_unix_ms, const StatusNote& note) {
+  Reader reader(note);
+  try {
+    return build(store, now_unix_ms, reader);
+  } catch (const Unavailable& u) {
+    return Result<json>::failure(u.why, Errc::kUnavailable);
+  }
+}
+
+}  // namespace greyhound::store
