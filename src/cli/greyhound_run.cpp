@@ -2,7 +2,9 @@
 // Prepends libgreyhound.so to LD_PRELOAD, sets GREYHOUND_JOB (and the other GREYHOUND_* given as flags) for
 // everything CMD starts, starts this node's greyhound-agent unless one already runs for the job (the agent
 // holds a lock; see src/agent/main.cpp), then replaces itself with CMD, so signals and the exit status are
-// CMD's own.
+// CMD's own. With --print-env instead of CMD it starts the agent the same way and prints what it would set
+// as `export NAME=value` lines: what a Slurm TaskProlog prints for Slurm to apply to each task (deploy/slurm,
+// docs/deploy.md).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -42,20 +44,22 @@ bool agent_lock_free(const std::string& lock_path) {
 void usage() {
   std::printf(
       "usage: greyhound-run [--job J] [--node N] [--redis URL] [--shm-dir DIR] [--no-agent]\n"
-      "                     [--agent-log FILE] [--agent-args \"ARGS\"] [--] CMD [ARGS...]\n"
-      "Runs CMD with libgreyhound.so preloaded and starts this node's greyhound-agent once.\n");
+      "                     [--agent-log FILE] [--agent-args \"ARGS\"] ([--] CMD [ARGS...] | --print-env)\n"
+      "Runs CMD with libgreyhound.so preloaded and starts this node's greyhound-agent once. --print-env: start\n"
+      "the agent and print the environment as export lines instead (a Slurm TaskProlog's output).\n");
 }
+
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::vector<std::string> argvv(argv + 1, argv + argc);
   std::string job, node, redis, shm_dir, agent_log, agent_args;
-  bool start_agent = true;
+  bool start_agent = true, print_env = false;
   std::vector<std::string> cmd;
   try {
-    const greyhound::Args a(argvv, {"job", "node", "redis", "shm-dir", "agent-log", "agent-args"}, {"no-agent", "help"},
-                            true);
+    const greyhound::Args a(argvv, {"job", "node", "redis", "shm-dir", "agent-log", "agent-args"},
+                            {"no-agent", "help", "print-env"}, true);
     if (a.flag("help")) {
       usage();
       return 0;
@@ -69,7 +73,9 @@ int main(int argc, char** argv) {
     agent_args = a.str("agent-args", "");
     start_agent = !a.flag("no-agent");
     cmd = a.rest();
-    if (cmd.empty()) throw greyhound::ArgError("no command to run");
+    print_env = a.flag("print-env");
+    if (print_env && !cmd.empty()) throw greyhound::ArgError("--print-env runs no command");
+    if (!print_env && cmd.empty()) throw greyhound::ArgError("no command to run");
   } catch (const greyhound::ArgError& e) {
     std::fprintf(stderr, "greyhound-run: %s\n", e.what());
     usage();
@@ -130,6 +136,20 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (print_env) {
+    // Slurm takes everything after the '=' as the value, as it is (no shell quoting): a value with a newline
+    // cannot be said this way.
+    for (const char* name : {"LD_PRELOAD", "GREYHOUND_JOB", "GREYHOUND_SHM_DIR", "GREYHOUND_REDIS", "GREYHOUND_NODE"}) {
+      const char* v = std::getenv(name);
+      if (v == nullptr || *v == '\0') continue;
+      if (std::strchr(v, '\n') != nullptr) {
+        std::fprintf(stderr, "greyhound-run: %s holds a newline: not exported\n", name);
+        continue;
+      }
+      std::printf("export %s=%s\n", name, v);
+    }
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
   std::vector<char*> av;
   for (auto& s : cmd) av.push_back(s.data());
   av.push_back(nullptr);

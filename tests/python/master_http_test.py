@@ -12,6 +12,7 @@ job is over: the metrics counted its detection, localisation, fail-slow and S2 p
 """
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "megatron"))
 import support  # noqa: E402  (a private redis-server, free ports, waiting)
 
@@ -120,6 +122,18 @@ class MasterHttp(unittest.TestCase):
             bw = samples(m, "greyhound_group_bus_bandwidth_gbps", job=JOB)
             self.assertTrue(bw and max(bw.values()) > 0, text)
             self.assertEqual(len(samples(m, "greyhound_microbatches", job=JOB)), 2)
+            # Every metric the project's Grafana dashboard plots is one the master exports.
+            families = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+            with open(os.path.join(ROOT, "deploy", "grafana", "greyhound-dashboard.json")) as f:
+                dashboard = json.load(f)
+            plotted = set()
+            for p in dashboard["panels"]:
+                for t in p["targets"]:
+                    plotted |= set(re.findall(r"greyhound_[a-z_]+", t["expr"]))
+            plotted = {re.sub(r"_(sum|count)$", "", n) if n.endswith(("_seconds_sum", "_seconds_count")) else n
+                       for n in plotted}
+            self.assertTrue(plotted)
+            self.assertEqual(plotted - families, set())
 
             # /status is greyhoundctl status --json, read at (nearly) the same moment: the ages aside, and
             # tried a few times in case a heartbeat expired between the two reads.
