@@ -20,6 +20,67 @@
 #include "greyhound/config.h"
 #include "greyhound/ring.h"
 
+namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Every flag with its default, the defaults read from the config structs themselves (docs/configuration.md
+// lists the same, and a test holds the two together).
+void print_help() {
+  const greyhound::master::MasterConfig m;
+  const greyhound::master::ControllerConfig& c = m.controller;
+  std::string sizes;
+  for (std::uint64_t b : c.pause.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+  struct Flag {
+    const char* flag;
+    std::string def;
+    const char* what;
+  };
+  const Flag flags[] = {
+      {"--job J", "GREYHOUND_JOB, else default", "serve this one job (never retired)"},
+      {"--jobs PATTERN", "", "serve every registered job whose name matches (fnmatch, e.g. '*'); excludes --job"},
+      {"--redis URL", "GREYHOUND_REDIS", "the job store (redis://[[user]:password@]host[:port][/db], unix:///path)"},
+      {"--event-log FILE", "none", "also write every event the master makes here, JSON lines"},
+      {"--poll-ms MS", "100", "how often the master steps its jobs"},
+      {"--retire-after-s S", num(m.retire_after_s), "a served job whose agents have all been gone this long is retired"},
+      {"--mitigate", "off", "plan and publish remedies (docs/mitigation.md)"},
+      {"--profile-s S", num(c.profile_s), "a profiling window until the job's iteration time is known"},
+      {"--profile-iterations N", std::to_string(c.profile_iterations), "... then a window of this many iterations"},
+      {"--reprofile-iterations N", std::to_string(c.reprofile_iterations),
+       "while fail-slows are open, profile again this many iterations after a window"},
+      {"--baseline-after-s S", num(c.baseline_after_s), "healthy this long: take a baseline profile"},
+      {"--baseline-every-s S", num(c.baseline_every_s), "refresh it this often while healthy (0: never profile a healthy job)"},
+      {"--ack-timeout-s S", num(c.ack_timeout_s), "every rank acknowledges a plan within this"},
+      {"--check-iterations N", std::to_string(c.check_iterations), "a remedy in force is judged on this many iterations"},
+      {"--pay-margin F", num(c.pay_margin), "... and kept when they are this much faster than before it"},
+      {"--s3-pause-s S", num(c.planner.ski.s3_pause_s), "S3's overhead for a job that gives no estimate of its own"},
+      {"--s4-restart-s S", num(c.planner.ski.s4_restart_s), "S4's overhead (checkpoint and restart), likewise"},
+      {"--validate MODE", greyhound::master::validate_mode_name(c.validate),
+       "never, auto (ambiguous profiles, and before S3/S4) or always: confirm with a pause (docs/validation.md)"},
+      {"--validate-gemm-n N", std::to_string(c.pause.gemm_n), "n of a pause's n x n x n GEMMs"},
+      {"--validate-bytes B,B,..", sizes, "a pause's P2P sizes, bytes"},
+      {"--validate-repeats N", std::to_string(c.pause.repeats), "runs of each test"},
+      {"--pause-deadline-s S", num(c.pause.deadline_s), "every rank resumes by itself after this"},
+      {"--validate-min-excess-ms MS", num(c.pause.min_link_excess_ms),
+       "a slow transfer also exceeds its class's median by this much (the timer's noise)"},
+      {"--probe-iterations N", std::to_string(c.probe_iterations),
+       "probe a congested link that S3 moved the job off this many iterations later, then twice as long after "
+       "each probe that finds it slow, up to 16x (0: never)"},
+      {"--http ADDR:PORT", "off", "serve /metrics, /status?job=J and /healthz (PORT alone: 127.0.0.1; docs/operations.md)"},
+  };
+  std::printf("usage: greyhound-master [flags]   (docs/configuration.md)\n");
+  for (const Flag& f : flags) {
+    std::printf("  %-28s %s%s%s%s\n", f.flag, f.what, f.def.empty() ? "" : " (default: ", f.def.c_str(),
+                f.def.empty() ? "" : ")");
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   greyhound::init_logging("greyhound-master");
   greyhound::master::MasterConfig cfg;
@@ -34,26 +95,7 @@ int main(int argc, char** argv) {
                              "validate-min-excess-ms", "probe-iterations", "http"},
                             {"help", "mitigate"});
     if (a.flag("help")) {
-      std::printf("usage: greyhound-master [--job J | --jobs PATTERN] [--redis URL] [--event-log FILE] [--poll-ms MS]\n"
-                  "         [--mitigate] [--profile-s S] [--ack-timeout-s S] [--s3-pause-s S] [--s4-restart-s S]\n"
-                  "         [--baseline-after-s S] [--baseline-every-s S] [--retire-after-s S]\n"
-                  "         [--profile-iterations N] [--reprofile-iterations N] [--check-iterations N] [--pay-margin F]\n"
-                  "         [--validate never|auto|always] [--validate-gemm-n N] [--validate-bytes B,B,..]\n"
-                  "         [--validate-repeats N] [--pause-deadline-s S] [--validate-min-excess-ms MS]\n"
-                  "         [--probe-iterations N] [--http ADDR:PORT]\n"
-                  "--jobs serves every registered job matching PATTERN (fnmatch, e.g. '*'); --job one job\n"
-                  "--validate: confirm localisations with a pause (docs/validation.md; default never): always after\n"
-                  "each new fail-slow, auto when the profile names no cause and before S3/S4\n"
-                  "--validate-gemm-n: n of the n x n x n GEMMs (default 8192); --validate-bytes: P2P sizes (default\n"
-                  "16, 32 and 64 MiB); --validate-repeats: runs of each test (default 3); --pause-deadline-s: every\n"
-                  "rank resumes by itself after this (default 30); --validate-min-excess-ms: a slow transfer also\n"
-                  "exceeds its class's median by this much (the timer's noise; default 0.05)\n"
-                  "--probe-iterations: a link fail-slow no group crosses any more (S3 moved the job off it) is probed\n"
-                  "with a short pause (the --validate-* sizes) this many iterations later, then twice as long after\n"
-                  "each probe that finds it slow, up to 16x (default 16; 0: never, it stays open)\n"
-                  "--http: serve /metrics (Prometheus), /status?job=J and /healthz on ADDR:PORT (':PORT' or 'PORT':\n"
-                  "127.0.0.1; off when not given; docs/operations.md)\n"
-                  "defaults from GREYHOUND_JOB and GREYHOUND_REDIS\n");
+      print_help();
       return 0;
     }
     if (a.has("job") && a.has("jobs")) throw greyhound::ArgError("--job and --jobs exclude each other");

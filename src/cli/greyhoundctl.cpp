@@ -13,22 +13,30 @@ struct Command {
   const char* name;
   int (*run)(const greyhound::ctl::Argv&);
   const char* summary;
+  const char* flags;  // `greyhoundctl <name> --help` (docs/configuration.md lists the same)
 };
 
 const Command kCommands[] = {
-    {"dump", &greyhound::ctl::cmd_dump, "print the NCCL call records of a job as JSON lines"},
-    {"period", &greyhound::ctl::cmd_period, "iteration period and iteration times of an op stream (CSV)"},
-    {"detect", &greyhound::ctl::cmd_detect, "slowdown/recovery events of an iteration-time trace (CSV)"},
-    {"plan-microbatches", &greyhound::ctl::cmd_plan_microbatches,
-     "optimal micro-batch allocation across DP groups (S2)"},
-    {"status", &greyhound::ctl::cmd_status, "ranks, nodes, groups, iteration times and incidents of a job"},
-    {"passes", &greyhound::ctl::cmd_passes, "the validation's P2P pass plan over a ring or tree of ranks"},
-    {"events", &greyhound::ctl::cmd_events, "a job's events as a readable timeline (or JSON lines), --follow"},
-    {"incidents", &greyhound::ctl::cmd_incidents, "a job's latest incidents and the fail-slows open now"},
+    {"dump", &greyhound::ctl::cmd_dump, "print the NCCL call records of a job as JSON lines",
+     "--job J [--rank R] [--shm-dir DIR]"},
+    {"period", &greyhound::ctl::cmd_period, "iteration period and iteration times of an op stream (CSV)",
+     "--ops FILE.csv [--min-acf X]"},
+    {"detect", &greyhound::ctl::cmd_detect, "slowdown/recovery events of an iteration-time trace (CSV)",
+     "--trace FILE.csv [--method bocd+v|bocd|window]"},
+    {"plan-microbatches", &greyhound::ctl::cmd_plan_microbatches, "optimal micro-batch allocation across DP groups (S2)",
+     "--times T1,T2,.. --total M [--pp P] [--current M1,M2,..]"},
+    {"status", &greyhound::ctl::cmd_status, "ranks, nodes, groups, iteration times and incidents of a job",
+     "--job J [--redis URL] [--json]"},
+    {"passes", &greyhound::ctl::cmd_passes, "the validation's P2P pass plan over a ring or tree of ranks",
+     "--topology ring|tree (--ranks R1,R2,.. | --graph-dump FILE [--channel C])"},
+    {"events", &greyhound::ctl::cmd_events, "a job's events as a readable timeline (or JSON lines), --follow",
+     "--job J [--redis URL] [--json] [--follow] [--since ID] [--count N]"},
+    {"incidents", &greyhound::ctl::cmd_incidents, "a job's latest incidents and the fail-slows open now",
+     "--job J [--redis URL] [--json] [--count N]"},
 };
 
 void usage(std::FILE* out) {
-  std::fprintf(out, "usage: greyhoundctl <command> [flags]\n\ncommands:\n");
+  std::fprintf(out, "usage: greyhoundctl <command> [flags]   (greyhoundctl <command> --help: its flags)\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-18s %s\n", c.name, c.summary);
 }
 
@@ -43,6 +51,10 @@ int main(int argc, char** argv) {
   const greyhound::ctl::Argv rest(argv + 2, argv + argc);
   for (const auto& c : kCommands) {
     if (name != c.name) continue;
+    if (rest.size() == 1 && (rest[0] == "--help" || rest[0] == "-h")) {
+      std::printf("usage: greyhoundctl %s %s\n%s\n", c.name, c.flags, c.summary);
+      return 0;
+    }
     try {
       return c.run(rest);
     } catch (const greyhound::ArgError& e) {
