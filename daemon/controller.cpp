@@ -550,6 +550,7 @@ void Controller::open_account(const FailSlow& f) {
   const bool fresh = f.account.loss_s == 0 && f.account.window_s.empty();
   if (fresh && last_iteration_s_ > si.healthy_iteration_s) {
     st.loss_s = std::max(0.0, f.localised_t_s - f.onset_t_s) * (1.0 - si.healthy_iteration_s / last_iteration_s_);
+    st.strategy_loss_s = st.loss_s;  // all of it under S1, the rung it starts on
     st.last_iteration_s = last_iteration_s_;
   }
   ski->restore(st);
@@ -1078,7 +1079,7 @@ void Controller::schedule_probes(const Localisation& loc, const Now& now) {
     const bool open = std::any_of(fail_slows().begin(), fail_slows().end(), [&](const FailSlow& f) { return f.id == it->first; });
     it = open ? std::next(it) : probes_.erase(it);
   }
-  if (cfg_.probe_iterations <= 0) return;
+  if (cfg_.probe_iterations <= 0 || !cfg_.mitigate) return;  // only a placement moves the job off a link
   const double iter_s = typical_iteration_s();
   for (const FailSlow& f : fail_slows()) {
     if (f.cause != Cause::kCommunication || observed(loc, f)) {
@@ -1137,8 +1138,15 @@ void Controller::probe_judged(std::int64_t id, const ValidatedReport& v, const N
   auto& open = open_fail_slows();
   const auto f = std::find_if(open.begin(), open.end(), [&](const FailSlow& x) { return x.id == id; });
   if (f == open.end() || v.aborted) return;
-  if (v.cause != "none") {
-    spdlog::info("fail-slow {}: the probe says {} ({}); probed again later", id, v.cause, v.reason);
+  // Back only when the transfer over its link was measured and judged at its peers' level: one that was not
+  // measured (it did not finish, or its nodes are unknown) says nothing, whatever the others say.
+  const bool measured_back = std::any_of(v.links.begin(), v.links.end(), [&](const ValidatedLink& l) {
+    return std::min(l.src_node, l.dst_node) == f->link_a && std::max(l.src_node, l.dst_node) == f->link_b &&
+           l.ms > 0 && l.peers_ms > 0 && !l.slow;
+  });
+  if (v.cause != "none" || !measured_back) {
+    spdlog::info("fail-slow {}: the probe says {} ({}); probed again later", id,
+                 measured_back ? v.cause : "nothing of its link", v.reason);
     return;
   }
   FailSlow ended = *f;

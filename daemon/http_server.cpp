@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
@@ -77,7 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
 class Server : public HttpServer, public std::enable_shared_from_this<Server> {
  public:
   Server(asio::io_context& io, HttpHandler handler, HttpLimits limits)
-      : acceptor_(io), handler_(std::move(handler)), limits_(limits) {}
+      : acceptor_(io), retry_(io), handler_(std::move(handler)), limits_(limits) {}
 
   Status listen(const HttpAddress& a) {
     beast::error_code ec;
@@ -98,13 +99,20 @@ class Server : public HttpServer, public std::enable_shared_from_this<Server> {
   void accept() {
     acceptor_.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
       if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
-      if (!ec) {
-        if (self->connections_ >= self->limits_.max_connections) {
-          beast::error_code ignored;
-          socket.close(ignored);  // over the limit: no answer, no wait
-        } else {
-          std::make_shared<Session>(std::move(socket), self)->run();
-        }
+      if (ec) {
+        // Out of descriptors (EMFILE), say: the pending connection keeps the listener readable, so accepting
+        // again at once would spin. Try again a little later.
+        self->retry_.expires_after(std::chrono::milliseconds(100));
+        self->retry_.async_wait([self](beast::error_code e) {
+          if (!e) self->accept();
+        });
+        return;
+      }
+      if (self->connections_ >= self->limits_.max_connections) {
+        beast::error_code ignored;
+        socket.close(ignored);  // over the limit: no answer, no wait
+      } else {
+        std::make_shared<Session>(std::move(socket), self)->run();
       }
       self->accept();
     });
@@ -113,6 +121,7 @@ class Server : public HttpServer, public std::enable_shared_from_this<Server> {
   void stop() override {
     beast::error_code ec;
     acceptor_.close(ec);
+    retry_.cancel();
   }
 
   HttpResponse handle(const HttpRequest& r) {
@@ -128,6 +137,7 @@ class Server : public HttpServer, public std::enable_shared_from_this<Server> {
 
  private:
   tcp::acceptor acceptor_;
+  asio::steady_timer retry_;
   HttpHandler handler_;
   HttpLimits limits_;
   unsigned short port_ = 0;

@@ -16,6 +16,8 @@ namespace {
 
 // A registered job without a live agent is looked at again after this long.
 constexpr double kDormantRecheckS = 30.0;
+// /metrics answers younger than this are served again (each costs a few Redis reads per rank and node).
+constexpr double kHttpCacheS = 1.0;
 
 double mono_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -105,6 +107,11 @@ HttpResponse Master::http(const HttpRequest& r) {
     return {200, "application/json", status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
   }
   if (r.path == "/metrics") {
+    // Many scrapers, one set of reads: an exposition younger than a second is served again.
+    const double t = mono_s();
+    if (!metrics_cache_.empty() && t - metrics_cache_at_s_ < kHttpCacheS) {
+      return {200, "text/plain; version=0.0.4; charset=utf-8", metrics_cache_};
+    }
     Exposition out;
     master_metrics(out, {drivers_.size(), redis_.reconnects()});
     const bool up = redis_.ensure_connected();
@@ -116,7 +123,9 @@ HttpResponse Master::http(const HttpRequest& r) {
       }
       job_metrics(out, job, served.driver->controller(), status);
     }
-    return {200, "text/plain; version=0.0.4; charset=utf-8", out.text()};
+    metrics_cache_ = out.text();
+    metrics_cache_at_s_ = t;
+    return {200, "text/plain; version=0.0.4; charset=utf-8", metrics_cache_};
   }
   return {404, kText, "not found: try /metrics, /status or /healthz\n"};
 }

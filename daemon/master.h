@@ -57,6 +57,8 @@ class Master {
   std::map<std::string, double> dormant_;  // registered jobs without a live agent: when to look again
   double next_discovery_s_ = 0;
   bool redis_down_logged_ = false;
+  std::string metrics_cache_;  // the latest /metrics answer, and when it was made
+  double metrics_cache_at_s_ = 0;
 };
 
 }  // namespace greyhound::master

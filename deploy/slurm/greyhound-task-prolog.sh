@@ -10,7 +10,9 @@
 # GREYHOUND_AGENT_IDLE_S (default 120), GREYHOUND_AGENT_LOG (the agent's log; default none). The rank and
 # local rank come from SLURM_PROCID and SLURM_LOCALID.
 # A failure here never stops the task: it runs without greyhound.
-[ -r /etc/greyhound/node.env ] && . /etc/greyhound/node.env
+if [ -r /etc/greyhound/node.env ]; then  # KEY=value lines: exported to greyhound-run and the agent
+  set -a; . /etc/greyhound/node.env; set +a
+fi
 prefix=${GREYHOUND_PREFIX:-/opt/greyhound}
 [ -n "${SLURM_JOB_ID:-}" ] || exit 0  # not a Slurm task: nothing to do
 job="slurm-$SLURM_JOB_ID"

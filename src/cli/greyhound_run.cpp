@@ -105,7 +105,9 @@ int main(int argc, char** argv) {
       setsid();  // the agent outlives this launcher's session and is not hit by the job's Ctrl-C
       unsetenv("LD_PRELOAD");
       const std::string log = agent_log.empty() ? "/dev/null" : agent_log;
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      // Never the launcher's own output: a Slurm TaskProlog's stdout is a pipe slurmstepd reads to its end.
+      if (fd < 0) fd = ::open("/dev/null", O_WRONLY);
       if (fd >= 0) {
         dup2(fd, STDOUT_FILENO);
         dup2(fd, STDERR_FILENO);

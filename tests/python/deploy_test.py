@@ -30,17 +30,25 @@ import support  # noqa: E402
 BUILD = None
 
 
+def running_agent(pid):
+    """True when `pid` is a greyhound-agent that has not exited (an exited one nobody reaped is a zombie)."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            if f.read().strip() != "greyhound-agent":
+                return False
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def agent_pid(shm, job):
     try:
         with open(os.path.join(shm, "greyhound.%s.agent.lock" % job)) as f:
             pid = int(f.read().strip() or 0)
     except (OSError, ValueError):
         return 0
-    try:
-        with open("/proc/%d/comm" % pid) as f:
-            return pid if f.read().strip() == "greyhound-agent" else 0
-    except OSError:
-        return 0
+    return pid if pid > 0 and running_agent(pid) else 0
 
 
 def stop_agent(shm, job):
@@ -120,6 +128,14 @@ class Deploy(unittest.TestCase):
         del bare["SLURM_JOB_ID"]
         out = subprocess.run([prolog], env=bare, stdout=subprocess.PIPE, timeout=30)
         self.assertEqual((out.returncode, out.stdout), (0, b""))
+        # Another job's epilog on the node, its lock naming this job's agent (the lock is the job user's to
+        # write): that agent is not its own, and lives on.
+        with open(os.path.join(shm, "greyhound.slurm-777.agent.lock"), "w") as f:
+            f.write(str(pid))
+        out = subprocess.run([os.path.join(DEPLOY, "slurm", "greyhound-epilog.sh")], env=dict(env, SLURM_JOB_ID="777"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(agent_pid(shm, "slurm-4242"), pid)
         # The job's files, and another job's that must stay.
         for name in ("greyhound.slurm-4242.r0.123", "greyhound.slurm-42420.r0.9", "other"):
             open(os.path.join(shm, name), "w").close()
@@ -127,7 +143,7 @@ class Deploy(unittest.TestCase):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(agent_pid(shm, "slurm-4242"), 0)
-        self.assertFalse(os.path.exists("/proc/%d" % pid) and open("/proc/%d/comm" % pid).read().strip() == "greyhound-agent")
+        self.assertFalse(running_agent(pid))
         self.assertEqual(sorted(os.listdir(shm)), ["greyhound.slurm-42420.r0.9", "other"])
 
     def test_the_container_entrypoint(self):
@@ -151,6 +167,15 @@ class Deploy(unittest.TestCase):
         out = subprocess.run([entry], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
         self.assertEqual(out.returncode, 2)
         self.assertIn(b"no command", out.stderr)
+        # No job named: the containers of one job could not agree on it, so the command runs bare.
+        unnamed = dict(env)
+        del unnamed["GREYHOUND_JOB"]
+        unnamed.pop("JOB_NAME", None)
+        unnamed.pop("LD_PRELOAD", None)
+        out = subprocess.run([entry, "sh", "-c", 'echo "[$LD_PRELOAD]"'], env=unnamed, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, timeout=30)
+        self.assertEqual(out.stdout.decode().strip(), "[]")
+        self.assertIn(b"set GREYHOUND_JOB", out.stderr)
 
 
 if __name__ == "__main__":
