@@ -91,7 +91,22 @@ std::map<std::uint64_t, GroupTraffic> group_traffic(const std::vector<GroupRecor
 }
 
 Controller::Controller(ControllerConfig config, std::string run_tag)
-    : cfg_(std::move(config)), run_tag_(std::move(run_tag)) {}
+    : cfg_(std::move(config)), base_(cfg_), run_tag_(std::move(run_tag)) {}
+
+void Controller::apply_settings(const JobSettings& s) {
+  if (to_json(s) == to_json(settings_)) return;
+  settings_ = s;
+  cfg_.profile_iterations = s.profile_iterations.value_or(base_.profile_iterations);
+  cfg_.reprofile_iterations = s.reprofile_iterations.value_or(base_.reprofile_iterations);
+  cfg_.pause.deadline_s = s.pause_deadline_s.value_or(base_.pause.deadline_s);
+  cfg_.planner.ski.s3_pause_s = s.s3_pause_s.value_or(base_.planner.ski.s3_pause_s);
+  cfg_.planner.ski.s4_restart_s = s.s4_restart_s.value_or(base_.planner.ski.s4_restart_s);
+  if (planner_) {
+    planner_->configure(cfg_.planner);
+    refresh_costs();
+  }
+  spdlog::info("settings version {} in force: {}", s.version, to_json(s).dump());
+}
 
 void Controller::load(MasterState state, std::optional<Incident> open, std::int64_t latest_epoch,
                       const std::string& last_event_id, const Now& now) {

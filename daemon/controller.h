@@ -193,6 +193,10 @@ class Controller {
   const Planner* planner() const { return planner_ ? &*planner_ : nullptr; }
   // The pacing rank's latest iteration time (0: none yet).
   double iteration_s() const { return last_iteration_s_; }
+  // An operator's run-time settings (greyhoundctl set): the profile windows, the configured overheads and
+  // the pause deadline follow them at once; an unset one goes back to this master's flag.
+  void apply_settings(const JobSettings& settings);
+  const JobSettings& settings() const { return settings_; }
 
   // Whose iteration times pace the planner and give the job clock.
   int pace_rank() const { return 0; }
@@ -292,6 +296,8 @@ class Controller {
   double healthy_s() const;
 
   ControllerConfig cfg_;
+  ControllerConfig base_;   // the master's flags, before any operator's setting
+  JobSettings settings_;    // the operator's, in force
   std::string run_tag_;
   std::optional<IncidentTracker> tracker_;
   std::optional<IncidentTracker> proposed_;  // applied, not yet committed

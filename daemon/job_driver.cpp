@@ -88,6 +88,15 @@ int JobDriver::tick() {
     t = now(pace);  // with the open incident known (the job clock's fallback)
   }
 
+  if (t.mono_s >= next_settings_s_) {  // an operator's settings: within a second
+    next_settings_s_ = t.mono_s + 1.0;
+    if (auto s = store_.settings()) {
+      ctl_.apply_settings(s->value_or(JobSettings{}));
+    } else if (s.code() != Errc::kUnavailable) {
+      warn_once("settings:" + s.error(), "ignoring the job's settings: " + s.error());
+    }
+  }
+
   int consumed = 0;
   auto entries = store_.read_events(ctl_.cursor(), batch_);
   if (!entries) {

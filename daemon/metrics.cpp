@@ -45,6 +45,9 @@ constexpr Spec kFamilies[] = {
      "Device time per call of each communication group in the latest localisation's profile (its least member's)"},
     {"greyhound_group_bus_bandwidth_gbps", "gauge",
      "Bus bandwidth of each communication group in the latest localisation's profile (GB/s, as NCCL's tests count it)"},
+    {"greyhound_settings_version", "gauge", "The version of the operator's settings (greyhoundctl set) the master applies"},
+    {"greyhound_agent_settings_version", "gauge", "The version of the operator's settings the node's agent applies"},
+    {"greyhound_detection_paused", "gauge", "1 while an operator has paused detection (greyhoundctl pause-detection)"},
     {"greyhound_agent_up", "gauge", "1 while the node's agent has a live heartbeat"},
     {"greyhound_agent_heartbeat_age_seconds", "gauge", "Seconds since the node agent's latest heartbeat"},
     {"greyhound_ring_records_read_total", "counter", "Ring records the node's agent read"},
@@ -194,6 +197,8 @@ void job_metrics(Exposition& out, const std::string& job, const Controller& c, c
   for (const auto& [key, n] : st.plans) {
     out.sample("greyhound_plans_total", with({{"strategy", key.first}, {"outcome", key.second}}), static_cast<double>(n));
   }
+  out.sample("greyhound_settings_version", j, static_cast<double>(c.settings().version));
+  out.sample("greyhound_detection_paused", j, c.settings().detection_paused.value_or(false) ? 1 : 0);
   out.sample("greyhound_pauses_total", with({{"kind", "validation"}}), static_cast<double>(st.validations));
   out.sample("greyhound_pauses_total", with({{"kind", "probe"}}), static_cast<double>(st.probes));
   if (const Planner* p = c.planner()) {
@@ -225,6 +230,7 @@ void job_metrics(Exposition& out, const std::string& job, const Controller& c, c
     out.sample("greyhound_agent_up", l, alive ? 1 : 0);
     if (!alive) continue;
     out.sample("greyhound_agent_heartbeat_age_seconds", l, number_or(n, "heartbeat_age_s", 0));
+    out.sample("greyhound_agent_settings_version", l, number_or(n, "settings_version", 0));
     out.sample("greyhound_ring_records_read_total", l, number_or(n, "records_read", 0));
     out.sample("greyhound_ring_records_lost_total", l, number_or(n, "records_lost", 0));
     out.sample("greyhound_agent_events_dropped_total", l, number_or(n, "events_dropped", 0));

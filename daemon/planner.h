@@ -67,6 +67,8 @@ class Planner {
   mitigate::SkiRentalConfig costs(double measured_s3_s) const;
   // The job republished its layout: its cost estimates may have changed.
   void layout_updated(const JobLayout& layout);
+  // The configured overheads changed (an operator's setting).
+  void configure(const PlannerConfig& config) { config_ = config; }
 
   std::optional<Plan> s2(const Localisation& loc, double iteration_s, const std::string& why) const;
   // `pause_s`: what S3 costs on this job (costs().s3_pause_s).

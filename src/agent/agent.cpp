@@ -51,6 +51,7 @@ void Agent::discover(std::uint64_t now_ns) {
     }
     if (cfg_.epoch_ns == 0) cfg_.epoch_ns = reader->header().created_mono_ns;  // the job's clock: first ring
     auto t = std::make_unique<RankTracker>(std::move(reader), cfg_.method);
+    tune(*t);
     spdlog::info("tracking rank {} ({})", t->rank(), path);
     trackers_[path] = std::move(t);
     last_activity_ns_ = now_ns;
@@ -115,6 +116,7 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
   }
   for (const auto& [rank, u] : pending_iters_) update.iteration(u);
   if (now_ns >= next_heartbeat_ns_) {
+    read_settings();
     AgentHeartbeat hb;
     hb.node = cfg_.node;
     hb.host = cfg_.host;
@@ -129,6 +131,8 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
     std::sort(hb.ranks.begin(), hb.ranks.end());
     hb.events_dropped = events_dropped_;
     hb.redis_reconnects = redis_.reconnects();
+    hb.settings_version = settings_.version;
+    hb.detection_paused = settings_.detection_paused.value_or(false);
     update.heartbeat(hb);
     next_heartbeat_ns_ = now_ns + static_cast<std::uint64_t>(cfg_.heartbeat_ms) * 1'000'000ull;
   }
@@ -140,6 +144,29 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
     published_reconnects_ = redis_.reconnects();
   }
   flush_events();
+}
+
+void Agent::read_settings() {
+  auto st = store_.settings();
+  if (!st) {
+    if (st.code() != Errc::kUnavailable && logged_.insert("settings:" + st.error()).second) {
+      spdlog::warn("ignoring the job's settings: {}", st.error());
+    }
+    return;  // the ones in force stay
+  }
+  const JobSettings next = st->value_or(JobSettings{});
+  if (to_json(next) == to_json(settings_)) return;
+  settings_ = next;
+  spdlog::info("settings version {}: {}", settings_.version, to_json(settings_).dump());
+  for (auto& [path, t] : trackers_) tune(*t);
+}
+
+void Agent::tune(RankTracker& t) const {
+  analysis::DetectionTuning tuning;
+  tuning.validation_ratio = settings_.validation_ratio;
+  tuning.bocd_threshold = settings_.bocd_threshold;
+  tuning.bocd_hazard = settings_.bocd_hazard;
+  t.tune(tuning, settings_.acf_threshold, settings_.detection_paused.value_or(false));
 }
 
 void Agent::poll_commands(std::uint64_t now_ns) {

@@ -56,6 +56,9 @@ class Agent {
   void queue_event(Event e);
   void flush_events();
   void poll_commands(std::uint64_t now_ns);
+  // The operator's settings (greyhoundctl set), read once per heartbeat and handed to every rank's tracker.
+  void read_settings();
+  void tune(RankTracker& t) const;
   double job_time_s(std::uint64_t mono_ns) const;
   std::int64_t unix_ms_of(std::uint64_t mono_ns) const;
 
@@ -74,6 +77,7 @@ class Agent {
   std::uint64_t published_reconnects_ = ~0ull;  // re-publish state when this differs from the client's
   std::int64_t mono_to_unix_ns_ = 0;            // CLOCK_REALTIME - CLOCK_MONOTONIC at start
   std::string command_cursor_;
+  JobSettings settings_;  // in force (version 0: none read)
   std::string profile_request_;  // id of the profile command in progress
   // The validation pause in progress (docs/validation.md): its id, the number the rings know it by, the
   // ranks armed (by ring path) with the last state reported of each, and when the agent forgets it.

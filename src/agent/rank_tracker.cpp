@@ -25,8 +25,16 @@ RankTracker::RankTracker(std::unique_ptr<RingReader> reader, analysis::Detection
     : reader_(std::move(reader)),
       rank_(reader_->header().rank),
       method_(method),
-      detector_(analysis::make_slowdown_detector(method)) {
+      detector_(analysis::make_slowdown_detector(method)),
+      default_min_acf_(period_.min_acf()) {
   reader_->seek_oldest();
+}
+
+void RankTracker::tune(const analysis::DetectionTuning& tuning, std::optional<double> acf_threshold, bool paused) {
+  period_.set_min_acf(acf_threshold.value_or(default_min_acf_));
+  if (tuning != tuning_ || (paused_ && !paused)) detector_ = analysis::make_slowdown_detector(method_, tuning);
+  tuning_ = tuning;
+  paused_ = paused;
 }
 
 void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t max_records) {
@@ -77,11 +85,12 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
       // A new period (e.g. after a micro-batch re-allocation) may change what one iteration is: start the
       // detector afresh rather than compare iterations of two different kinds.
       if (detector_period_ != 0 && t.period != detector_period_) {
-        detector_ = analysis::make_slowdown_detector(method_);
+        detector_ = analysis::make_slowdown_detector(method_, tuning_);
       }
       detector_period_ = t.period;
       events_.clear();
       detector_->push(t.iter_ms, events_);
+      if (paused_) events_.clear();  // detection paused by the operator: nothing reported
       for (const auto& e : events_) {
         TrackedChange c;
         c.change = e;

@@ -96,12 +96,20 @@ class RankTracker {
   const std::map<std::uint64_t, std::map<std::string, std::uint64_t>>& op_counts() const { return op_counts_; }
   std::uint32_t period() const { return period_.period(); }
 
+  // An operator's settings (greyhoundctl set): new detection thresholds start a new detector (it learns the
+  // level again, 16 iterations), the ACF threshold applies to the period detector; while paused no change
+  // is reported (the detector starts afresh on resume: the level may have moved meanwhile).
+  void tune(const analysis::DetectionTuning& tuning, std::optional<double> acf_threshold, bool paused);
+
  private:
   std::unique_ptr<RingReader> reader_;
   int rank_;
   analysis::PeriodDetector period_;
   analysis::DetectionMethod method_;
   std::unique_ptr<analysis::SlowdownDetector> detector_;
+  analysis::DetectionTuning tuning_;
+  double default_min_acf_ = 0;  // the period detector's own, restored when the setting goes
+  bool paused_ = false;
   std::uint32_t detector_period_ = 0;  // the period of the iterations the detector has seen
   RingPollStats stats_;
   std::map<std::uint64_t, GroupMembership> groups_;

@@ -26,10 +26,17 @@ std::optional<DetectionMethod> method_from_name(std::string_view name) {
 }
 
 std::unique_ptr<SlowdownDetector> make_slowdown_detector(DetectionMethod method) {
+  return make_slowdown_detector(method, DetectionTuning{});
+}
+
+std::unique_ptr<SlowdownDetector> make_slowdown_detector(DetectionMethod method, const DetectionTuning& tuning) {
+  BocdDetectorParams p;
+  if (tuning.validation_ratio) p.validation.min_rel_change = *tuning.validation_ratio - 1.0;
+  if (tuning.bocd_threshold) p.threshold = *tuning.bocd_threshold;
+  if (tuning.bocd_hazard) p.hazard_lambda = *tuning.bocd_hazard;
   switch (method) {
-    case DetectionMethod::kBocdValidated: return std::make_unique<BocdDetector>();
+    case DetectionMethod::kBocdValidated: return std::make_unique<BocdDetector>(p);
     case DetectionMethod::kBocd: {
-      BocdDetectorParams p;
       p.validate = false;
       return std::make_unique<BocdDetector>(p);
     }

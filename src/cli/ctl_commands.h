@@ -18,5 +18,8 @@ int cmd_status(const Argv& args);              // ctl_status.cpp: a job's ranks,
 int cmd_passes(const Argv& args);              // ctl_passes.cpp: the validation's P2P pass plan
 int cmd_events(const Argv& args);              // ctl_events.cpp: a job's events as a timeline or JSON lines
 int cmd_incidents(const Argv& args);           // ctl_events.cpp: a job's latest incidents and open fail-slows
+int cmd_set(const Argv& args);                 // ctl_settings.cpp: a job's run-time settings
+int cmd_pause_detection(const Argv& args);     // ctl_settings.cpp: detection_paused=true
+int cmd_resume_detection(const Argv& args);    // ctl_settings.cpp: ... unset
 
 }  // namespace greyhound::ctl

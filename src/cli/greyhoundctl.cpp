@@ -33,6 +33,13 @@ const Command kCommands[] = {
      "--job J [--redis URL] [--json] [--follow] [--since ID] [--count N]"},
     {"incidents", &greyhound::ctl::cmd_incidents, "a job's latest incidents and the fail-slows open now",
      "--job J [--redis URL] [--json] [--count N]"},
+    {"set", &greyhound::ctl::cmd_set,
+     "change a job's run-time settings (KEY= unsets one; docs/operations.md lists the keys)",
+     "--job J [--redis URL] [--reset] KEY=VALUE ..."},
+    {"pause-detection", &greyhound::ctl::cmd_pause_detection, "the job's agents report no slowdown until resumed",
+     "--job J [--redis URL]"},
+    {"resume-detection", &greyhound::ctl::cmd_resume_detection, "... and report them again (each detector relearns the level)",
+     "--job J [--redis URL]"},
 };
 
 void usage(std::FILE* out) {

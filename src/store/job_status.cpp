@@ -97,6 +97,10 @@ json build(JobStore& st, std::int64_t now_ms, Reader& reader) {
     throw Unavailable{ids.error()};
   }
 
+  // The operator's run-time settings (greyhoundctl set); null when none were ever set.
+  const std::optional<JobSettings> settings = reader.take(st.settings());
+  out["settings"] = settings ? to_json(*settings) : json(nullptr);
+
   // Ranks with their registration and current iteration time.
   out["ranks"] = json::array();
   for (int r : reader.list(st.ranks())) {

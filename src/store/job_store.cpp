@@ -514,6 +514,16 @@ Status JobStore::write_layout(const JobLayout& l) {
   return ok_status();
 }
 
+Result<std::optional<JobSettings>> JobStore::settings() {
+  return get_as<JobSettings>(keys::settings(job_), parse_job_settings);
+}
+
+Status JobStore::write_settings(const JobSettings& st) {
+  auto r = run({"SET", keys::settings(job_), to_json(st).dump()});
+  if (!r) return r.status();
+  return ok_status();
+}
+
 Status JobStore::request_restart(const RestartRequest& req) {
   // The job is going down: its layout no longer describes a running job (the restarted one publishes its
   // own, so the master never plans on the old one).

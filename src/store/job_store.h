@@ -95,6 +95,10 @@ class JobStore {
   Status write_ack(const PlanAck& a);
   Result<std::optional<JobLayout>> layout();
   Status write_layout(const JobLayout& l);
+
+  // The operator's run-time settings (JobSettings): absent until the first `greyhoundctl set`.
+  Result<std::optional<JobSettings>> settings();
+  Status write_settings(const JobSettings& s);
   Status request_restart(const RestartRequest& r);  // and removes the layout (the job is going down)
   Result<std::optional<RestartRequest>> restart_request();
 

@@ -32,6 +32,7 @@ inline std::string plan_epoch(std::string_view j, long e) { return job(j) + "pla
 inline std::string plan_acks(std::string_view j) { return job(j) + "plan:acks"; }          // HASH rank -> JSON
 
 inline std::string restart(std::string_view j) { return job(j) + "restart"; }              // JSON, by the job
+inline std::string settings(std::string_view j) { return job(j) + "settings"; }            // JSON, by an operator
 
 // Expiry of the keys that say "alive": an agent's heartbeat outlives a few missed beats, an iteration time
 // a stalled rank by a minute (absent: nothing current).

@@ -285,7 +285,9 @@ json to_json(const AgentHeartbeat& h) {
           {"records_read", h.records_read},
           {"records_lost", h.records_lost},
           {"events_dropped", h.events_dropped},
-          {"redis_reconnects", h.redis_reconnects}};
+          {"redis_reconnects", h.redis_reconnects},
+          {"settings_version", h.settings_version},
+          {"detection_paused", h.detection_paused}};
 }
 
 std::optional<AgentHeartbeat> parse_agent_heartbeat(const std::string& text, std::string* error) {
@@ -300,6 +302,12 @@ std::optional<AgentHeartbeat> parse_agent_heartbeat(const std::string& text, std
     h.records_lost = static_cast<std::uint64_t>(f.integer_or("records_lost", 0, 0, kMaxCount));
     h.events_dropped = static_cast<std::uint64_t>(f.integer_or("events_dropped", 0, 0, kMaxCount));
     h.redis_reconnects = static_cast<std::uint64_t>(f.integer_or("redis_reconnects", 0, 0, kMaxCount));
+    h.settings_version = f.integer_or("settings_version", 0, 0, kMaxCount);
+    if (f.has("detection_paused")) {
+      const json& v = f.raw("detection_paused");
+      if (!v.is_boolean()) throw Invalid("detection_paused: must be true or false");
+      h.detection_paused = v.get<bool>();
+    }
     return h;
   });
 }
@@ -552,6 +560,121 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
     l.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return l;
   });
+}
+
+namespace {
+
+// The settings an operator may change, with their ranges: one table for the writer (greyhoundctl set) and
+// the reader (every agent and the master).
+struct SettingSpec {
+  const char* key;
+  std::optional<bool> JobSettings::*flag = nullptr;
+  std::optional<double> JobSettings::*number = nullptr;
+  std::optional<int> JobSettings::*integer = nullptr;
+  double lo = 0, hi = 0;
+  bool lo_open = false, hi_open = false;  // the range excludes its end
+};
+const SettingSpec kSettings[] = {
+    {"detection_paused", &JobSettings::detection_paused, nullptr, nullptr, 0, 1},
+    {"validation_ratio", nullptr, &JobSettings::validation_ratio, nullptr, 1.0, 10.0},
+    {"bocd_threshold", nullptr, &JobSettings::bocd_threshold, nullptr, 0.0, 1.0, true, true},
+    {"bocd_hazard", nullptr, &JobSettings::bocd_hazard, nullptr, 2.0, 1e7},
+    {"acf_threshold", nullptr, &JobSettings::acf_threshold, nullptr, 0.0, 1.0, true, false},
+    {"profile_iterations", nullptr, nullptr, &JobSettings::profile_iterations, 1, 1000},
+    {"reprofile_iterations", nullptr, nullptr, &JobSettings::reprofile_iterations, 0, 1000},
+    {"s3_pause_s", nullptr, &JobSettings::s3_pause_s, nullptr, 0, kMaxCostEstimateS},
+    {"s4_restart_s", nullptr, &JobSettings::s4_restart_s, nullptr, 0, kMaxCostEstimateS},
+    {"pause_deadline_s", nullptr, &JobSettings::pause_deadline_s, nullptr, 1, kMaxPauseDeadlineS},
+};
+
+// "" when `v` is in the range of `spec`, else what is wrong.
+std::string setting_range_error(const SettingSpec& spec, double v) {
+  const bool ok = std::isfinite(v) && (spec.lo_open ? v > spec.lo : v >= spec.lo) && (spec.hi_open ? v < spec.hi : v <= spec.hi);
+  if (ok) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s: must be in %c%g, %g%c", spec.key, spec.lo_open ? '(' : '[', spec.lo, spec.hi,
+                spec.hi_open ? ')' : ']');
+  return buf;
+}
+
+}  // namespace
+
+json to_json(const JobSettings& st) {
+  json j = json::object();
+  for (const SettingSpec& spec : kSettings) {
+    if (spec.flag && (st.*spec.flag)) j[spec.key] = *(st.*spec.flag);
+    if (spec.number && (st.*spec.number)) j[spec.key] = *(st.*spec.number);
+    if (spec.integer && (st.*spec.integer)) j[spec.key] = *(st.*spec.integer);
+  }
+  j["version"] = st.version;
+  j["t_unix_ms"] = st.t_unix_ms;
+  return j;
+}
+
+std::optional<JobSettings> parse_job_settings(const std::string& text, std::string* error) {
+  return parse_with<JobSettings>(text, error, [](const Fields& f, const json& j) {
+    JobSettings st;
+    for (const SettingSpec& spec : kSettings) {
+      if (!f.has(spec.key)) continue;
+      const json& v = j.at(spec.key);
+      if (spec.flag) {
+        if (!v.is_boolean()) throw Invalid(std::string(spec.key) + ": must be true or false");
+        st.*spec.flag = v.get<bool>();
+      } else if (spec.integer) {
+        st.*spec.integer = static_cast<int>(f.integer(spec.key, static_cast<std::int64_t>(spec.lo), static_cast<std::int64_t>(spec.hi)));
+      } else {
+        const double x = f.num(spec.key);
+        if (auto why = setting_range_error(spec, x); !why.empty()) throw Invalid(why);
+        st.*spec.number = x;
+      }
+    }
+    st.version = f.integer_or("version", 0, 0, kMaxCount);
+    st.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
+    return st;
+  });
+}
+
+std::vector<std::string> job_setting_keys() {
+  std::vector<std::string> out;
+  for (const SettingSpec& spec : kSettings) out.emplace_back(spec.key);
+  return out;
+}
+
+std::string apply_job_setting(JobSettings& st, const std::string& key, const std::string& value) {
+  for (const SettingSpec& spec : kSettings) {
+    if (key != spec.key) continue;
+    if (value.empty()) {  // back to the program's own default
+      if (spec.flag) (st.*spec.flag).reset();
+      if (spec.number) (st.*spec.number).reset();
+      if (spec.integer) (st.*spec.integer).reset();
+      return "";
+    }
+    if (spec.flag) {
+      if (value != "true" && value != "false") return key + ": must be true or false";
+      st.*spec.flag = value == "true";
+      return "";
+    }
+    char* end = nullptr;
+    const double x = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || value.find_first_of("xXnN") != std::string::npos) {
+      return key + ": '" + store::printable(value, 32) + "' is not a number";
+    }
+    if (spec.integer) {
+      if (x != std::trunc(x) || x < spec.lo || x > spec.hi) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s: must be an integer in [%g, %g]", spec.key, spec.lo, spec.hi);
+        return buf;
+      }
+      st.*spec.integer = static_cast<int>(x);
+      return "";
+    }
+    if (auto why = setting_range_error(spec, x); !why.empty()) return why;
+    st.*spec.number = x;
+    return "";
+  }
+  std::string keys;
+  for (const SettingSpec& spec : kSettings) keys += (keys.empty() ? "" : ", ") + std::string(spec.key);
+  return "'" + store::printable(key, 32) + "' is not a setting (" + keys + ")";
 }
 
 json to_json(const Plan& p) {

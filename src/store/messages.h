@@ -101,6 +101,8 @@ struct AgentHeartbeat {
   std::uint64_t records_lost = 0;
   std::uint64_t events_dropped = 0;  // events that found the outgoing buffer full while Redis was away
   std::uint64_t redis_reconnects = 0;
+  std::int64_t settings_version = 0;  // the operator's settings it applies (JobSettings::version; 0: none)
+  bool detection_paused = false;      // ... and whether they pause detection
 };
 nlohmann::json to_json(const AgentHeartbeat& h);
 std::optional<AgentHeartbeat> parse_agent_heartbeat(const std::string& text, std::string* error);
@@ -264,6 +266,32 @@ std::string layout_error(const JobLayout& l);
 std::string placement_error(const JobLayout& l, const std::vector<PlacementEntry>& placement);
 // Megatron's placement of a layout: launch rank r holds the role of global rank r.
 std::vector<PlacementEntry> megatron_placement(const JobLayout& l);
+
+// The job's settings at run time (key "settings", written by `greyhoundctl set`, `pause-detection`,
+// `resume-detection`): what an operator changed without restarting anything. Every field is optional (absent:
+// the program's own default or flag); the agents apply the detection ones at their next heartbeat, the
+// master the others at its next read (about a second). `version` grows with every write.
+struct JobSettings {
+  std::optional<bool> detection_paused;      // agents report no slowdown or recovery while true
+  std::optional<double> validation_ratio;    // a change must move the level by this ratio (1.1: 10 %)
+  std::optional<double> bocd_threshold;      // BOCD's decision probability, (0, 1)
+  std::optional<double> bocd_hazard;         // BOCD's expected run length between changes, in iterations
+  std::optional<double> acf_threshold;       // the autocorrelation an iteration period must reach, (0, 1]
+  std::optional<int> profile_iterations;     // the master's profiling window, iterations
+  std::optional<int> reprofile_iterations;   // ... and the gap between windows while fail-slows are open
+  std::optional<double> s3_pause_s;          // S3's and S4's overheads for a job that gives no estimate
+  std::optional<double> s4_restart_s;
+  std::optional<double> pause_deadline_s;    // a validation pause's deadline
+  std::int64_t version = 0;
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const JobSettings& s);
+std::optional<JobSettings> parse_job_settings(const std::string& text, std::string* error);
+// The keys `greyhoundctl set` takes, with their ranges, in one table (the reader checks the same).
+std::vector<std::string> job_setting_keys();
+// Sets `key` from `value` (its text: a number, or true/false), or unsets it when `value` is empty. "" when
+// done, else what is wrong (an unknown key, a value that is not one, or out of its range).
+std::string apply_job_setting(JobSettings& s, const std::string& key, const std::string& value);
 
 // A versioned mitigation plan (key "plan", and immutable "plan:<epoch>"). The job applies it at an iteration
 // boundary and acknowledges per rank (hash "plan:acks").

@@ -650,6 +650,34 @@ TEST(Controller, S3IsChargedTheJobsOwnEstimateOfItsSwitch) {
   EXPECT_LE(n, 3);
 }
 
+// The first profiling window after an incident opens, on a controller given these settings (in turn).
+double first_window(const std::vector<JobSettings>& settings) {
+  ControllerConfig cfg = mitigating();
+  cfg.profile_iterations = 3;
+  TwoFaults f(cfg);
+  Driven& d = f.d;
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  JobInputs in = registry();
+  in.layout = layout({8, 8}, {8, 8});
+  f.step(in, 400);
+  for (const JobSettings& s : settings) d.c.apply_settings(s);
+  d.feed({change(event_type::kSlowdown, 3, f.t, 400, 500)}, at(f.t, f.t));
+  const auto it = f.step(registry(), 400);
+  EXPECT_TRUE(it.profile);
+  return it.profile ? it.profile->command.duration_s : -1;
+}
+
+TEST(Controller, AnOperatorsSettingsChangeTheProfileWindowAndGoBackWhenUnset) {
+  EXPECT_NEAR(first_window({}), 1.2, 1e-9);  // 3 iterations of 0.4 s, the master's flag
+  JobSettings six;
+  six.version = 1;
+  six.profile_iterations = 6;
+  EXPECT_NEAR(first_window({six}), 2.4, 1e-9);
+  JobSettings none;
+  none.version = 2;  // unset: the master's own flag again
+  EXPECT_NEAR(first_window({six, none}), 1.2, 1e-9);
+}
+
 TEST(Controller, ARemedyThatDoesNotPayIsUndoneAndNotTriedAgain) {
   TwoFaults f(mitigating());
   Driven& d = f.d;

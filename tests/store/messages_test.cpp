@@ -130,6 +130,43 @@ TEST(Messages, PlanRoundTripAndChecks) {
   EXPECT_EQ(plan_epoch_named(huge), 0);                              // beyond the bounds
 }
 
+TEST(Messages, JobSettingsAreCheckedKeyByKey) {
+  JobSettings st;
+  EXPECT_EQ(apply_job_setting(st, "validation_ratio", "1.2"), "");
+  EXPECT_EQ(apply_job_setting(st, "detection_paused", "true"), "");
+  EXPECT_EQ(apply_job_setting(st, "profile_iterations", "5"), "");
+  EXPECT_EQ(apply_job_setting(st, "acf_threshold", "1"), "");
+  EXPECT_EQ(apply_job_setting(st, "validation_ratio", "0.9"), "validation_ratio: must be in [1, 10]");
+  EXPECT_EQ(apply_job_setting(st, "bocd_threshold", "1"), "bocd_threshold: must be in (0, 1)");
+  EXPECT_EQ(apply_job_setting(st, "acf_threshold", "0"), "acf_threshold: must be in (0, 1]");
+  EXPECT_EQ(apply_job_setting(st, "profile_iterations", "2.5"), "profile_iterations: must be an integer in [1, 1000]");
+  EXPECT_EQ(apply_job_setting(st, "detection_paused", "yes"), "detection_paused: must be true or false");
+  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "0x10"), "s3_pause_s: '0x10' is not a number");
+  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "nan"), "s3_pause_s: 'nan' is not a number");
+  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "1e999"), "s3_pause_s: must be in [0, 604800]");
+  EXPECT_NE(apply_job_setting(st, "nope", "1").find("'nope' is not a setting (detection_paused, "), std::string::npos);
+  ASSERT_TRUE(st.validation_ratio);
+  EXPECT_DOUBLE_EQ(*st.validation_ratio, 1.2);  // the refused values changed nothing
+  EXPECT_EQ(*st.profile_iterations, 5);
+  EXPECT_EQ(apply_job_setting(st, "profile_iterations", ""), "");  // unset
+  EXPECT_FALSE(st.profile_iterations);
+  st.version = 3;
+  std::string err;
+  const auto back = parse_job_settings(to_json(st).dump(), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(to_json(*back), to_json(st));
+  EXPECT_TRUE(*back->detection_paused);
+  EXPECT_FALSE(back->bocd_hazard);
+  // What the reader refuses: the same ranges, and wrong types.
+  auto bad = [](const char* text) { return error_of<JobSettings>(text, parse_job_settings); };
+  EXPECT_NE(bad(R"({"validation_ratio":0.5})").find("validation_ratio: must be in [1, 10]"), std::string::npos);
+  EXPECT_NE(bad(R"({"detection_paused":1})").find("detection_paused: must be true or false"), std::string::npos);
+  EXPECT_NE(bad(R"({"profile_iterations":0})").find("profile_iterations"), std::string::npos);
+  EXPECT_NE(bad(R"({"bocd_hazard":"100"})").find("bocd_hazard"), std::string::npos);
+  EXPECT_NE(bad(R"({"version":-1})").find("version"), std::string::npos);
+  EXPECT_TRUE(parse_job_settings(R"({"unknown_key":1})", &err)) << "a newer writer's key is left alone";
+}
+
 TEST(Messages, JobLayoutCarriesThePlacementInForce) {
   JobLayout l;
   l.tp = 2;

@@ -163,6 +163,12 @@ class PeriodDetector {
   std::uint32_t locks() const { return locks_; }  // confirmed
   std::uint32_t period_changes() const { return period_changes_; }
   const Stats& stats() const { return stats_; }
+  // The autocorrelation a period must reach, changed while running (an operator's setting): it applies to
+  // the next search and to the tolerance of the lock in force; (0, 1], others are ignored.
+  void set_min_acf(double min_acf) {
+    if (min_acf > 0 && min_acf <= 1) params_.min_acf = min_acf;
+  }
+  double min_acf() const { return params_.min_acf; }
 
  private:
   struct Rec {

@@ -66,4 +66,15 @@ std::optional<DetectionMethod> method_from_name(std::string_view name);
 // Builds a detector with its documented default parameters (see bocd_detector.h, sliding_window_detector.h).
 std::unique_ptr<SlowdownDetector> make_slowdown_detector(DetectionMethod method);
 
+// What an operator may change while a job runs (greyhoundctl set): an unset field keeps the default. They
+// apply to the BOCD detectors (bocd+v, bocd; the validation ratio to bocd+v only); the sliding window
+// keeps its own.
+struct DetectionTuning {
+  std::optional<double> validation_ratio;  // a change must move the level by this ratio: min change = ratio - 1
+  std::optional<double> bocd_threshold;    // the decision probability, (0, 1)
+  std::optional<double> bocd_hazard;       // the expected run length between changes, iterations
+  bool operator==(const DetectionTuning&) const = default;
+};
+std::unique_ptr<SlowdownDetector> make_slowdown_detector(DetectionMethod method, const DetectionTuning& tuning);
+
 }  // namespace greyhound::analysis
