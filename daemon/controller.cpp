@@ -757,12 +757,18 @@ void Controller::reconcile(const Now& now, Intents& out) {
         propose_plan(std::move(*p), want3, p->action == PlanAction::kApply, out);
         return;
       }
-      for (std::int64_t id : want3) {
-        if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
-          it->second.ski->decline(mitigate::Strategy::kS3Topology);
+      // Nothing better than what runs: a placement in force already serves them (one of the fail-slows it was
+      // made for ended, and the rest keep it); else S3 cannot help them.
+      if (planner_->moved()) {
+        placement_for_ = want3;
+      } else {
+        for (std::int64_t id : want3) {
+          if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
+            it->second.ski->decline(mitigate::Strategy::kS3Topology);
+          }
         }
+        out.persist_state = true;
       }
-      out.persist_state = true;
     }
   }
   for (const FailSlow& f : tracker_->state().fail_slows) {
@@ -1155,13 +1161,16 @@ void Controller::probe_judged(std::int64_t id, const ValidatedReport& v, const N
   if (f == open.end() || v.aborted) return;
   // Back only when the transfer over its link was measured and judged at its peers' level: one that was not
   // measured (it did not finish, or its nodes are unknown) says nothing, whatever the others say.
-  const bool measured_back = std::any_of(v.links.begin(), v.links.end(), [&](const ValidatedLink& l) {
+  const auto link = std::find_if(v.links.begin(), v.links.end(), [&](const ValidatedLink& l) {
     return std::min(l.src_node, l.dst_node) == f->link_a && std::max(l.src_node, l.dst_node) == f->link_b &&
-           l.ms > 0 && l.peers_ms > 0 && !l.slow;
+           l.ms > 0 && l.peers_ms > 0;
   });
-  if (v.cause != "none" || !measured_back) {
-    spdlog::info("fail-slow {}: the probe says {} ({}); probed again later", id,
-                 measured_back ? v.cause : "nothing of its link", v.reason);
+  if (link == v.links.end() || link->slow || v.cause != "none") {
+    spdlog::info("fail-slow {}: the probe {} ({}); probed again later", id,
+                 link == v.links.end() ? "measured nothing of its link"
+                 : link->slow          ? "finds its link still slow"
+                                       : "finds something else slow",
+                 v.reason);
     return;
   }
   FailSlow ended = *f;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -639,6 +640,69 @@ int iterations_to_s3(double estimate_s, int within) {
     }
   }
   return 0;
+}
+
+TEST(Controller, APlacementStaysForTheFailSlowsLeftWhenOneItServedEnds) {
+  // Links 0-1 and 2-3 congested (the DP groups {0,1} and {2,3} at 9x their baseline): S3 moves both. Then
+  // 2-3 recovers: the placement stays for 0-1 (it is no worse for it), it is not reverted.
+  TwoFaults f(mitigating());
+  Driven& d = f.d;
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  JobLayout l = layout({8, 8}, {8, 8});
+  l.capabilities = {"S3"};
+  l.gpus_per_node = 1;
+  l.s3_estimate_s = 0.01;
+  const std::vector<GroupMembers> groups = {GroupMembers{0x10, {0, 1}, "2|AllReduce:8"},
+                                            GroupMembers{0x11, {2, 3}, "2|AllReduce:8"}};
+  const auto profiles = [&](const std::string& req, std::array<double, 4> shares) {
+    std::vector<Event> out = dp_profiles(req, shares, 400);
+    for (Event& e : out) {
+      e.node = e.rank;
+      e.source = "agent:" + std::to_string(e.rank);
+    }
+    return out;
+  };
+  JobInputs in = registry();
+  in.layout = l;
+  f.step(in, 400);
+  f.t = 2;
+  Intents it = f.step(registry(), 400);
+  ASSERT_TRUE(it.profile);
+  d.feed(profiles(it.profile->command.id, {0.05, 0.05, 0.05, 0.05}), at(f.t, f.t));
+  JobInputs g;
+  g.groups = groups;
+  f.step(g, 400);
+  ASSERT_TRUE(d.c.has_baseline());
+  d.feed({change(event_type::kSlowdown, 0, f.t, 400, 500)}, at(f.t, f.t));
+  it = f.step(registry(), 500);
+  ASSERT_TRUE(it.profile);
+  d.feed(profiles(it.profile->command.id, {0.45, 0.45, 0.45, 0.45}), at(f.t, f.t));
+  JobInputs done;
+  done.groups = groups;
+  done.layout = l;
+  it = f.step(done, 500);
+  ASSERT_EQ(d.c.fail_slows().size(), 2u);
+  std::optional<Plan> s3 = it.plan;
+  for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
+  ASSERT_TRUE(s3);
+  ASSERT_EQ(s3->strategy, Strategy::kS3);
+  d.c.plan_published(*s3, at(f.t, f.t));
+  f.ack_all(s3->epoch);
+  for (int i = 0; i < 6; ++i) f.step(JobInputs{}, 420);  // measured: it pays
+  // 2-3 back at its baseline, 0-1 still slow: the latter's fail-slow alone keeps the placement.
+  std::optional<ProfileRequest> next;
+  for (int i = 0; i < 40 && !next; ++i) next = f.step(registry(), 420).profile;
+  ASSERT_TRUE(next);
+  d.feed(profiles(next->command.id, {0.45, 0.45, 0.05, 0.05}), at(f.t, f.t));
+  it = f.step(done, 420);
+  ASSERT_EQ(d.c.fail_slows().size(), 1u);
+  EXPECT_EQ(d.c.fail_slows()[0].link_a, 0);
+  for (int i = 0; i < 10; ++i) {
+    if (it.plan) {
+      EXPECT_NE(it.plan->action, PlanAction::kRevert) << "reverted while link 0-1 is still congested: " << it.plan->reason;
+    }
+    it = f.step(JobInputs{}, 420);
+  }
 }
 
 TEST(Controller, S3IsChargedTheJobsOwnEstimateOfItsSwitch) {
