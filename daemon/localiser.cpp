@@ -404,9 +404,11 @@ void replica_times(const ByRank& by_rank, const std::vector<GroupMembers>& group
   std::vector<double> scratch;
   const ParallelShape shape{layout.tp, layout.dp, layout.pp};
   const int D = shape.dp;
-  // The DP group of a rank: the group whose members are exactly the ranks with its tp and pp.
-  std::map<std::set<int>, std::uint64_t> group_of_members;
-  for (const GroupMembers& g : groups) group_of_members[std::set<int>(g.members.begin(), g.members.end())] = g.group;
+  // The DP group of a rank: a group whose members are exactly the ranks with its tp and pp. There may be
+  // several (a placement switch makes new communicators; the old ones stay in the registry): the one the
+  // rank's profile measured is the one in use.
+  std::map<std::set<int>, std::vector<std::uint64_t>> groups_of_members;
+  for (const GroupMembers& g : groups) groups_of_members[std::set<int>(g.members.begin(), g.members.end())].push_back(g.group);
   std::vector<std::vector<double>> own(static_cast<std::size_t>(D));
   for (const auto& [r, p] : by_rank) {
     const RankCoords c = shape.coords(r);
@@ -414,10 +416,11 @@ void replica_times(const ByRank& by_rank, const std::vector<GroupMembers>& group
     const std::set<int> dp_members(dp_group.begin(), dp_group.end());
     double wait = 0;
     if (D > 1) {
-      auto g = group_of_members.find(dp_members);
-      if (g == group_of_members.end()) return;  // layout and groups disagree: no replica times
-      auto gm = p->group_share.find(g->second);
-      wait = gm == p->group_share.end() ? 0 : gm->second * step_ms;
+      auto g = groups_of_members.find(dp_members);
+      if (g == groups_of_members.end()) return;  // layout and groups disagree: no replica times
+      for (std::uint64_t id : g->second) {
+        if (auto gm = p->group_share.find(id); gm != p->group_share.end()) wait = std::max(wait, gm->second * step_ms);
+      }
     }
     own[static_cast<std::size_t>(c.dp)].push_back(std::max(0.0, step_ms - wait));
   }

@@ -91,6 +91,22 @@ TEST(Localiser, NamesTheSlowGpuNotTheRanksThatWaitForIt) {
   EXPECT_EQ(j["replica_ms_per_microbatch"].size(), 2u);
 }
 
+TEST(Localiser, ReplicaTimesUseTheDpGroupsTheRanksMeasureWhenOldOnesWithTheSameMembersRemain) {
+  // A placement switch and its revert made new communicators: the registry holds the old DP groups as well
+  // (same members, other ids, listed last). The profiles measure the new ones.
+  std::vector<GroupMembers> g = groups();
+  for (int i = 0; i < 4; ++i) {
+    GroupMembers old = g[static_cast<std::size_t>(4 + i)];
+    old.group = 0x90 + static_cast<std::uint64_t>(i);
+    g.push_back(old);
+  }
+  const Localisation loc = localise(slow_gpu_profiles(), g, layout({8, 8}));
+  ASSERT_EQ(loc.replica_ms_per_microbatch.size(), 2u);
+  EXPECT_NEAR(loc.replica_ms_per_microbatch[0], 400.0 / 9, 1e-9);
+  EXPECT_NEAR(loc.replica_ms_per_microbatch[1], 490.0 / 9, 1e-9);
+  EXPECT_EQ(loc.culprit, 3);
+}
+
 TEST(Localiser, TheSlowGpusOwnPipelineIsExplainedNotSuspect) {
   // As above, and rank 6 (the next stage of rank 2, in the culprit's replica) waits in its Recv for rank 2,
   // which waits for rank 3: PP group {2,6} spends 1.7x the other PP groups. With the layout that is the slow
