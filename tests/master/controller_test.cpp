@@ -582,58 +582,69 @@ TEST(Controller, ASplitForAGpuThatRecoveredIsRevertedWhileTheLinkStaysOpen) {
   EXPECT_TRUE(d.c.open_incident());  // the link keeps it open
 }
 
-// A congested link 0-1 on a TP1 x DP2 x PP2 job of four one-GPU nodes (rank r on node r): the DP group {0,1}
-// (stage 0) spends 9x its baseline in its all-reduce, nobody late. Returns how many iterations after the
-// localisation S3 was planned (0: not within `within`), with the job's S3 estimate `estimate_s` given in a
-// layout published after the planner started (0: none; the configured 60 s pause stands).
-int iterations_to_s3(double estimate_s, int within) {
-  TwoFaults f(mitigating());
-  Driven& d = f.d;
-  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
-  JobLayout l = layout({8, 8}, {8, 8});
-  l.capabilities = {"S3"};
-  l.gpus_per_node = 1;
+// A TP1 x DP2 x PP2 job of four one-GPU nodes (rank r on node r) advertising S3, whose DP groups {0,1} and
+// {2,3} cross the links 0-1 and 2-3; baselined healthy (5 % of the window in each DP group).
+struct LinkJob {
+  TwoFaults f{mitigating()};
+  JobLayout l;
   const std::vector<GroupMembers> groups = {GroupMembers{0x10, {0, 1}, "2|AllReduce:8"},
                                             GroupMembers{0x11, {2, 3}, "2|AllReduce:8"}};
-  const auto profiles = [&](const std::string& req, std::array<double, 4> shares) {
+  explicit LinkJob(double s3_estimate_s) {
+    Driven& d = f.d;
+    d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+    l = layout({8, 8}, {8, 8});
+    l.capabilities = {"S3"};
+    l.gpus_per_node = 1;
+    JobInputs in = registry();
+    in.layout = l;
+    f.step(in, 400);
+    f.t = 2;
+    Intents it = f.step(registry(), 400);
+    EXPECT_TRUE(it.profile);
+    if (!it.profile) return;
+    d.feed(profiles(it.profile->command.id, {0.05, 0.05, 0.05, 0.05}), at(f.t, f.t));
+    JobInputs g;
+    g.groups = groups;
+    f.step(g, 400);
+    EXPECT_TRUE(d.c.has_baseline());
+    l.s3_estimate_s = s3_estimate_s;  // in a layout published after the planner started
+    JobInputs later;
+    later.layout = l;
+    f.step(later, 400);
+  }
+  std::vector<Event> profiles(const std::string& req, std::array<double, 4> shares) const {
     std::vector<Event> out = dp_profiles(req, shares, 400);
     for (Event& e : out) {
       e.node = e.rank;
       e.source = "agent:" + std::to_string(e.rank);
     }
     return out;
-  };
-  JobInputs in = registry();
-  in.layout = l;
-  Intents it = f.step(in, 400);
-  f.t = 2;
-  it = f.step(registry(), 400);
-  EXPECT_TRUE(it.profile);
-  if (!it.profile) return -1;
-  d.feed(profiles(it.profile->command.id, {0.05, 0.05, 0.05, 0.05}), at(f.t, f.t));
-  JobInputs g;
-  g.groups = groups;
-  f.step(g, 400);
-  EXPECT_TRUE(d.c.has_baseline());
-  l.s3_estimate_s = estimate_s;
-  JobInputs later;
-  later.layout = l;
-  f.step(later, 400);
+  }
+  // A slowdown, and the profile it asks for with these shares: the step after it.
+  Intents localise(std::array<double, 4> shares, double iter_ms) {
+    f.d.feed({change(event_type::kSlowdown, 0, f.t, 400, 500)}, at(f.t, f.t));
+    Intents it = f.step(registry(), iter_ms);
+    EXPECT_TRUE(it.profile);
+    if (!it.profile) return it;
+    f.d.feed(profiles(it.profile->command.id, shares), at(f.t, f.t));
+    JobInputs done;
+    done.groups = groups;
+    done.layout = l;
+    return f.step(done, iter_ms);
+  }
+};
 
-  d.feed({change(event_type::kSlowdown, 0, f.t, 400, 500)}, at(f.t, f.t));
-  it = f.step(registry(), 500);
-  EXPECT_TRUE(it.profile);
-  if (!it.profile) return -1;
-  d.feed(profiles(it.profile->command.id, {0.45, 0.45, 0.05, 0.05}), at(f.t, f.t));
-  JobInputs done;
-  done.groups = groups;
-  done.layout = l;
-  it = f.step(done, 500);
+// The link 0-1 congested: {0,1} spends 9x its baseline in its all-reduce, nobody late. How many iterations
+// after the localisation S3 is planned (0: not within `within`), with the job's S3 estimate `estimate_s`
+// (0: none; the configured 60 s pause stands).
+int iterations_to_s3(double estimate_s, int within) {
+  LinkJob j(estimate_s);
+  Intents it = j.localise({0.45, 0.45, 0.05, 0.05}, 500);
   const std::vector<std::string> ty = types(it.events);
   EXPECT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_open"), 1);
   if (it.plan) return it.plan->strategy == Strategy::kS3 ? 1 : -1;
   for (int i = 1; i <= within; ++i) {
-    if (auto p = f.step(JobInputs{}, 500).plan) {
+    if (auto p = j.f.step(JobInputs{}, 500).plan) {
       EXPECT_EQ(p->strategy, Strategy::kS3);
       EXPECT_TRUE(p->placement.is_array());
       return i + 1;
@@ -643,60 +654,30 @@ int iterations_to_s3(double estimate_s, int within) {
 }
 
 TEST(Controller, APlacementStaysForTheFailSlowsLeftWhenOneItServedEnds) {
-  // Links 0-1 and 2-3 congested (the DP groups {0,1} and {2,3} at 9x their baseline): S3 moves both. Then
-  // 2-3 recovers: the placement stays for 0-1 (it is no worse for it), it is not reverted.
-  TwoFaults f(mitigating());
-  Driven& d = f.d;
-  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
-  JobLayout l = layout({8, 8}, {8, 8});
-  l.capabilities = {"S3"};
-  l.gpus_per_node = 1;
-  l.s3_estimate_s = 0.01;
-  const std::vector<GroupMembers> groups = {GroupMembers{0x10, {0, 1}, "2|AllReduce:8"},
-                                            GroupMembers{0x11, {2, 3}, "2|AllReduce:8"}};
-  const auto profiles = [&](const std::string& req, std::array<double, 4> shares) {
-    std::vector<Event> out = dp_profiles(req, shares, 400);
-    for (Event& e : out) {
-      e.node = e.rank;
-      e.source = "agent:" + std::to_string(e.rank);
-    }
-    return out;
-  };
-  JobInputs in = registry();
-  in.layout = l;
-  f.step(in, 400);
-  f.t = 2;
-  Intents it = f.step(registry(), 400);
-  ASSERT_TRUE(it.profile);
-  d.feed(profiles(it.profile->command.id, {0.05, 0.05, 0.05, 0.05}), at(f.t, f.t));
-  JobInputs g;
-  g.groups = groups;
-  f.step(g, 400);
-  ASSERT_TRUE(d.c.has_baseline());
-  d.feed({change(event_type::kSlowdown, 0, f.t, 400, 500)}, at(f.t, f.t));
-  it = f.step(registry(), 500);
-  ASSERT_TRUE(it.profile);
-  d.feed(profiles(it.profile->command.id, {0.45, 0.45, 0.45, 0.45}), at(f.t, f.t));
-  JobInputs done;
-  done.groups = groups;
-  done.layout = l;
-  it = f.step(done, 500);
-  ASSERT_EQ(d.c.fail_slows().size(), 2u);
+  // Links 0-1 and 2-3 congested: S3 moves both. Then 2-3 recovers: the placement stays for 0-1 (it is no
+  // worse for it), it is not reverted.
+  LinkJob j(0.01);
+  TwoFaults& f = j.f;
+  Intents it = j.localise({0.45, 0.45, 0.45, 0.45}, 500);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 2u);
   std::optional<Plan> s3 = it.plan;
   for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
   ASSERT_TRUE(s3);
   ASSERT_EQ(s3->strategy, Strategy::kS3);
-  d.c.plan_published(*s3, at(f.t, f.t));
+  f.d.c.plan_published(*s3, at(f.t, f.t));
   f.ack_all(s3->epoch);
   for (int i = 0; i < 6; ++i) f.step(JobInputs{}, 420);  // measured: it pays
   // 2-3 back at its baseline, 0-1 still slow: the latter's fail-slow alone keeps the placement.
   std::optional<ProfileRequest> next;
   for (int i = 0; i < 40 && !next; ++i) next = f.step(registry(), 420).profile;
   ASSERT_TRUE(next);
-  d.feed(profiles(next->command.id, {0.45, 0.45, 0.05, 0.05}), at(f.t, f.t));
+  f.d.feed(j.profiles(next->command.id, {0.45, 0.45, 0.05, 0.05}), at(f.t, f.t));
+  JobInputs done;
+  done.groups = j.groups;
+  done.layout = j.l;
   it = f.step(done, 420);
-  ASSERT_EQ(d.c.fail_slows().size(), 1u);
-  EXPECT_EQ(d.c.fail_slows()[0].link_a, 0);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 1u);
+  EXPECT_EQ(f.d.c.fail_slows()[0].link_a, 0);
   for (int i = 0; i < 10; ++i) {
     if (it.plan) {
       EXPECT_NE(it.plan->action, PlanAction::kRevert) << "reverted while link 0-1 is still congested: " << it.plan->reason;
