@@ -929,6 +929,9 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
         c.fail_slows = pending_->fail_slows;
         c.replaced = pending_->replaced;
         c.before_s = median_of(std::vector<double>(recent_s_.end() - std::min<std::ptrdiff_t>(5, recent_s_.size()), recent_s_.end()));
+        // A fail-slow that began a moment ago (one that overlaps another) has few of the iterations before the
+        // remedy: the localisation the remedy was made from measured the job with it.
+        if (last_loc_ && last_loc_->step_ms > 0) c.before_s = std::max(c.before_s, last_loc_->step_ms * 1e-3);
         if (c.before_s > 0) check_ = std::move(c);
       }
     } else {

@@ -106,6 +106,17 @@ std::map<int, const ProfileView*> usable(const std::vector<ProfileView>& profile
 
 }  // namespace
 
+namespace {
+// What a group is, whatever its id: its members (sorted) and what it moves per iteration.
+std::string group_kind(const GroupMembers& g) {
+  std::vector<int> m = g.members;
+  std::sort(m.begin(), m.end());
+  std::string key;
+  for (int r : m) key += std::to_string(r) + ",";
+  return key + "|" + g.signature;
+}
+}  // namespace
+
 std::optional<GroupBaseline> group_baseline(const std::vector<ProfileView>& profiles,
                                             const std::vector<GroupMembers>& groups) {
   const auto by_rank = usable(profiles);
@@ -118,7 +129,16 @@ std::optional<GroupBaseline> group_baseline(const std::vector<ProfileView>& prof
   b.ranks = static_cast<int>(by_rank.size());
   b.least_ms = least_member_ms(by_rank, groups, b.step_ms);
   if (b.least_ms.empty()) return std::nullopt;
+  for (const GroupMembers& g : groups) {
+    if (auto it = b.least_ms.find(g.group); it != b.least_ms.end()) b.least_ms_by_kind[group_kind(g)] = it->second;
+  }
   return b;
+}
+
+std::optional<double> GroupBaseline::of(const GroupMembers& g) const {
+  if (auto it = least_ms.find(g.group); it != least_ms.end()) return it->second;
+  if (auto it = least_ms_by_kind.find(group_kind(g)); it != least_ms_by_kind.end()) return it->second;
+  return std::nullopt;
 }
 
 namespace {
@@ -251,10 +271,11 @@ std::vector<std::pair<std::uint64_t, double>> suspect_groups(const GroupScan& sc
   }
   if (baseline != nullptr && step_measured) {
     for (const auto& [gid, least] : least_member_ms(by_rank, groups, step_ms)) {
-      auto b = baseline->least_ms.find(gid);
-      if (b == baseline->least_ms.end() || !(b->second > 0)) continue;
-      if (least > kBaselineGrowth * b->second && least - b->second > kBaselineMinShare * step_ms) {
-        const double ratio = least / b->second;
+      const auto g = scan.by_id.find(gid);
+      const std::optional<double> base = g != scan.by_id.end() ? baseline->of(*g->second) : std::nullopt;
+      if (!base || !(*base > 0)) continue;
+      if (least > kBaselineGrowth * *base && least - *base > kBaselineMinShare * step_ms) {
+        const double ratio = least / *base;
         auto it = std::find_if(out.begin(), out.end(), [&](const auto& s) { return s.first == gid; });
         if (it == out.end()) {
           out.emplace_back(gid, ratio);
@@ -287,7 +308,7 @@ std::set<std::pair<int, int>> ring_links(const GroupMembers& g, const ByRank& by
 // groups'. 0: none.
 double reference_ms(std::uint64_t gid, const GroupScan& scan, const GroupBaseline* baseline) {
   if (baseline != nullptr) {
-    if (auto b = baseline->least_ms.find(gid); b != baseline->least_ms.end()) return b->second;
+    if (auto b = baseline->of(*scan.by_id.at(gid))) return *b;
   }
   std::vector<double> peers, scratch;
   const std::string& sig = scan.signature.at(gid);

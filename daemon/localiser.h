@@ -102,8 +102,13 @@ struct Localisation {
 // even when every comparable group crosses it (all DP rings of a stage on one slow link).
 struct GroupBaseline {
   std::map<std::uint64_t, double> least_ms;  // per iteration
+  // The same by what a group is (its members and what it moves): a placement switch and its revert make new
+  // communicators of the same members doing the same work, which the baseline still describes.
+  std::map<std::string, double> least_ms_by_kind;
   double step_ms = 0;
   int ranks = 0;
+  // A group's baseline time per iteration: by its id, else by its members and signature; nullopt when none.
+  std::optional<double> of(const GroupMembers& g) const;
 };
 // nullopt unless every profiled rank saw iterations in the window (times per iteration need them).
 std::optional<GroupBaseline> group_baseline(const std::vector<ProfileView>& profiles,

@@ -324,6 +324,26 @@ TEST(Localiser, AgainstAHealthyBaselineALinkEveryComparableGroupCrossesIsFound) 
   EXPECT_EQ(with.suspect_links[0].node_a, 0);
   EXPECT_EQ(with.suspect_links[0].node_b, 1);
 
+  // After a placement switch and its revert the same groups are new communicators (other ids, the same
+  // members and work): the baseline still describes them.
+  std::vector<GroupMembers> renewed = groups();
+  for (auto& g : renewed) g.group += 0x100;
+  for (auto& p : slow) {
+    std::map<std::uint64_t, double> share, rate;
+    for (const auto& [gid, v] : p.group_share) share[gid + 0x100] = v;
+    for (const auto& [gid, v] : p.group_rate) rate[gid + 0x100] = v;
+    p.group_share = share;
+    p.group_rate = rate;
+  }
+  const Localisation later = localise(slow, renewed, layout({8, 8}), &*base);
+  EXPECT_EQ(later.cause, Cause::kCommunication);
+  ASSERT_EQ(later.suspect_links.size(), 1u);
+  EXPECT_EQ(later.suspect_links[0].node_a, 0);
+  EXPECT_EQ(later.suspect_links[0].node_b, 1);
+  GroupMembers other = renewed[4];
+  other.signature = "2|AllGather";  // the same members doing other work: not the same group
+  EXPECT_FALSE(base->of(other));
+
   // Without iterations in the window there is no baseline (times per iteration need them).
   healthy[4].iterations = 0;
   EXPECT_FALSE(group_baseline(healthy, groups()));
