@@ -198,7 +198,7 @@ struct GroupScan {
 // highest-scoring finding gives kind, severity and group. DP gradient groups under an uneven micro-batch
 // split do not vote: their members do unequal work by design (the replicas' times, 4., judge them).
 GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& groups, const LayoutGroups& lg,
-                      double step_ms) {
+                      double step_ms, bool step_measured) {
   GroupScan out;
   for (const GroupMembers& g : groups) {
     if (g.members.size() < 2) continue;
@@ -237,7 +237,10 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
       }
     }
     // Comparable only with the same calls at the same rate (an uneven micro-batch split changes how many
-    // Send/Recv a pipeline makes): the rate, in 10 % buckets, joins the signature.
+    // Send/Recv a pipeline makes): the calls per iteration (a whole number of the schedule's; a window's
+    // edges move a rate by a call or so, which rounding absorbs), or without a measured iteration the rate in
+    // 10 % buckets, joins the signature. (Buckets alone split rates a few percent apart across a boundary:
+    // 11.1 and 11.4 calls/s once made a congested pipeline edge incomparable with its peers.)
     if (n == static_cast<int>(g.members.size())) {
       if (lg.dp.count(g.group)) out.dp_least.push_back(least);
       if (lg.pp.count(g.group)) out.pp_least.push_back(least);
@@ -245,7 +248,9 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
       if (auto it = by_rank.find(g.members.front()); it != by_rank.end()) {
         if (auto r = it->second->group_rate.find(g.group); r != it->second->group_rate.end()) rate = r->second;
       }
-      const long bucket = rate > 0 ? std::lround(std::log(rate) / std::log(kRateBucketRatio)) : 0;
+      const long bucket = !(rate > 0)     ? 0
+                          : step_measured ? std::lround(rate * step_ms * 1e-3)
+                                          : -std::lround(std::log(rate) / std::log(kRateBucketRatio));
       const std::string signature = g.signature + "@" + std::to_string(bucket);
       out.timings.push_back({g.group, signature, sum / n});
       out.least[g.group] = least;
@@ -472,7 +477,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   const double measured_step_ms = median_step_ms(profiles);
   const double step_ms = measured_step_ms > 0 ? measured_step_ms : 1.0;
 
-  const GroupScan scan = scan_groups(by_rank, groups, layout_groups(groups, layout), step_ms);
+  const GroupScan scan = scan_groups(by_rank, groups, layout_groups(groups, layout), step_ms, measured_step_ms > 0);
   out.slow_groups = suspect_groups(scan, by_rank, groups, baseline, step_ms, measured_step_ms > 0);
   if (!scan.dp_least.empty()) out.dp_transfer_ms = analysis::median(scan.dp_least, scratch);
   if (!scan.pp_least.empty()) out.pp_transfer_ms = analysis::median(scan.pp_least, scratch);

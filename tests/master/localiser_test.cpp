@@ -234,6 +234,22 @@ TEST(Localiser, GroupsWithDifferentCallRatesAreNotCompared) {
   EXPECT_EQ(loc.cause, Cause::kUnknown);
 }
 
+TEST(Localiser, GroupsMakingTheSameCallsPerIterationAreComparedWhateverTheWindowsEdges) {
+  // The suspect group's members counted 2.05 calls per second in the window, its peers 1.95: one call per
+  // 500 ms iteration either way (a window's edges move a count by a call), so they are compared and the
+  // slow one is a suspect. (In 10 % rate buckets the two fell apart: 7 and 8.)
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) {
+    p.push_back(profile(r, 0.10, r == 4 || r == 6 ? 0.30 : 0.10, 0.05));
+    for (auto& [gid, rate] : p.back().group_rate) {
+      if (rate == 2) rate = r == 4 || r == 6 ? 2.05 : 1.95;
+    }
+  }
+  const Localisation loc = localise(p, groups(), layout({8, 8}));
+  ASSERT_EQ(loc.slow_groups.size(), 1u);
+  EXPECT_EQ(loc.slow_groups[0].first, kDp[2]);
+}
+
 TEST(Localiser, AfterRebalancingTheDpArrivalOrderNamesNobody) {
   // Micro-batches [10, 6]: replica 0 does more work and reaches the DP AllReduce last by design. Its
   // time per pipeline slot equals replica 1's: (500 - 0) / 11 == (500 - 500 * 4 / 11) / 7.
