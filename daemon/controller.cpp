@@ -613,6 +613,17 @@ std::set<std::int64_t> Controller::wanting(Strategy s) const {
   for (const auto& [id, a] : accounts_) {
     if (a.ski && strategy_of(a.ski->strategy()) == s) out.insert(id);
   }
+  // A slow GPU or host that climbed to S3 keeps its split: the placement was planned with the split in
+  // force (it moves the straggler's neighbours, the split still offloads its replica).
+  if (s == Strategy::kS2) {
+    for (const FailSlow& f : tracker_->state().fail_slows) {
+      auto it = accounts_.find(f.id);
+      if (f.cause != Cause::kCommunication && it != accounts_.end() && it->second.ski &&
+          strategy_of(it->second.ski->strategy()) == Strategy::kS3 && it->second.ski->state().s2_available) {
+        out.insert(f.id);
+      }
+    }
+  }
   return out;
 }
 
@@ -751,8 +762,8 @@ void Controller::reconcile(const Now& now, Intents& out) {
         if (want3.count(f.id)) onset = std::min(onset, f.onset_t_s);
       }
       // A fail-slow that lasted t is expected to last about t more.
-      if (auto p = planner_->s3(*last_loc_, 2.0 * std::max(0.0, now.job_s - onset), planner_->costs(measured_s3_s_).s3_pause_s,
-                                "S3 for fail-slow(s) " + ids(want3))) {
+      if (auto p = planner_->s3(*last_loc_, last_iteration_s_, 2.0 * std::max(0.0, now.job_s - onset),
+                                planner_->costs(measured_s3_s_).s3_pause_s, cfg_.pay_margin, "S3 for fail-slow(s) " + ids(want3))) {
         p->incident = incident;
         propose_plan(std::move(*p), want3, p->action == PlanAction::kApply, out);
         return;

@@ -120,7 +120,8 @@ void Planner::layout_updated(const JobLayout& l) {
   layout_.s4_estimate_s = l.s4_estimate_s;
 }
 
-std::optional<Plan> Planner::s3(const Localisation& loc, double horizon_s, double pause_s, const std::string& why) const {
+std::optional<Plan> Planner::s3(const Localisation& loc, double iteration_s, double horizon_s, double pause_s, double min_gain,
+                                const std::string& why) const {
   const int T = layout_.tp, D = layout_.dp, P = layout_.pp, G = layout_.gpus_per_node;
   if (G <= 0 || loc.replica_ms_per_microbatch.size() != static_cast<std::size_t>(D)) return std::nullopt;
   constexpr double kInterBps = 1e9, kIntraBps = 1e10;  // nominal: volumes below are derived at these rates
@@ -174,12 +175,16 @@ std::optional<Plan> Planner::s3(const Localisation& loc, double horizon_s, doubl
   mitigate::TopologyPlanner planner(model.value());
   auto tp_plan = planner.plan(current_.placement, opt);
   if (!tp_plan || !tp_plan->worthwhile || tp_plan->placement == current_.placement) return std::nullopt;
+  if (!(tp_plan->current_iteration_s > 0) || tp_plan->predicted_iteration_s > tp_plan->current_iteration_s * (1.0 - min_gain)) {
+    return std::nullopt;
+  }
   Plan p;
   p.strategy = Strategy::kS3;
   p.action = PlanAction::kApply;
   p.placement = placement_json(tp_plan->placement);
   if (tp_plan->placement == original_.placement) p.action = PlanAction::kRevert;
-  p.predicted_iteration_s = tp_plan->predicted_iteration_s;
+  p.predicted_iteration_s = iteration_s > 0 ? iteration_s * tp_plan->predicted_iteration_s / tp_plan->current_iteration_s
+                                            : tp_plan->predicted_iteration_s;
   char buf[192];
   std::snprintf(buf, sizeof buf, "; cost model: %.3f -> %.3f s per iteration, %d slots moved; ",
                 tp_plan->current_iteration_s, tp_plan->predicted_iteration_s, tp_plan->moved_slots);

@@ -71,8 +71,13 @@ class Planner {
   void configure(const PlannerConfig& config) { config_ = config; }
 
   std::optional<Plan> s2(const Localisation& loc, double iteration_s, const std::string& why) const;
-  // `pause_s`: what S3 costs on this job (costs().s3_pause_s).
-  std::optional<Plan> s3(const Localisation& loc, double horizon_s, double pause_s, const std::string& why) const;
+  // `pause_s`: what S3 costs on this job (costs().s3_pause_s). A placement is proposed only when the cost
+  // model predicts it at least `min_gain` faster than the one in force (the model is rough; a remedy judged
+  // by a pay margin must be predicted to clear it). Its predicted iteration is `iteration_s` (measured
+  // now) scaled by the model's ratio (the localisation's times may be per unit of time, not per iteration),
+  // or the model's own time without a measurement.
+  std::optional<Plan> s3(const Localisation& loc, double iteration_s, double horizon_s, double pause_s, double min_gain,
+                         const std::string& why) const;
   std::optional<Plan> s4(const FailSlow& f, double healthy_iteration_s, const std::string& why) const;
   // Back to `to` (the original configuration by default), in what differs; nullopt when nothing does.
   std::optional<Plan> back_to(const JobConfig& to, bool microbatches, bool placement, const std::string& why) const;

@@ -75,6 +75,9 @@ void SkiRental::decline(Strategy s) {
   if (s == Strategy::kS2Microbatches) incident_.s2_available = false;
   if (s == Strategy::kS3Topology) incident_.s3_available = false;
   if (s == Strategy::kS4Restart) incident_.s4_available = false;
+  // Declined while a higher rung is in force (S2 judged after the climb to S3): a fall from that rung goes
+  // past it.
+  if (previous_ == s && s != Strategy::kS1Ignore) previous_ = Strategy::kS1Ignore;
   if (strategy_ == s && s != Strategy::kS1Ignore) {
     strategy_ = previous_;
     window_.clear();  // the rent since then was paid under `previous_`: it stays counted

@@ -70,7 +70,7 @@ TEST(Mitigation, SlowGpuIsLocalisedRebalancedAndRevertedAfterRecovery) {
   EXPECT_EQ(m[0] + m[1], 16);
   EXPECT_LT(m[1], m[0]) << "the slow replica gets fewer micro-batches";
   EXPECT_EQ(m[0] % 2, 0);  // multiples of the pipeline depth
-  EXPECT_GT(plans[0]["t_s"].get<double>(), localised.front()["t_s"].get<double>());
+  EXPECT_GE(plans[0]["t_s"].get<double>(), localised.front()["t_s"].get<double>());  // with it, at the earliest
   EXPECT_EQ(applied[0]["detail"]["epoch"], 1);
   EXPECT_EQ(applied[0]["detail"]["applied"], 8);  // every rank acknowledged
   const json& revert = plans[1]["detail"];

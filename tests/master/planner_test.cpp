@@ -113,9 +113,9 @@ TEST(Planner, S3MovesACongestedLinkOffTheDpRingOntoAPipelineEdge) {
   cfg.ski.s3_pause_s = 2.0;
   Planner p(cfg, four_nodes({"S2", "S3"}));
   EXPECT_TRUE(p.available(Strategy::kS3, Cause::kCommunication));
-  EXPECT_FALSE(p.s3(loc, 1.0, p.costs(0).s3_pause_s, "why"));  // a 1 s horizon does not pay for a 2 s pause
-  EXPECT_TRUE(p.s3(loc, 1.0, 0.01, "why"));  // ... but does for a 10 ms switch
-  auto plan = p.s3(loc, 100.0, p.costs(0).s3_pause_s, "why");
+  EXPECT_FALSE(p.s3(loc, 0, 1.0, p.costs(0).s3_pause_s, 0.02, "why"));  // a 1 s horizon does not pay for a 2 s pause
+  EXPECT_TRUE(p.s3(loc, 0, 1.0, 0.01, 0.02, "why"));  // ... but does for a 10 ms switch
+  auto plan = p.s3(loc, 0, 100.0, p.costs(0).s3_pause_s, 0.02, "why");
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->strategy, Strategy::kS3);
   EXPECT_EQ(plan->action, PlanAction::kApply);
@@ -132,6 +132,17 @@ TEST(Planner, S3MovesACongestedLinkOffTheDpRingOntoAPipelineEdge) {
   EXPECT_GT(plan->predicted_iteration_s, 0.43);
   EXPECT_LT(plan->predicted_iteration_s, 0.60);
   EXPECT_NE(plan->reason.find("cost model"), std::string::npos) << plan->reason;
+  // Its prediction scales with the iteration measured now (the model's times may be per unit of time).
+  auto at1 = p.s3(loc, 1.0, 100.0, p.costs(0).s3_pause_s, 0.02, "why");
+  auto at2 = p.s3(loc, 2.0, 100.0, p.costs(0).s3_pause_s, 0.02, "why");
+  ASSERT_TRUE(at1 && at2);
+  const double ratio = at1->predicted_iteration_s;
+  EXPECT_GT(ratio, 0.3);
+  EXPECT_LT(ratio, 0.98);
+  EXPECT_NEAR(at2->predicted_iteration_s, 2.0 * ratio, 1e-9);
+  // Proposed only when predicted at least min_gain faster.
+  EXPECT_TRUE(p.s3(loc, 1.0, 100.0, p.costs(0).s3_pause_s, 1.0 - ratio - 0.01, "why"));
+  EXPECT_FALSE(p.s3(loc, 1.0, 100.0, p.costs(0).s3_pause_s, 1.0 - ratio + 0.01, "why"));
 
   // Applied; the way back puts Megatron's placement back.
   p.applied(*plan);
@@ -156,7 +167,7 @@ TEST(Planner, S3NeedsToKnowHowRanksFillNodes) {
   loc.cause = Cause::kCommunication;
   loc.suspect_links = {{2, 3, 5.0}};
   loc.replica_ms_per_microbatch = {48, 48};
-  EXPECT_FALSE(p.s3(loc, 100.0, 1.0, "why"));
+  EXPECT_FALSE(p.s3(loc, 0, 100.0, 1.0, 0.02, "why"));
 }
 
 TEST(Planner, RemedyCostsAreTheJobsOwnEstimatesThenWhatItMeasured) {

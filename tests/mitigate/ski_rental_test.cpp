@@ -230,6 +230,26 @@ TEST(SkiRental, DeclineFallsBackAndSkipsTheStrategyFromThenOn) {
   EXPECT_EQ(d.strategy, Strategy::kS4Restart);
 }
 
+TEST(SkiRental, ARungDeclinedBelowTheOneInForceIsNotFallenBackTo) {
+  // Climbed S1 -> S2 -> S3; then S2 is judged not to pay (declined while S3 is in force) and S3 is declined
+  // too: the fall goes past S2, to S1, and S2 is never taken again.
+  SkiRentalConfig c;
+  c.s3_pause_s = 5.0;
+  SkiRental s = make(FailSlowCause::kComputation, c);
+  SkiRentalDecision d;
+  ASSERT_EQ(feed(s, 1.5, 10, true, &d), 4);
+  ASSERT_EQ(d.strategy, Strategy::kS2Microbatches);
+  ASSERT_GT(feed(s, 1.5, 100, true, &d), 0);
+  ASSERT_EQ(d.strategy, Strategy::kS3Topology);
+  s.decline(Strategy::kS2Microbatches);
+  EXPECT_EQ(s.strategy(), Strategy::kS3Topology);
+  s.decline(Strategy::kS3Topology);
+  EXPECT_EQ(s.strategy(), Strategy::kS1Ignore);
+  EXPECT_FALSE(s.state().s2_available);
+  const int n = feed(s, 1.5, 1000, true, &d);
+  if (n > 0) EXPECT_EQ(d.strategy, Strategy::kS4Restart);
+}
+
 TEST(SkiRental, RejectsBadSettings) {
   SkiRentalConfig c;
   EXPECT_EQ(SkiRental::create(c, {FailSlowCause::kComputation, 0.0}).error(),
