@@ -589,11 +589,11 @@ struct LinkJob {
   JobLayout l;
   const std::vector<GroupMembers> groups = {GroupMembers{0x10, {0, 1}, "2|AllReduce:8"},
                                             GroupMembers{0x11, {2, 3}, "2|AllReduce:8"}};
-  explicit LinkJob(double s3_estimate_s) {
+  explicit LinkJob(double s3_estimate_s, std::vector<std::string> capabilities = {"S3"}) {
     Driven& d = f.d;
     d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
     l = layout({8, 8}, {8, 8});
-    l.capabilities = {"S3"};
+    l.capabilities = std::move(capabilities);
     l.gpus_per_node = 1;
     JobInputs in = registry();
     in.layout = l;
@@ -684,6 +684,37 @@ TEST(Controller, APlacementStaysForTheFailSlowsLeftWhenOneItServedEnds) {
     }
     it = f.step(JobInputs{}, 420);
   }
+}
+
+TEST(Controller, ASlowGpuThatClimbsToS3KeepsItsSplit) {
+  // Rank 3's GPU slow (rank 2 waits for it in {2,3}) and the link 0-1 congested, on a job that applies S2
+  // and S3 and says its switch costs 10 ms: the link gets a placement, and the GPU's loss pays for S2 and
+  // then at once for S3. At S3 it still gets its split (S3 finds no better placement for it) and keeps it
+  // while it is slow.
+  LinkJob j(0.01, {"S2", "S3"});
+  TwoFaults& f = j.f;
+  for (int i = 0; i < 6; ++i) f.step(JobInputs{}, 500);  // slow since a few iterations before the report
+  Intents it = j.localise({0.45, 0.45, 0.60, 0.02}, 500);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 2u);
+  // Iterations: 500 ms, 60 ms less under the placement, 30 ms less under the split (each pays).
+  bool split = false, placed = false;
+  for (int i = 0; i < 40; ++i) {
+    if (it.plan) {
+      const Plan p = *it.plan;
+      EXPECT_FALSE(p.action == PlanAction::kRevert && !p.microbatches.empty() && split)
+          << "the split reverted while the GPU is still slow: " << p.reason;
+      if (!p.microbatches.empty()) split = p.action == PlanAction::kApply;
+      if (p.placement.is_array()) placed = p.action == PlanAction::kApply;
+      f.d.c.plan_published(p, at(f.t, f.t));
+      f.ack_all(p.epoch);
+    }
+    it = f.step(JobInputs{}, 500 - (placed ? 60 : 0) - (split ? 30 : 0));
+  }
+  EXPECT_TRUE(split);
+  EXPECT_TRUE(placed);
+  int at_s3 = 0;
+  for (const FailSlow& x : f.d.c.fail_slows()) at_s3 += x.cause == Cause::kComputation && x.account.rung == Strategy::kS3;
+  EXPECT_EQ(at_s3, 1) << "the GPU's account climbed to S3";
 }
 
 TEST(Controller, S3IsChargedTheJobsOwnEstimateOfItsSwitch) {
