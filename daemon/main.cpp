@@ -4,9 +4,12 @@
 
 #include <boost/asio.hpp>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -154,6 +157,11 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "greyhound-master: %s\n", e.what());
+    return 2;
+  }
+  if (!cfg.event_log.empty() && !std::ofstream(cfg.event_log, std::ios::app)) {
+    std::fprintf(stderr, "greyhound-master: --event-log %s: cannot open it for appending: %s\n", cfg.event_log.c_str(),
+                 std::strerror(errno));
     return 2;
   }
   std::signal(SIGPIPE, SIG_IGN);

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
     node = a.str("node", "");
     redis = a.str("redis", "");
     shm_dir = a.str("shm-dir", env.shm_dir);
+    if (shm_dir.empty()) throw greyhound::ArgError("--shm-dir must name a directory");
     agent_log = a.str("agent-log", "");
     agent_args = a.str("agent-args", "");
     start_agent = !a.flag("no-agent");
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   if (!node.empty()) setenv("GREYHOUND_NODE", node.c_str(), 1);
 
   const std::string lock = shm_dir + "/" + greyhound::ring_file_name(job, "agent.lock");
+  int agent_status = 0;  // the agent's exit status when it left at once (bad flags, no lock file), else 0
   if (start_agent && agent_lock_free(lock)) {
     const std::string agent = bin + "/greyhound-agent";
     const pid_t pid = fork();
@@ -124,18 +126,39 @@ int main(int argc, char** argv) {
       std::vector<char*> av;
       for (auto& s : args) av.push_back(s.data());
       av.push_back(nullptr);
-      // Detach fully: the agent is reparented to init and nobody waits for this intermediate child.
-      if (fork() == 0) {
+      // Detach fully: the agent is reparented to init once this intermediate child exits. An agent that
+      // cannot start (bad flags, an unwritable lock) leaves within milliseconds: the intermediate child
+      // watches it for half a second and passes such a status on.
+      const pid_t agent_pid = fork();
+      if (agent_pid == 0) {
         execv(agent.c_str(), av.data());
         std::fprintf(stderr, "greyhound-run: cannot start %s: %s\n", agent.c_str(), std::strerror(errno));
         _exit(127);
+      }
+      if (agent_pid < 0) _exit(126);
+      for (int i = 0; i < 50; ++i) {
+        int st = 0;
+        if (waitpid(agent_pid, &st, WNOHANG) == agent_pid) {
+          _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
+        }
+        usleep(10'000);
       }
       _exit(0);
     }
     if (pid > 0) {
       int status = 0;
-      waitpid(pid, &status, 0);
+      if (waitpid(pid, &status, 0) == pid) agent_status = WIFEXITED(status) ? WEXITSTATUS(status) : 126;
+    } else {
+      agent_status = 126;
     }
+  }
+  if (agent_status != 0) {
+    // The job is never held up by greyhound: it runs, unwatched on this node, and says so.
+    const std::string where = agent_log.empty() ? "--agent-log FILE keeps its reason" : "its log: " + agent_log;
+    std::fprintf(stderr, "greyhound-run: greyhound-agent exited at once with status %d (%s); %s\n", agent_status,
+                 where.c_str(),
+                 print_env ? "nothing exported: the task runs without greyhound" : "the command runs without the node's agent");
+    if (print_env) return 1;
   }
 
   if (print_env) {

@@ -1,0 +1,99 @@
+"""Launch-time errors say what is wrong and never hold up the job.
+
+usage: /usr/bin/python3 launch_errors_test.py BIN_DIR
+
+- greyhound-run and greyhound-agent refuse an empty --shm-dir (it would put the rings and the lock at /).
+- An agent that cannot start (here: a flag it does not know) is reported by greyhound-run, whose command
+  still runs with its own exit status; with --print-env nothing is exported and the status is 1 (the Slurm
+  TaskProlog then runs the task without greyhound). An agent that starts is not reported.
+- greyhound-master refuses an --event-log it cannot open instead of running without it.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BIN = None
+UNREACHABLE = "redis://127.0.0.1:1"  # the agent retries Redis forever: it starts all the same
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30, text=True, **kw)
+
+
+def lock_pid(shm, job):
+    try:
+        with open(os.path.join(shm, "greyhound.%s.agent.lock" % job)) as f:
+            return int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class LaunchErrors(unittest.TestCase):
+    def setUp(self):
+        self.shm = tempfile.mkdtemp(prefix="gh-py-launch-")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("GREYHOUND_")}
+
+    def tearDown(self):
+        for name in os.listdir(self.shm):
+            if name.endswith(".agent.lock"):
+                pid = lock_pid(self.shm, name[len("greyhound."):-len(".agent.lock")])
+                if pid > 0 and alive(pid):
+                    os.kill(pid, 15)
+        shutil.rmtree(self.shm, ignore_errors=True)
+
+    def test_an_empty_shm_dir_is_refused(self):
+        r = run([os.path.join(BIN, "greyhound-run"), "--shm-dir", "", "true"], env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--shm-dir must name a directory", r.stderr)
+        r = run([os.path.join(BIN, "greyhound-agent"), "--shm-dir", ""], env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--shm-dir must name a directory", r.stderr)
+
+    def test_an_agent_that_cannot_start_is_reported_and_the_command_still_runs(self):
+        r = run([os.path.join(BIN, "greyhound-run"), "--job", "bad", "--shm-dir", self.shm, "--redis", UNREACHABLE,
+                 "--agent-args", "--no-such-flag", "sh", "-c", "echo ran; exit 7"], env=self.env)
+        self.assertEqual(r.returncode, 7, r.stderr)
+        self.assertEqual(r.stdout, "ran\n")
+        self.assertIn("greyhound-agent exited at once with status 2", r.stderr)
+        self.assertIn("the command runs without the node's agent", r.stderr)
+
+    def test_print_env_exports_nothing_when_the_agent_cannot_start(self):
+        r = run([os.path.join(BIN, "greyhound-run"), "--job", "bad", "--shm-dir", self.shm, "--redis", UNREACHABLE,
+                 "--agent-args", "--no-such-flag", "--print-env"], env=self.env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertIn("nothing exported", r.stderr)
+
+    def test_an_agent_that_starts_is_not_reported(self):
+        r = run([os.path.join(BIN, "greyhound-run"), "--job", "good", "--shm-dir", self.shm, "--redis", UNREACHABLE,
+                 "sh", "-c", "exit 3"], env=self.env)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertNotIn("exited at once", r.stderr)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (lock_pid(self.shm, "good") and alive(lock_pid(self.shm, "good"))):
+            time.sleep(0.05)
+        self.assertTrue(alive(lock_pid(self.shm, "good")), "the agent runs and holds the job's lock")
+
+    def test_the_master_refuses_an_event_log_it_cannot_open(self):
+        path = os.path.join(self.shm, "no-such-dir", "events.jsonl")
+        r = run([os.path.join(BIN, "greyhound-master"), "--job", "x", "--redis", UNREACHABLE, "--event-log", path],
+                env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--event-log " + path + ": cannot open it for appending", r.stderr)
+
+
+if __name__ == "__main__":
+    BIN = sys.argv.pop(1)
+    unittest.main()
