@@ -31,6 +31,7 @@
 
 #include "cli/ctl_commands.h"
 #include "common/args.h"
+#include "common/text.h"
 #include "greyhound/analysis/period_detector.h"
 #include "greyhound/analysis/slowdown_detector.h"
 
@@ -73,11 +74,11 @@ class CsvReader {
     const auto cells = split(first);
     for (std::size_t c = 0; c < header_.size(); ++c) {
       if (c >= cells.size() || cells[c] != header_[c]) {
-        throw error(row_, c + 1, "missing header: expected '" + joined + "', got '" + std::string(trim(first)) + "'");
+        throw error(row_, c + 1, "missing header: expected '" + joined + "', got '" + printable(trim(first), 128) + "'");
       }
     }
     if (cells.size() > header_.size()) {
-      throw error(row_, header_.size() + 1, "missing header: expected '" + joined + "', got '" + std::string(trim(first)) + "'");
+      throw error(row_, header_.size() + 1, "missing header: expected '" + joined + "', got '" + printable(trim(first), 128) + "'");
     }
   }
 
@@ -103,24 +104,19 @@ class CsvReader {
   }
 
   double number(std::string_view cell, std::size_t column) const {
-    const std::string s(cell);
-    errno = 0;
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v)) {
-      throw error(row_, column, "'" + s + "' is not a finite number");
-    }
-    return v;
+    const std::optional<double> v = parse_decimal(cell);
+    if (!v) throw error(row_, column, "'" + printable(cell, 64) + "' is not a finite number");
+    return *v;
   }
 
   std::uint64_t unsigned_integer(std::string_view cell, std::size_t column) const {
     const std::string s(cell);
-    if (!s.empty() && s[0] == '-') throw error(row_, column, "'" + s + "' is negative");
+    if (!s.empty() && s[0] == '-') throw error(row_, column, "'" + printable(s, 64) + "' is negative");
     errno = 0;
     char* end = nullptr;
     const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-    if (s.empty() || errno != 0 || *end != '\0' || s[0] == '+') {
-      throw error(row_, column, "'" + s + "' is not a non-negative integer");
+    if (s.empty() || errno != 0 || *end != '\0' || s.find_first_not_of("0123456789") != std::string::npos) {
+      throw error(row_, column, "'" + printable(s, 64) + "' is not a non-negative integer");
     }
     return v;
   }

@@ -1,8 +1,9 @@
 #include "common/args.h"
 
+#include "common/text.h"
+
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -17,20 +18,16 @@ std::int64_t to_integer(const std::string& text, const std::string& what) {
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || *end != '\0') {
-    throw ArgError(what + ": '" + text + "' is not an integer");
+  if (text.empty() || errno != 0 || *end != '\0' || text.find_first_not_of("+-0123456789") != std::string::npos) {
+    throw ArgError(what + ": '" + printable(text, 64) + "' is not an integer");
   }
   return v;
 }
 
 double to_number(const std::string& text, const std::string& what) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || errno != 0 || *end != '\0' || !std::isfinite(v)) {
-    throw ArgError(what + ": '" + text + "' is not a finite number");
-  }
-  return v;
+  const std::optional<double> v = parse_decimal(text);
+  if (!v) throw ArgError(what + ": '" + printable(text, 64) + "' is not a finite number");
+  return *v;
 }
 
 }  // namespace

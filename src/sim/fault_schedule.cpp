@@ -104,6 +104,23 @@ FaultSchedule FaultSchedule::parse(const json& j) {
   return FaultSchedule(std::move(out));
 }
 
+std::string FaultSchedule::shape_error(int world, int nodes) const {
+  for (std::size_t i = 0; i < faults_.size(); ++i) {
+    const Fault& f = faults_[i];
+    const std::string where = "faults[" + std::to_string(i) + "]";
+    if (f.kind == FaultKind::kLink) {
+      for (int n : f.nodes) {
+        if (n < 0 || n >= nodes) {
+          return where + ".nodes: " + std::to_string(n) + " is not a node of this cluster (0.." + std::to_string(nodes - 1) + ")";
+        }
+      }
+    } else if (f.rank < 0 || f.rank >= world) {
+      return where + ".rank: " + std::to_string(f.rank) + " is not a rank of this job (0.." + std::to_string(world - 1) + ")";
+    }
+  }
+  return "";
+}
+
 json FaultSchedule::to_json() const {
   json arr = json::array();
   for (const Fault& f : faults_) {

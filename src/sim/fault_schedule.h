@@ -46,6 +46,9 @@ class FaultSchedule {
   static FaultSchedule parse(const nlohmann::json& j);       // throws FaultScheduleError
   static FaultSchedule parse_text(const std::string& text);  // JSON text; throws FaultScheduleError
   nlohmann::json to_json() const;
+  // "" when every fault names ranks below `world` and nodes below `nodes`, else what names one that does not
+  // exist ("faults[1].rank: 99 is not a rank of this job (0..7)").
+  std::string shape_error(int world, int nodes) const;
 
   double gpu_slowdown(int rank, double t_s) const;
   double cpu_slowdown(int rank, double t_s) const;

@@ -78,7 +78,7 @@ SimProcess load() {
 
 std::string read_json_arg(const std::string& value, const std::string& variable) {
   std::size_t i = value.find_first_not_of(" \t\r\n");
-  if (i != std::string::npos && value[i] == '{') return value;
+  if (i != std::string::npos && (value[i] == '{' || value[i] == '[')) return value;  // inline JSON
   std::ifstream in(value);
   if (!in) throw std::runtime_error(variable + ": cannot read file '" + value + "'");
   std::stringstream ss;

@@ -44,7 +44,7 @@ struct SimProcess {
 // The process's state, loaded on first use (thread-safe). Exits with status 2 on a bad environment.
 const SimProcess& sim_process();
 
-// Reads inline JSON (text starting with '{') or the file it names. Throws std::runtime_error.
+// Reads inline JSON (text starting with '{' or '[') or the file it names. Throws std::runtime_error.
 std::string read_json_arg(const std::string& value, const std::string& variable);
 
 std::uint64_t now_ns();  // the real CLOCK_MONOTONIC (deadlines, liveness)

@@ -67,13 +67,6 @@ class Checker {
 
 }  // namespace
 
-std::string printable(std::string_view text, std::size_t max_len) {
-  std::string out;
-  for (char c : text.substr(0, max_len)) out += c >= 0x20 && c <= 0x7e ? c : '?';
-  if (text.size() > max_len) out += "...";
-  return out;
-}
-
 Result<json> parse_bounded(std::string_view text, const JsonLimits& limits) {
   if (text.size() > limits.max_bytes) {
     return Result<json>::failure("value of " + std::to_string(text.size()) + " bytes is too large");

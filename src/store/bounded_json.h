@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
 #include "greyhound/result.h"
 
 namespace greyhound::store {
@@ -22,9 +23,8 @@ struct JsonLimits {
   std::size_t max_members = 1 << 16;    // entries of one object or array
 };
 
-// `text` with every byte outside printable ASCII replaced by '?': for error messages and ids that quote what
-// was read (a JSON writer refuses invalid UTF-8, and a log line should not carry control bytes).
-std::string printable(std::string_view text, std::size_t max_len = 128);
+// Quoting what was read in a message: common/text.h.
+using ::greyhound::printable;
 
 // The JSON value of `text`, or an Errc::kInvalid error saying what is wrong (in printable ASCII).
 Result<nlohmann::json> parse_bounded(std::string_view text, const JsonLimits& limits = {});

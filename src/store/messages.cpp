@@ -2,6 +2,7 @@
 
 #include "common/record_json.h"
 #include "greyhound/vocabulary.h"
+#include "common/text.h"
 #include "store/bounded_json.h"
 
 #include <algorithm>
@@ -654,11 +655,9 @@ std::string apply_job_setting(JobSettings& st, const std::string& key, const std
       st.*spec.flag = value == "true";
       return "";
     }
-    char* end = nullptr;
-    const double x = std::strtod(value.c_str(), &end);
-    if (end == value.c_str() || *end != '\0' || value.find_first_of("xXnN") != std::string::npos) {
-      return key + ": '" + store::printable(value, 32) + "' is not a number";
-    }
+    const std::optional<double> parsed = parse_decimal(value);
+    if (!parsed) return key + ": '" + store::printable(value, 32) + "' is not a finite number";
+    const double x = *parsed;
     if (spec.integer) {
       if (x != std::trunc(x) || x < spec.lo || x > spec.hi) {
         char buf[96];

@@ -126,6 +126,7 @@ TEST(CtlDetect, BadInputNamesRowAndColumn) {
       {"detect --trace", "empty.csv", "row 1, column 1 (t_s): empty file"},
       {"detect --trace", "trace_missing_header.csv", "row 1, column 1 (t_s): missing header"},
       {"detect --trace", "trace_non_numeric.csv", "row 4, column 2 (iter_ms): 'abc' is not a finite number"},
+      {"detect --trace", "trace_hex.csv", "row 3, column 2 (iter_ms): '0x10' is not a finite number"},
       {"detect --trace", "trace_negative_time.csv", "row 3, column 1 (t_s): negative time"},
       {"detect --trace", "trace_wrong_columns.csv", "row 3, column 3: expected 2 columns, got 3"},
       {"period --ops", "empty.csv", "row 1, column 1 (t_ns): empty file"},
@@ -142,6 +143,19 @@ TEST(CtlDetect, BadInputNamesRowAndColumn) {
     // One line.
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
   }
+}
+
+TEST(CtlDetect, AHugeCellIsQuotedInPart) {
+  // A 5 MB cell: the error quotes its first 64 bytes, not the whole of it.
+  const std::string path = ::testing::TempDir() + "/gh-huge-cell.csv";
+  std::ofstream(path) << "t_s,iter_ms\n0,400\n1," << std::string(5 << 20, 'z') << "\n";
+  const auto r = run("detect --trace " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("row 3, column 2 (iter_ms): '" + std::string(64, 'z') + "...' is not a finite number"),
+            std::string::npos)
+      << r.err.substr(0, 300);
+  EXPECT_LT(r.err.size(), 400u);
+  std::remove(path.c_str());
 }
 
 TEST(CtlDetect, BadUsage) {

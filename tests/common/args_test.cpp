@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "common/args.h"
+#include "common/text.h"
 
 namespace greyhound {
 namespace {
@@ -35,6 +36,27 @@ TEST(Args, ErrorsNameTheFlag) {
   EXPECT_EQ(msg([] { Args({}, {"tp"}, {}).str("tp"); }), "--tp is required");
   EXPECT_EQ(msg([] { Args({"--tp", "9"}, {"tp"}, {}).integer_in("tp", 1, 1, 4); }), "--tp: 9 is outside [1, 4]");
   EXPECT_EQ(msg([] { parse_number_list("1,a", "--times"); }), "--times: 'a' is not a finite number");
+  // Numbers as people write them: no hexadecimal, no blanks, no infinity.
+  EXPECT_EQ(msg([] { Args({"--x", "0x10"}, {"x"}, {}).number("x", 0); }), "--x: '0x10' is not a finite number");
+  EXPECT_EQ(msg([] { Args({"--x", " 5"}, {"x"}, {}).number("x", 0); }), "--x: ' 5' is not a finite number");
+  EXPECT_EQ(msg([] { Args({"--x", "inf"}, {"x"}, {}).number("x", 0); }), "--x: 'inf' is not a finite number");
+  EXPECT_EQ(msg([] { Args({"--tp", " 5"}, {"tp"}, {}).integer("tp"); }), "--tp: ' 5' is not an integer");
+  EXPECT_EQ(Args({"--x", "-2.5e-1"}, {"x"}, {}).number("x", 0), -0.25);
+}
+
+TEST(Text, ParseDecimal) {
+  for (const char* ok : {"5", "-5", "+5", "5.", ".5", "5.25", "1e3", "1E-3", "-0.0", "1e-400"}) {
+    EXPECT_TRUE(parse_decimal(ok)) << ok;
+  }
+  for (const char* bad : {"", ".", "-", "e3", "1e", "1e+", "0x10", "1,", " 1", "1 ", "inf", "nan", "1e999", "1..2", "--1"}) {
+    EXPECT_FALSE(parse_decimal(bad)) << bad;
+  }
+  EXPECT_EQ(*parse_decimal("12.5e1"), 125.0);
+}
+
+TEST(Text, PrintableQuotesInPart) {
+  EXPECT_EQ(printable("ab\ncd", 10), "ab?cd");
+  EXPECT_EQ(printable(std::string(100, 'a'), 4), "aaaa...");
 }
 
 }  // namespace

@@ -7,6 +7,8 @@ usage: /usr/bin/python3 launch_errors_test.py BIN_DIR
   still runs with its own exit status; with --print-env nothing is exported and the status is 1 (the Slurm
   TaskProlog then runs the task without greyhound). An agent that starts is not reported.
 - greyhound-master refuses an --event-log it cannot open instead of running without it.
+- greyhound-simcluster refuses faults on ranks or nodes the cluster does not have, and a chaos target on a
+  node it does not have (given inline, the documented form, or as a number too large for an int).
 """
 import os
 import shutil
@@ -92,6 +94,29 @@ class LaunchErrors(unittest.TestCase):
                 env=self.env)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--event-log " + path + ": cannot open it for appending", r.stderr)
+
+    def simcluster(self, *more):
+        return run([os.path.join(BIN, "greyhound-simcluster"), "--tp", "2", "--dp", "2", "--pp", "2",
+                    "--gpus-per-node", "4", "--microbatches", "4", "--duration-s", "3", "--quiet",
+                    "--work-dir", os.path.join(self.shm, "sim")] + list(more), env=self.env)
+
+    def test_simcluster_refuses_faults_and_chaos_outside_the_cluster(self):
+        faults = os.path.join(self.shm, "faults.json")
+        with open(faults, "w") as f:
+            f.write('{"faults":[{"kind":"gpu","rank":99,"start_s":1,"end_s":2,"slowdown":1.5}]}')
+        r = self.simcluster("--no-greyhound", "--faults", faults)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("faults[0].rank: 99 is not a rank of this job (0..7)", r.stderr)
+        with open(faults, "w") as f:
+            f.write('{"faults":[{"kind":"link","nodes":[0,5],"start_s":1,"end_s":2,"bandwidth_factor":0.5}]}')
+        r = self.simcluster("--no-greyhound", "--faults", faults)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("faults[0].nodes: 5 is not a node of this cluster (0..1)", r.stderr)
+        for node in ("2", "99999999999"):
+            r = self.simcluster("--chaos", '[{"at_s":1,"action":"kill","target":"agent:%s"}]' % node)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--chaos[0].target: agent:%s: the cluster has nodes 0..1" % node, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.shm, "sim", "rank0.out")), "nothing was started")
 
 
 if __name__ == "__main__":

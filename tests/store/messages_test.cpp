@@ -141,9 +141,10 @@ TEST(Messages, JobSettingsAreCheckedKeyByKey) {
   EXPECT_EQ(apply_job_setting(st, "acf_threshold", "0"), "acf_threshold: must be in (0, 1]");
   EXPECT_EQ(apply_job_setting(st, "profile_iterations", "2.5"), "profile_iterations: must be an integer in [1, 1000]");
   EXPECT_EQ(apply_job_setting(st, "detection_paused", "yes"), "detection_paused: must be true or false");
-  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "0x10"), "s3_pause_s: '0x10' is not a number");
-  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "nan"), "s3_pause_s: 'nan' is not a number");
-  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "1e999"), "s3_pause_s: must be in [0, 604800]");
+  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "0x10"), "s3_pause_s: '0x10' is not a finite number");
+  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "nan"), "s3_pause_s: 'nan' is not a finite number");
+  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "1e999"), "s3_pause_s: '1e999' is not a finite number");
+  EXPECT_EQ(apply_job_setting(st, "s3_pause_s", "1e9"), "s3_pause_s: must be in [0, 604800]");
   EXPECT_NE(apply_job_setting(st, "nope", "1").find("'nope' is not a setting (detection_paused, "), std::string::npos);
   ASSERT_TRUE(st.validation_ratio);
   EXPECT_DOUBLE_EQ(*st.validation_ratio, 1.2);  // the refused values changed nothing

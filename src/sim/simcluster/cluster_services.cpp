@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/redis_client.h"
+#include "common/text.h"
 #include "greyhound/ring.h"
 #include "sim/simcluster/rank_launcher.h"
 #include "store/job_store.h"
@@ -55,7 +56,7 @@ RedisClient client(const std::string& url) {
 
 }  // namespace
 
-std::vector<ChaosAction> parse_chaos(const nlohmann::json& j) {
+std::vector<ChaosAction> parse_chaos(const nlohmann::json& j, int nodes) {
   if (!j.is_array()) throw std::invalid_argument("--chaos: must be a JSON array of actions");
   std::vector<ChaosAction> out;
   for (std::size_t i = 0; i < j.size(); ++i) {
@@ -82,6 +83,11 @@ std::vector<ChaosAction> parse_chaos(const nlohmann::json& j) {
       if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) {
         throw std::invalid_argument(where + ".target: agent:<node> needs a node number");
       }
+      if (n.size() > 6 || std::stoi(n) >= nodes) {
+        throw std::invalid_argument(where + ".target: " + printable(c.target, 32) + ": the cluster has nodes 0.." +
+                                    std::to_string(nodes - 1));
+      }
+      c.node = std::stoi(n);
     }
     out.push_back(c);
   }
@@ -209,7 +215,7 @@ void ClusterServices::on_tick(double t_s) {
         ok = start_master(&err);
       }
     } else if (c.target.rfind("agent:", 0) == 0) {
-      const int node = std::stoi(c.target.substr(6));
+      const int node = c.node;
       if (c.action == "kill") {
         const pid_t p = agent_pid(node);
         if (alive(p)) kill(p, SIGKILL);

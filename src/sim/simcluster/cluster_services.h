@@ -27,11 +27,13 @@ struct ChaosAction {
   double at_s = 0;
   std::string action;  // "kill", "start"
   std::string target;  // "redis", "master", "agent:<n>"
+  int node = -1;       // agent:<n>: n
   bool done = false;
 };
 
-// Parses and validates a chaos schedule; throws std::invalid_argument naming the entry and field.
-std::vector<ChaosAction> parse_chaos(const nlohmann::json& j);
+// Parses and validates a chaos schedule for a cluster of `nodes` nodes; throws std::invalid_argument naming
+// the entry and field.
+std::vector<ChaosAction> parse_chaos(const nlohmann::json& j, int nodes);
 
 class ClusterServices {
  public:

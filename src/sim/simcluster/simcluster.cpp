@@ -223,7 +223,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.rank_env = a.str("rank-env", "");
   o.external_redis = a.str("redis", "");
   o.external_master = a.flag("external-master");
-  if (a.has("chaos")) o.chaos = gs::parse_chaos(json::parse(gs::read_json_arg(a.str("chaos"), "--chaos")));
+  if (a.has("chaos")) o.chaos = gs::parse_chaos(json::parse(gs::read_json_arg(a.str("chaos"), "--chaos")), o.nodes());
   if (!o.hook && !o.oracle && (!o.chaos.empty() || !o.external_redis.empty())) {
     throw greyhound::ArgError("--chaos and --redis need greyhound (drop --no-greyhound)");
   }
@@ -243,6 +243,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
     try {
       gs::FaultFile ff = gs::parse_fault_file(gs::read_json_arg(o.faults_path, "--faults"));
       o.faults = std::move(ff.faults);
+      if (const std::string why = o.faults.shape_error(o.world(), o.nodes()); !why.empty()) throw gs::FaultScheduleError(why);
       file_scale = ff.time_scale;
     } catch (const gs::FaultScheduleError& e) {
       throw greyhound::ArgError("--faults " + o.faults_path + ": " + e.what());
