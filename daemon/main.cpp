@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     if (a.has("jobs") && cfg.jobs_pattern.empty()) throw greyhound::ArgError("--jobs needs a pattern");
     cfg.job = greyhound::sanitize_job_name(a.str("job", greyhound::read_env_config().job));
     cfg.retire_after_s = a.number("retire-after-s", cfg.retire_after_s);
-    cfg.redis = a.has("redis") ? greyhound::parse_redis_url(a.str("redis")) : greyhound::redis_endpoint_from_env();
+    cfg.redis = greyhound::redis_endpoint_from_env(a.str("redis", ""));
     cfg.event_log = a.str("event-log", "");
     poll_ms = static_cast<int>(a.integer_in("poll-ms", 100, 1, 60000));
     cfg.controller.mitigate = a.flag("mitigate");

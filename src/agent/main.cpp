@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     cfg.node = static_cast<int>(a.integer_in("node", env.node, 0, 1 << 24));
     cfg.shm_dir = a.str("shm-dir", env.shm_dir);
     if (cfg.shm_dir.empty()) throw greyhound::ArgError("--shm-dir must name a directory");
-    cfg.redis = a.has("redis") ? greyhound::parse_redis_url(a.str("redis")) : greyhound::redis_endpoint_from_env();
+    cfg.redis = greyhound::redis_endpoint_from_env(a.str("redis", ""));
     cfg.poll_ms = static_cast<int>(a.integer_in("poll-ms", 50, 1, 60000));
     cfg.heartbeat_ms = static_cast<int>(a.integer_in("heartbeat-ms", 1000, 10, 600000));
     cfg.idle_exit_s = a.number("idle-exit-s", 0.0);

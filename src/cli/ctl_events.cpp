@@ -32,7 +32,7 @@ constexpr int kFollowPollMs = 500;
 
 RedisClient::Options redis_options(const Args& args) {
   RedisClient::Options o;
-  o.endpoint = args.has("redis") ? parse_redis_url(args.str("redis")) : redis_endpoint_from_env();
+  o.endpoint = redis_endpoint_from_env(args.str("redis", ""));
   return o;
 }
 

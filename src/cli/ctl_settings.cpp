@@ -25,7 +25,7 @@ template <class Change>
 int update(const Args& args, Change change) {
   const std::string job = sanitize_job_name(args.str("job"));
   RedisClient::Options o;
-  o.endpoint = args.has("redis") ? parse_redis_url(args.str("redis")) : redis_endpoint_from_env();
+  o.endpoint = redis_endpoint_from_env(args.str("redis", ""));
   RedisClient client(o);
   if (!client.ensure_connected()) throw std::runtime_error(client.last_error());
   store::JobStore st(client, job);

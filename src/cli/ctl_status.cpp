@@ -24,7 +24,7 @@ int cmd_status(const Argv& argv) {
   const Args args(argv, {"job", "redis"}, {"json"});
   const std::string job = sanitize_job_name(args.str("job"));
   RedisClient::Options o;
-  o.endpoint = args.has("redis") ? parse_redis_url(args.str("redis")) : redis_endpoint_from_env();
+  o.endpoint = redis_endpoint_from_env(args.str("redis", ""));
   RedisClient client(o);
   if (!client.ensure_connected()) {
     std::fprintf(stderr, "greyhoundctl status: %s\n", client.last_error().c_str());

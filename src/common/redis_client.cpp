@@ -112,9 +112,9 @@ RedisEndpoint parse_redis_url(const std::string& text) {
   return e;
 }
 
-RedisEndpoint redis_endpoint_from_env() {
+RedisEndpoint redis_endpoint_from_env(const std::string& url) {
   const EnvConfig env = read_env_config();
-  RedisEndpoint e = parse_redis_url(env.redis);
+  RedisEndpoint e = parse_redis_url(url.empty() ? env.redis : url);
   const std::string& file = env.redis_password_file;
   if (e.password.empty() && !file.empty()) {
     std::ifstream in(file);

@@ -32,9 +32,10 @@ struct RedisEndpoint {
 // Empty text gives the default endpoint. Throws std::invalid_argument with a message naming the problem.
 RedisEndpoint parse_redis_url(const std::string& text);
 
-// GREYHOUND_REDIS (default redis://127.0.0.1:6379/0) plus GREYHOUND_REDIS_PASSWORD_FILE when the URL has
-// no password. Throws std::invalid_argument on a bad URL or an unreadable password file.
-RedisEndpoint redis_endpoint_from_env();
+// `url` (a --redis flag), or GREYHOUND_REDIS when it is empty (default redis://127.0.0.1:6379/0), plus
+// GREYHOUND_REDIS_PASSWORD_FILE when the URL has no password (so that a password never needs to be on a
+// command line). Throws std::invalid_argument on a bad URL or an unreadable password file.
+RedisEndpoint redis_endpoint_from_env(const std::string& url = "");
 
 struct RedisReply {
   enum class Type { kString, kArray, kInteger, kNil, kStatus, kError };

@@ -26,7 +26,7 @@ Result<std::unique_ptr<JobClient>> JobClient::open(const std::string& job, const
   using R = Result<std::unique_ptr<JobClient>>;
   RedisEndpoint endpoint;
   try {
-    endpoint = redis_url.empty() ? redis_endpoint_from_env() : parse_redis_url(redis_url);
+    endpoint = redis_endpoint_from_env(redis_url);
   } catch (const std::exception& e) {
     return R::failure(std::string("redis: ") + e.what());
   }

@@ -139,9 +139,16 @@ TEST_F(RedisTest, AuthWithPasswordFromUrlOrFile) {
   setenv("GREYHOUND_REDIS_PASSWORD_FILE", (dir_ + "/pw").c_str(), 1);
   auto o = opts("");
   o.endpoint = redis_endpoint_from_env();
+  // A URL given as a flag (no password in it) takes the password from the file too; one with a password
+  // keeps its own.
+  const RedisEndpoint flag = redis_endpoint_from_env("redis://127.0.0.1:" + std::to_string(server_->port()) + "/2");
+  const RedisEndpoint own = redis_endpoint_from_env("redis://:other@127.0.0.1:" + std::to_string(server_->port()) + "/2");
   unsetenv("GREYHOUND_REDIS");
   unsetenv("GREYHOUND_REDIS_PASSWORD_FILE");
   EXPECT_EQ(o.endpoint.password, "pa55");
+  EXPECT_EQ(flag.password, "pa55");
+  EXPECT_EQ(flag.db, 2);
+  EXPECT_EQ(own.password, "other");
   RedisClient from_file(o);
   r = from_file.command({"GET", "a"});  // database 1: not the key set in database 0
   ASSERT_TRUE(r) << from_file.last_error();
