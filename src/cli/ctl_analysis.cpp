@@ -219,6 +219,10 @@ int cmd_detect(const Argv& argv) {
       throw csv.error(csv.row(), 1, std::string(cells[0]) + " is earlier than the previous row's time");
     }
     if (iter_ms <= 0.0) throw csv.error(csv.row(), 2, "iteration time " + std::string(cells[1]) + " is not positive");
+    // A microsecond to about eleven days: beyond, ratios between iterations are not finite numbers.
+    if (iter_ms < 1e-3 || iter_ms > 1e9) {
+      throw csv.error(csv.row(), 2, "iteration time " + std::string(cells[1]) + " ms is outside [0.001, 1e9]");
+    }
     t_s.push_back(t);
     events.clear();
     detector->push(iter_ms, events);

@@ -177,6 +177,15 @@ bool RedisClient::connect_now() {
       return false;
     }
   }
+  if (e.password.empty()) {  // a Redis that wants a password answers every command NOAUTH: say so now
+    auto r = command({"PING"});
+    if (!r) return false;
+    if (r->is_error()) {
+      fail("Redis at " + e.describe() + " refused: " + r->str +
+           (r->str.rfind("NOAUTH", 0) == 0 ? " (its password goes in GREYHOUND_REDIS_PASSWORD_FILE)" : ""));
+      return false;
+    }
+  }
   if (e.db != 0) {
     auto r = command({"SELECT", std::to_string(e.db)});
     if (!r) return false;

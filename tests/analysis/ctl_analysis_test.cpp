@@ -127,6 +127,7 @@ TEST(CtlDetect, BadInputNamesRowAndColumn) {
       {"detect --trace", "trace_missing_header.csv", "row 1, column 1 (t_s): missing header"},
       {"detect --trace", "trace_non_numeric.csv", "row 4, column 2 (iter_ms): 'abc' is not a finite number"},
       {"detect --trace", "trace_hex.csv", "row 3, column 2 (iter_ms): '0x10' is not a finite number"},
+      {"detect --trace", "trace_huge_time.csv", "row 3, column 2 (iter_ms): iteration time 1e300 ms is outside [0.001, 1e9]"},
       {"detect --trace", "trace_negative_time.csv", "row 3, column 1 (t_s): negative time"},
       {"detect --trace", "trace_wrong_columns.csv", "row 3, column 3: expected 2 columns, got 3"},
       {"period --ops", "empty.csv", "row 1, column 1 (t_ns): empty file"},
