@@ -616,11 +616,9 @@ std::set<std::int64_t> Controller::wanting(Strategy s) const {
   // A slow GPU or host that climbed to S3 keeps its split: the placement was planned with the split in
   // force (it moves the straggler's neighbours, the split still offloads its replica).
   if (s == Strategy::kS2) {
-    for (const FailSlow& f : tracker_->state().fail_slows) {
-      auto it = accounts_.find(f.id);
-      if (f.cause != Cause::kCommunication && it != accounts_.end() && it->second.ski &&
-          strategy_of(it->second.ski->strategy()) == Strategy::kS3 && it->second.ski->state().s2_available) {
-        out.insert(f.id);
+    for (const auto& [id, a] : accounts_) {
+      if (a.ski && strategy_of(a.ski->strategy()) == Strategy::kS3 && a.ski->can_help(mitigate::Strategy::kS2Microbatches)) {
+        out.insert(id);
       }
     }
   }

@@ -128,10 +128,11 @@ class SkiRental {
   double post_recovery_loss_s() const { return post_loss_s_; }
   bool finished() const { return finished_; }
   double overhead_s(Strategy s) const;  // S2 uses the latest iteration time
+  // Whether `s` may still help this fail-slow: not declined, and (S2) not a link's.
+  bool can_help(Strategy s) const;
 
  private:
   SkiRental(const SkiRentalConfig& config, const SkiRentalIncident& incident);
-  bool can_help(Strategy s) const;
   SkiRentalDecision escalate();  // the climb of observe() while the fail-slow is present
   double judged_iteration_s() const;  // median of window_
 
