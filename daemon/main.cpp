@@ -19,6 +19,7 @@
 
 #include "common/args.h"
 #include "common/log.h"
+#include "common/redis_client.h"
 #include "daemon/master.h"
 #include "greyhound/config.h"
 #include "greyhound/ring.h"
@@ -86,11 +87,13 @@ void print_help() {
 
 int main(int argc, char** argv) {
   greyhound::init_logging("greyhound-master");
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  greyhound::hide_redis_passwords(argc, argv, "greyhound-master");
   greyhound::master::MasterConfig cfg;
   int poll_ms = 100;
   std::optional<greyhound::master::HttpAddress> http;
   try {
-    const greyhound::Args a(std::vector<std::string>(argv + 1, argv + argc),
+    const greyhound::Args a(args,
                             {"job", "jobs", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
                              "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
                              "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin",

@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "greyhound/ring_layout.h"
 
@@ -86,8 +89,11 @@ struct RingPollStats {
 
 class RingReader {
  public:
-  // Maps an existing ring read-only and validates magic, version, sizes and capacity.
-  static std::unique_ptr<RingReader> open(const std::string& path, std::string* error);
+  // Maps an existing ring read-only and validates magic, version, sizes and capacity. Only a regular file
+  // (not a symlink) owned by `owner` (default: this process's effective user) and writable by its owner
+  // alone is accepted: in a shared directory such as /dev/shm another user could plant a ring.
+  static std::unique_ptr<RingReader> open(const std::string& path, std::string* error,
+                                          std::optional<uid_t> owner = std::nullopt);
   ~RingReader();
   RingReader(const RingReader&) = delete;
   RingReader& operator=(const RingReader&) = delete;
@@ -129,9 +135,15 @@ class RingReader {
   std::uint64_t stuck_seq_ = ~0ull;
   std::uint64_t stuck_since_ns_ = 0;
   RingHeader* writable_header_ = nullptr;
+  dev_t dev_ = 0;  // the file mapped read-only: the writable mapping must be the same file
+  ino_t ino_ = 0;
+  uid_t owner_ = 0;
 };
 
-// Ring files of `job` in `dir` (all jobs when job is empty), sorted by name.
-std::vector<std::string> list_ring_files(const std::string& dir, std::string_view job);
+// Ring files of `job` in `dir` (all jobs when job is empty), sorted by name. Files named like a ring that
+// RingReader::open refuses (corrupt, another user's, a symlink) are left out; with `refused`, each is
+// reported there as "path: why" (the agent's lock file is not a ring and is not reported).
+std::vector<std::string> list_ring_files(const std::string& dir, std::string_view job,
+                                         std::vector<std::string>* refused = nullptr);
 
 }  // namespace greyhound

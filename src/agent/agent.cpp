@@ -35,7 +35,14 @@ std::int64_t Agent::unix_ms_of(std::uint64_t mono_ns) const {
 }
 
 void Agent::discover(std::uint64_t now_ns) {
-  for (const std::string& path : list_ring_files(cfg_.shm_dir, cfg_.job)) {
+  std::vector<std::string> refused;
+  const std::vector<std::string> rings = list_ring_files(cfg_.shm_dir, cfg_.job, &refused);
+  for (const std::string& why : refused) {
+    // Each once, and at most 32 of them: anyone who can write the directory can make files there.
+    if (refused_logged_ >= 32 || !logged_.insert("refused:" + why).second) continue;
+    spdlog::warn("not a ring this agent reads: {}{}", why, ++refused_logged_ == 32 ? " (no more of these are logged)" : "");
+  }
+  for (const std::string& path : rings) {
     if (trackers_.count(path) != 0 || ignored_rings_.count(path) != 0) continue;
     std::string err;
     auto reader = RingReader::open(path, &err);

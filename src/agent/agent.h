@@ -93,6 +93,7 @@ class Agent {
   void watch_pause(std::uint64_t now_ns);
   bool started_event_sent_ = false;
   std::set<std::string> logged_;  // one log line per kind of problem
+  int refused_logged_ = 0;        // files refused as rings that were logged (at most 32)
 };
 
 }  // namespace greyhound::agent

@@ -18,6 +18,8 @@
 #include "common/args.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/private_file.h"
+#include "common/redis_client.h"
 #include "greyhound/config.h"
 #include "greyhound/ring.h"
 
@@ -34,10 +36,12 @@ std::string agent_lock_path(const std::string& shm_dir, const std::string& job) 
 
 int main(int argc, char** argv) {
   greyhound::init_logging("greyhound-agent");
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  greyhound::hide_redis_passwords(argc, argv, "greyhound-agent");
   const greyhound::EnvConfig env = greyhound::read_env_config();
   greyhound::agent::AgentConfig cfg;
   try {
-    const greyhound::Args a(std::vector<std::string>(argv + 1, argv + argc),
+    const greyhound::Args a(args,
                             {"job", "node", "shm-dir", "redis", "poll-ms", "heartbeat-ms", "idle-exit-s", "method",
                              "epoch-ns"},
                             {"help"});
@@ -69,9 +73,12 @@ int main(int argc, char** argv) {
   }
 
   const std::string lock = agent_lock_path(cfg.shm_dir, cfg.job);
-  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // The lock is only trusted when it is this user's own file: a symlink or another user's file planted at its
+  // name in a shared directory is refused loudly (exit 1), never followed nor taken for a running agent.
+  std::string lock_error;
+  const int fd = greyhound::open_private_file(lock, &lock_error);
   if (fd < 0) {
-    spdlog::error("cannot open the agent lock {}: {}", lock, std::strerror(errno));
+    spdlog::error("cannot use the agent lock {} (use a --shm-dir only this user can write to)", lock_error);
     return 1;
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

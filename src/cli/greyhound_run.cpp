@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "common/args.h"
+#include "common/private_file.h"
+#include "common/redis_client.h"
 #include "greyhound/config.h"
 #include "greyhound/ring.h"
 
@@ -32,10 +34,11 @@ std::string self_dir() {
   return ec ? std::string(".") : exe.parent_path().string();
 }
 
-// True when no agent holds the job's lock on this node.
-bool agent_lock_free(const std::string& lock_path) {
-  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return false;  // cannot tell: do not start a second agent
+// True when no agent holds the job's lock on this node. A lock file this user may not trust (a symlink,
+// another user's) is an error in *error: the agent would refuse it too.
+bool agent_lock_free(const std::string& lock_path, std::string* error) {
+  const int fd = greyhound::open_private_file(lock_path, error);
+  if (fd < 0) return false;
   const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
   ::close(fd);  // releases it again: the agent takes it itself
   return free;
@@ -54,6 +57,7 @@ void usage() {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> argvv(argv + 1, argv + argc);
+  greyhound::hide_redis_passwords(argc, argv, "greyhound-run");
   std::string job, node, redis, shm_dir, agent_log, agent_args;
   bool start_agent = true, print_env = false;
   std::vector<std::string> cmd;
@@ -100,7 +104,8 @@ int main(int argc, char** argv) {
 
   const std::string lock = shm_dir + "/" + greyhound::ring_file_name(job, "agent.lock");
   int agent_status = 0;  // the agent's exit status when it left at once (bad flags, no lock file), else 0
-  if (start_agent && agent_lock_free(lock)) {
+  std::string lock_error;  // a lock file this user may not trust: no agent is started
+  if (start_agent && agent_lock_free(lock, &lock_error)) {
     const std::string agent = bin + "/greyhound-agent";
     const pid_t pid = fork();
     if (pid == 0) {
@@ -152,12 +157,18 @@ int main(int argc, char** argv) {
       agent_status = 126;
     }
   }
-  if (agent_status != 0) {
+  if (agent_status != 0 || !lock_error.empty()) {
     // The job is never held up by greyhound: it runs, unwatched on this node, and says so.
-    const std::string where = agent_log.empty() ? "--agent-log FILE keeps its reason" : "its log: " + agent_log;
-    std::fprintf(stderr, "greyhound-run: greyhound-agent exited at once with status %d (%s); %s\n", agent_status,
-                 where.c_str(),
-                 print_env ? "nothing exported: the task runs without greyhound" : "the command runs without the node's agent");
+    const char* outcome =
+        print_env ? "nothing exported: the task runs without greyhound" : "the command runs without the node's agent";
+    if (!lock_error.empty()) {
+      std::fprintf(stderr, "greyhound-run: cannot use the agent lock %s (use a --shm-dir only this user can write to); %s\n",
+                   lock_error.c_str(), outcome);
+    } else {
+      const std::string where = agent_log.empty() ? "--agent-log FILE keeps its reason" : "its log: " + agent_log;
+      std::fprintf(stderr, "greyhound-run: greyhound-agent exited at once with status %d (%s); %s\n", agent_status,
+                   where.c_str(), outcome);
+    }
     if (print_env) return 1;
   }
 

@@ -6,6 +6,7 @@
 
 #include "cli/ctl_commands.h"
 #include "common/args.h"
+#include "common/redis_client.h"
 
 namespace {
 
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   }
   const std::string name = argv[1];
   const greyhound::ctl::Argv rest(argv + 2, argv + argc);
+  greyhound::hide_redis_passwords(argc, argv, "greyhoundctl");
   for (const auto& c : kCommands) {
     if (name != c.name) continue;
     if (rest.size() == 1 && (rest[0] == "--help" || rest[0] == "-h")) {

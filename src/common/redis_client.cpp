@@ -1,10 +1,12 @@
 #include "common/redis_client.h"
 
+#include "common/text.h"
 #include "greyhound/config.h"
 
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -67,6 +69,55 @@ std::string RedisEndpoint::describe() const {
   return (unix_path.empty() ? host + ":" + std::to_string(port) : "unix:" + unix_path) + "/" + std::to_string(db);
 }
 
+std::string RedisEndpoint::url_without_password() const {
+  if (!unix_path.empty()) return "unix://" + unix_path + "?db=" + std::to_string(db);
+  return "redis://" + (user.empty() ? std::string() : user + ":@") + host + ":" + std::to_string(port) + "/" +
+         std::to_string(db);
+}
+
+namespace {
+
+// [begin, end) of the credentials (everything before the URL's last '@', as parse_redis_url reads it: a
+// password may hold '/') of the redis:// URL starting at `at` in `text`; begin == end when there are none.
+std::pair<std::size_t, std::size_t> credentials_at(std::string_view text, std::size_t at) {
+  const std::size_t begin = at + 8;  // after "redis://"
+  std::size_t end = text.find(' ', begin);  // a URL inside a message ends at a blank
+  if (end == std::string_view::npos) end = text.size();
+  const std::size_t last_at = text.substr(0, end).rfind('@');
+  if (last_at == std::string_view::npos || last_at < begin) return {begin, begin};
+  return {begin, last_at};
+}
+
+}  // namespace
+
+std::string redact_redis_url(std::string_view text) {
+  std::string out(text);
+  for (std::size_t at = out.find("redis://"); at != std::string::npos; at = out.find("redis://", at + 8)) {
+    const auto [b, e] = credentials_at(out, at);
+    if (b != e) out.replace(b, e - b, "***");
+  }
+  return out;
+}
+
+bool hide_redis_passwords(int argc, char** argv, const char* program) {
+  bool found = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    for (std::size_t at = arg.find("redis://"); at != std::string_view::npos; at = arg.find("redis://", at + 8)) {
+      const auto [b, e] = credentials_at(arg, at);
+      for (std::size_t k = b; k < e; ++k) argv[i][k] = '*';
+      found = found || b != e;
+    }
+  }
+  if (found && program != nullptr) {
+    std::fprintf(stderr,
+                 "%s: a Redis password on the command line can be read by other users of this machine until the "
+                 "process starts; give it in a file named by GREYHOUND_REDIS_PASSWORD_FILE instead\n",
+                 program);
+  }
+  return found;
+}
+
 RedisEndpoint parse_redis_url(const std::string& text) {
   RedisEndpoint e;
   if (text.empty()) return e;
@@ -85,7 +136,11 @@ RedisEndpoint parse_redis_url(const std::string& text) {
     return e;
   }
   if (text.rfind("redis://", 0) != 0) {
-    throw std::invalid_argument("Redis URL '" + text + "': expected redis://[:password@]host:port/db or a unix path");
+    // Not a URL: whatever comes before an '@' may still be a password.
+    const std::size_t at = text.rfind('@');
+    const std::string shown = at == std::string::npos ? text : "***" + text.substr(at);
+    throw std::invalid_argument("Redis URL '" + printable(shown, 128) +
+                                "': expected redis://[:password@]host:port/db or a unix path");
   }
   std::string rest = text.substr(8);
   if (const auto at = rest.rfind('@'); at != std::string::npos) {
@@ -107,7 +162,7 @@ RedisEndpoint parse_redis_url(const std::string& text) {
     e.port = parse_int(rest.substr(colon + 1), 1, 65535, "port");
     rest = rest.substr(0, colon);
   }
-  if (rest.empty()) throw std::invalid_argument("Redis URL '" + text + "': missing host");
+  if (rest.empty()) throw std::invalid_argument("Redis URL '" + printable(redact_redis_url(text), 128) + "': missing host");
   e.host = rest;
   return e;
 }

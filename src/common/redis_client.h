@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct redisContext;
@@ -26,7 +27,20 @@ struct RedisEndpoint {
   std::string password;   // empty: no AUTH
   int db = 0;
   std::string describe() const;  // "127.0.0.1:6379/0" or "unix:/path/0", never the password
+  // The endpoint as a URL parse_redis_url reads back, without the password (the ACL user is kept as
+  // "user:@"): what a launcher passes to the processes it starts, beside GREYHOUND_REDIS_PASSWORD_FILE.
+  std::string url_without_password() const;
 };
+
+// `text` (a Redis URL, or any argument holding one) with the credentials of every redis:// URL in it
+// replaced by "***": for messages, logs and banners.
+std::string redact_redis_url(std::string_view text);
+
+// Overwrites, in place, the credentials of every redis:// URL in argv[1..argc) with '*', so that a password
+// given on a command line no longer shows in /proc/PID/cmdline or ps (it did until this call: the daemons
+// warn and name GREYHOUND_REDIS_PASSWORD_FILE). Call once the arguments have been copied. True when one
+// was found; with `program`, that is also said on stderr.
+bool hide_redis_passwords(int argc, char** argv, const char* program = nullptr);
 
 // redis://[[user]:password@]host[:port][/db], unix:///path[?db=N], or an absolute socket path.
 // Empty text gives the default endpoint. Throws std::invalid_argument with a message naming the problem.

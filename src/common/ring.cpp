@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <ctime>
 
 #include "common/clock.h"
+#include "common/private_file.h"
 
 namespace greyhound {
 namespace {
@@ -61,12 +63,16 @@ std::unique_ptr<RingWriter> RingWriter::create(const std::string& dir, const std
   const std::string path = dir + "/" + file_name;
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
 
-  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // A fresh file or nothing: whatever sits at the temporary name (a file left by a crashed process with our
+  // pid, or a symlink planted in a shared directory) is removed, never opened, so a hook running as root
+  // cannot be made to truncate the file a link points at.
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     if (error) *error = errno_text("cannot create", tmp);
     return nullptr;
   }
-  // Mode 0600 even under a permissive umask or a pre-existing file.
+  // Mode 0600 even under a permissive umask.
   // posix_fallocate reserves the pages now: on a full tmpfs creation fails cleanly here instead of
   // the writer taking SIGBUS later.
   int rc = fchmod(fd, 0600) != 0 ? errno : posix_fallocate(fd, 0, static_cast<off_t>(bytes));
@@ -121,17 +127,27 @@ RingWriter::~RingWriter() {
   if (header_ != nullptr) munmap(header_, map_bytes_);
 }
 
-std::unique_ptr<RingReader> RingReader::open(const std::string& path, std::string* error) {
+std::unique_ptr<RingReader> RingReader::open(const std::string& path, std::string* error,
+                                             std::optional<uid_t> owner) {
   auto fail = [&](const std::string& why) -> std::unique_ptr<RingReader> {
     if (error) *error = path + ": " + why;
     return nullptr;
   };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(std::string("cannot open: ") + std::strerror(errno));
+  const uid_t want_owner = owner.value_or(geteuid());
+  // O_NONBLOCK: a FIFO planted at a ring's name must not block the opener (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) return fail("is a symbolic link (a ring is never read through one)");
+    return fail(std::string("cannot open: ") + std::strerror(errno));
+  }
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     ::close(fd);
     return fail(std::string("cannot stat: ") + std::strerror(errno));
+  }
+  if (const std::string why = file_trust_problem(st, want_owner); !why.empty()) {
+    ::close(fd);
+    return fail(why);
   }
   const auto size = static_cast<std::size_t>(st.st_size);
   if (size < kRingHeaderSize) {
@@ -165,6 +181,9 @@ std::unique_ptr<RingReader> RingReader::open(const std::string& path, std::strin
   r->records_ = reinterpret_cast<const Record*>(static_cast<const char*>(map) + kRingHeaderSize);
   r->mask_ = h->capacity - 1;
   r->map_bytes_ = size;
+  r->dev_ = st.st_dev;
+  r->ino_ = st.st_ino;
+  r->owner_ = want_owner;
   r->seek_oldest();
   return r;
 }
@@ -186,9 +205,19 @@ PauseControl* RingReader::pause(std::string* error) {
 
 RingHeader* RingReader::writable_header(std::string* error) {
   if (writable_header_ == nullptr) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    const int fd = ::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
       if (error) *error = errno_text("cannot open for writing", path_);
+      return nullptr;
+    }
+    // The same file as the one read, still trusted: the name may have been replaced since.
+    struct stat st {};
+    std::string why = fstat(fd, &st) != 0 ? std::string("cannot stat: ") + std::strerror(errno)
+                      : st.st_dev != dev_ || st.st_ino != ino_ ? std::string("replaced since it was opened")
+                                                               : file_trust_problem(st, owner_);
+    if (!why.empty()) {
+      ::close(fd);
+      if (error) *error = path_ + ": " + why;
       return nullptr;
     }
     void* m = mmap(nullptr, kRingHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -282,7 +311,8 @@ std::size_t RingReader::poll(std::vector<RecordPayload>& out, std::size_t max, R
   return n;
 }
 
-std::vector<std::string> list_ring_files(const std::string& dir, std::string_view job) {
+std::vector<std::string> list_ring_files(const std::string& dir, std::string_view job,
+                                         std::vector<std::string>* refused) {
   std::vector<std::string> out;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return out;
@@ -293,8 +323,14 @@ std::vector<std::string> list_ring_files(const std::string& dir, std::string_vie
     const std::string path = dir + "/" + name;
     // Only rings (not the agent's lock file); and the file name cannot tell job "a" with rank "b.3" from job
     // "a.b": the header can.
-    auto r = RingReader::open(path, nullptr);
-    if (!r || (!job.empty() && r->job() != sanitize_job_name(job))) continue;
+    std::string why;
+    auto r = RingReader::open(path, &why);
+    if (!r) {
+      const bool lock = name.size() >= 11 && name.compare(name.size() - 11, 11, ".agent.lock") == 0;
+      if (refused != nullptr && !lock) refused->push_back(why);
+      continue;
+    }
+    if (!job.empty() && r->job() != sanitize_job_name(job)) continue;
     out.push_back(path);
   }
   closedir(d);

@@ -2,6 +2,8 @@
 
 #include "gpu_timer.h"
 
+#include "common/private_file.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -50,6 +52,12 @@ std::string rank_tag(const EnvConfig& cfg) {
 std::string choose_ring_name(const EnvConfig& cfg) {
   const std::string plain = ring_file_name(cfg.job, rank_tag(cfg));
   if (g_forked_child.load(std::memory_order_relaxed)) {
+    return plain + ".p" + std::to_string(getpid());
+  }
+  // A file at the plain name that this user may not trust (another user's, a symlink, a FIFO) is left alone:
+  // the rename would fail on it in a sticky directory, and the agent refuses it anyway.
+  struct stat st {};
+  if (lstat((cfg.shm_dir + "/" + plain).c_str(), &st) == 0 && !file_trust_problem(st, geteuid()).empty()) {
     return plain + ".p" + std::to_string(getpid());
   }
   std::string err;

@@ -149,6 +149,88 @@ TEST_F(RingTest, OpenRejectsWhatIsNotARing) {
   EXPECT_NE(err.find("cannot open"), std::string::npos) << err;
 }
 
+// In a shared directory (/dev/shm) another user can plant a symlink at the name the hook's temporary file
+// will have: creating the ring must not follow it (a hook running as root would truncate its target).
+TEST_F(RingTest, CreateNeverFollowsALinkPlantedAtItsTemporaryName) {
+  const std::string victim = dir_ + "/victim";
+  {
+    FILE* f = std::fopen(victim.c_str(), "w");
+    std::fputs("precious", f);
+    std::fclose(f);
+  }
+  const std::string tmp = dir_ + "/greyhound.job.0.tmp" + std::to_string(getpid());
+  ASSERT_EQ(symlink(victim.c_str(), tmp.c_str()), 0);
+  auto w = make(64);
+  ASSERT_TRUE(w);
+  struct stat st {};
+  ASSERT_EQ(stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 8);  // untouched
+  struct stat ring {};
+  ASSERT_EQ(lstat((dir_ + "/greyhound.job.0").c_str(), &ring), 0);
+  EXPECT_TRUE(S_ISREG(ring.st_mode));
+  EXPECT_EQ(ring.st_mode & 0777, 0600u);
+}
+
+TEST_F(RingTest, OpenTrustsOnlyThisUsersOwnRegularFile) {
+  auto w = make(64);
+  const std::string path = dir_ + "/greyhound.job.0";
+  std::string err;
+  ASSERT_TRUE(RingReader::open(path, &err)) << err;
+
+  // Another user's ring (the owner this reader expects is not the file's).
+  EXPECT_FALSE(RingReader::open(path, &err, geteuid() + 1));
+  EXPECT_NE(err.find("owned by uid " + std::to_string(geteuid())), std::string::npos) << err;
+
+  // Writable by others: anyone could rewrite what the agent publishes.
+  ASSERT_EQ(chmod(path.c_str(), 0620), 0);
+  EXPECT_FALSE(RingReader::open(path, &err));
+  EXPECT_NE(err.find("writable by other users (mode 0620)"), std::string::npos) << err;
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+
+  // A symlink to a good ring is not followed.
+  ASSERT_EQ(symlink(path.c_str(), (dir_ + "/greyhound.job.1").c_str()), 0);
+  EXPECT_FALSE(RingReader::open(dir_ + "/greyhound.job.1", &err));
+  EXPECT_NE(err.find("symbolic link"), std::string::npos) << err;
+
+  // A FIFO at a ring's name is refused at once, without blocking the opener.
+  ASSERT_EQ(mkfifo((dir_ + "/greyhound.job.2").c_str(), 0600), 0);
+  EXPECT_FALSE(RingReader::open(dir_ + "/greyhound.job.2", &err));
+  EXPECT_NE(err.find("not a regular file"), std::string::npos) << err;
+
+  // Listing leaves all three out and says why; the agent's lock file is not a ring and not reported.
+  {
+    FILE* f = std::fopen((dir_ + "/greyhound.job.agent.lock").c_str(), "w");
+    std::fputs("123\n", f);
+    std::fclose(f);
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0660), 0);
+  std::vector<std::string> refused;
+  EXPECT_TRUE(list_ring_files(dir_, "job", &refused).empty());
+  ASSERT_EQ(refused.size(), 3u);
+  std::string all;
+  for (const auto& why : refused) all += why + "\n";
+  EXPECT_NE(all.find("greyhound.job.0: writable by other users"), std::string::npos) << all;
+  EXPECT_NE(all.find("greyhound.job.1: is a symbolic link"), std::string::npos) << all;
+  EXPECT_NE(all.find("greyhound.job.2: not a regular file"), std::string::npos) << all;
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  refused.clear();
+  EXPECT_EQ(list_ring_files(dir_, "job", &refused).size(), 1u);
+  EXPECT_EQ(refused.size(), 2u);
+}
+
+// The agent maps the header writable by name, later: a file put at that name since is not written to.
+TEST_F(RingTest, TheWritableHeaderIsTheFileThatWasRead) {
+  auto w = make(64);
+  std::string err;
+  auto r = RingReader::open(dir_ + "/greyhound.job.0", &err);
+  ASSERT_TRUE(r) << err;
+  auto other = RingWriter::create(dir_, "other", 64, RingIdentity{"job", 0, 0}, &err);
+  ASSERT_TRUE(other) << err;
+  ASSERT_EQ(rename((dir_ + "/other").c_str(), (dir_ + "/greyhound.job.0").c_str()), 0);
+  EXPECT_EQ(r->control(&err), nullptr);
+  EXPECT_NE(err.find("replaced since it was opened"), std::string::npos) << err;
+}
+
 TEST_F(RingTest, ListsRingsOfOneJobByHeader) {
   std::string err;
   auto a = RingWriter::create(dir_, ring_file_name("a", "0"), 64, RingIdentity{"a", 0, 0}, &err);

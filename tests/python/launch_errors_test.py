@@ -9,6 +9,11 @@ usage: /usr/bin/python3 launch_errors_test.py BIN_DIR
 - greyhound-master refuses an --event-log it cannot open instead of running without it.
 - greyhound-simcluster refuses faults on ranks or nodes the cluster does not have, and a chaos target on a
   node it does not have (given inline, the documented form, or as a number too large for an int).
+- In a shared --shm-dir, an agent lock planted as a symlink or left writable by others is refused loudly (the
+  agent exits 1; greyhound-run says so and still runs the command), and the file a link points at is never
+  written; greyhound-simcluster refuses a --work-dir others can write to.
+- A Redis password given on a command line is hidden from /proc/PID/cmdline once the daemon has started, and
+  each daemon says to use GREYHOUND_REDIS_PASSWORD_FILE.
 """
 import os
 import shutil
@@ -94,6 +99,75 @@ class LaunchErrors(unittest.TestCase):
                 env=self.env)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--event-log " + path + ": cannot open it for appending", r.stderr)
+
+    def plant_lock_link(self, job):
+        victim = os.path.join(self.shm, "victim")
+        with open(victim, "w") as f:
+            f.write("precious")
+        os.symlink(victim, os.path.join(self.shm, "greyhound.%s.agent.lock" % job))
+        return victim
+
+    def test_an_agent_lock_planted_as_a_link_is_refused_and_never_written(self):
+        victim = self.plant_lock_link("planted")
+        r = run([os.path.join(BIN, "greyhound-agent"), "--job", "planted", "--shm-dir", self.shm,
+                 "--redis", UNREACHABLE], env=self.env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("greyhound.planted.agent.lock: is a symbolic link", r.stderr)
+        r = run([os.path.join(BIN, "greyhound-run"), "--job", "planted", "--shm-dir", self.shm, "--redis", UNREACHABLE,
+                 "sh", "-c", "echo ran; exit 5"], env=self.env)
+        self.assertEqual(r.returncode, 5, r.stderr)
+        self.assertEqual(r.stdout, "ran\n")
+        self.assertIn("cannot use the agent lock", r.stderr)
+        self.assertIn("is a symbolic link", r.stderr)
+        self.assertIn("the command runs without the node's agent", r.stderr)
+        r = run([os.path.join(BIN, "greyhound-run"), "--job", "planted", "--shm-dir", self.shm, "--redis", UNREACHABLE,
+                 "--print-env"], env=self.env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stdout, "")
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious")
+
+    def test_an_agent_lock_others_can_write_is_refused(self):
+        lock = os.path.join(self.shm, "greyhound.open.agent.lock")
+        with open(lock, "w"):
+            pass
+        os.chmod(lock, 0o666)
+        r = run([os.path.join(BIN, "greyhound-agent"), "--job", "open", "--shm-dir", self.shm, "--redis", UNREACHABLE],
+                env=self.env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("writable by other users (mode 0666)", r.stderr)
+
+    def test_simcluster_refuses_a_work_dir_others_can_write(self):
+        shared = os.path.join(self.shm, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        r = run([os.path.join(BIN, "greyhound-simcluster"), "--no-greyhound", "--duration-s", "1", "--quiet",
+                 "--work-dir", shared], env=self.env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("writable by other users (mode 1777)", r.stderr)
+        self.assertEqual(os.listdir(shared), [], "nothing was written there")
+
+    def test_a_password_on_the_command_line_is_hidden_once_the_daemon_runs(self):
+        url = "redis://:s3cret-pw@127.0.0.1:1/0"
+        for argv in ([os.path.join(BIN, "greyhound-master"), "--job", "pw", "--redis", url],
+                     [os.path.join(BIN, "greyhound-agent"), "--job", "pw", "--shm-dir", self.shm, "--redis", url]):
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env, text=True)
+            try:
+                deadline = time.monotonic() + 10
+                cmdline = ""
+                while time.monotonic() < deadline:
+                    with open("/proc/%d/cmdline" % p.pid) as f:
+                        cmdline = f.read()
+                    if "*" in cmdline:
+                        break
+                    time.sleep(0.02)
+                self.assertNotIn("s3cret-pw", cmdline)
+                self.assertIn("redis://" + "*" * len(":s3cret-pw") + "@127.0.0.1:1/0", cmdline)
+            finally:
+                p.terminate()
+                _, err = p.communicate(timeout=10)
+            self.assertIn("give it in a file named by GREYHOUND_REDIS_PASSWORD_FILE", err)
+            self.assertNotIn("s3cret-pw", err)
 
     def simcluster(self, *more):
         return run([os.path.join(BIN, "greyhound-simcluster"), "--tp", "2", "--dp", "2", "--pp", "2",

@@ -47,7 +47,7 @@ void terminate(pid_t pid, double grace_s) {
 
 RedisClient client(const std::string& url) {
   RedisClient::Options o;
-  o.endpoint = parse_redis_url(url);
+  o.endpoint = redis_endpoint_from_env(url);  // GREYHOUND_REDIS_PASSWORD_FILE too
   o.connect_timeout = std::chrono::milliseconds(300);
   o.backoff_min = std::chrono::milliseconds(0);
   o.backoff_max = std::chrono::milliseconds(0);

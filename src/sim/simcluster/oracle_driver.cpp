@@ -11,7 +11,7 @@ namespace {
 
 RedisClient::Options client_options(const std::string& url) {
   RedisClient::Options o;
-  o.endpoint = parse_redis_url(url);
+  o.endpoint = redis_endpoint_from_env(url);  // GREYHOUND_REDIS_PASSWORD_FILE too
   o.connect_timeout = std::chrono::milliseconds(300);
   o.command_timeout = std::chrono::milliseconds(500);
   o.backoff_min = std::chrono::milliseconds(0);

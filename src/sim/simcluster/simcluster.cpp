@@ -5,15 +5,18 @@
 // /dev/shm. Writes a report with the iterations and every event of the job's stream. Stops everything
 // cleanly on Ctrl-C. With --oracle: no detection at all (no master, no agents, no hook); the launcher itself
 // plans the remedy for the faults in force from their schedule (oracle.h) and the ranks apply it.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +31,9 @@
 
 #include "common/args.h"
 #include "common/clock.h"
+#include "common/private_file.h"
+#include "common/redis_client.h"
+#include "common/text.h"
 #include "greyhound/config.h"
 #include "greyhound/mitigate/ski_rental.h"
 #include "greyhound/parallel_shape.h"
@@ -315,6 +321,18 @@ std::optional<Dirs> prepare_dirs(const Options& o) {
     }
     d.work_dir = tmpl;
     d.own_work_dir = !o.keep;
+  } else {
+    // A given work directory is created, or reused only when it is this user's alone: the ranks' rendezvous
+    // files, the faults and the checkpoints go there, and another user must not be able to plant them.
+    std::error_code parent_ec;
+    const fs::path parent = fs::path(d.work_dir).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, parent_ec);
+    std::string why;
+    if (!greyhound::ensure_private_directory(d.work_dir, &why)) {
+      std::fprintf(stderr, "greyhound-simcluster: --work-dir %s: a work directory must be this user's alone\n",
+                   greyhound::printable(why, 256).c_str());
+      return std::nullopt;
+    }
   }
   // A work dir reused from an earlier run: its rendezvous files name that run's communicators.
   std::error_code rdzv_ec;
@@ -324,9 +342,15 @@ std::optional<Dirs> prepare_dirs(const Options& o) {
   }
   fs::create_directories(d.work_dir + "/rdzv");
   // Communicator segments of the stand-ins: tmpfs when there is one.
-  d.sim_dir = "/dev/shm/greyhound-sim-" + std::to_string(getpid());
-  if (!fs::create_directories(d.sim_dir) && !fs::is_directory(d.sim_dir)) d.sim_dir = d.work_dir + "/sim";
-  fs::create_directories(d.sim_dir);
+  // A fresh directory of an unpredictable name (mode 0700): a name another user can guess could be
+  // pre-created by them and would be reused.
+  char sim_tmpl[] = "/dev/shm/greyhound-sim-XXXXXX";
+  if (mkdtemp(sim_tmpl) != nullptr) {
+    d.sim_dir = sim_tmpl;
+  } else {
+    d.sim_dir = d.work_dir + "/sim";
+    fs::create_directories(d.sim_dir);
+  }
   const std::string shm_base = !o.shm_dir.empty() ? o.shm_dir : o.keep ? d.work_dir + "/shm" : d.sim_dir + "/shm";
   for (int n = 0; n < o.nodes(); ++n) {
     d.node_dirs.push_back(shm_base + "/node" + std::to_string(n));
@@ -335,6 +359,32 @@ std::optional<Dirs> prepare_dirs(const Options& o) {
   d.faults_file = d.work_dir + "/faults.json";
   std::ofstream(d.faults_file) << o.faults.to_json().dump(2) << "\n";
   return d;
+}
+
+// Rewrites `url` (a --redis flag) without its password, which goes to a new file `file` (mode 0600) named
+// by GREYHOUND_REDIS_PASSWORD_FILE in this process's environment (the children inherit it, and every Redis
+// client here reads it: redis_endpoint_from_env). A password already given by that file stays there.
+bool share_redis_password(std::string& url, const std::string& file, std::string* error) {
+  greyhound::RedisEndpoint e;
+  try {
+    e = greyhound::redis_endpoint_from_env(url);
+  } catch (const std::invalid_argument& ex) {
+    *error = ex.what();
+    return false;
+  }
+  if (!greyhound::parse_redis_url(url).password.empty()) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const std::string line = e.password + "\n";
+    const bool ok = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    if (fd >= 0) ::close(fd);
+    if (!ok) {
+      *error = "cannot write the password file " + file + ": " + std::strerror(errno);
+      return false;
+    }
+    setenv("GREYHOUND_REDIS_PASSWORD_FILE", file.c_str(), 1);
+  }
+  url = e.url_without_password();
+  return true;
 }
 
 // Rank r's process: minitrain, under greyhound-run (which preloads the hook and starts the node's agent
@@ -474,6 +524,7 @@ int main(int argc, char** argv) {
   try {
     bool help = false;
     o = parse_options(std::vector<std::string>(argv + 1, argv + argc), &help);
+    greyhound::hide_redis_passwords(argc, argv, "greyhound-simcluster");
     if (help) {
       usage();
       return 0;
@@ -488,6 +539,18 @@ int main(int argc, char** argv) {
   const std::optional<Dirs> dirs = prepare_dirs(o);
   if (!dirs) return 1;
   const Dirs& d = *dirs;
+  // A password for an external Redis reaches the processes started here in a file only this user can read
+  // (GREYHOUND_REDIS_PASSWORD_FILE), never on their command lines nor in this run's banner and report.
+  if (!o.external_redis.empty()) {
+    std::string why;
+    if (!share_redis_password(o.external_redis, d.sim_dir + "/redis-password", &why)) {
+      std::fprintf(stderr, "greyhound-simcluster: --redis: %s\n", why.c_str());
+      std::error_code ec;
+      fs::remove_all(d.sim_dir, ec);
+      if (d.own_work_dir) fs::remove_all(d.work_dir, ec);
+      return 2;
+    }
+  }
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
