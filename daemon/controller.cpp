@@ -216,6 +216,12 @@ void Controller::react(const Event& e, const Now& now) {
       warn_once("pause-report", "a malformed pause report: " + err);
     }
   }
+  if (e.type == event_type::kFailStop && !from_master) {
+    ++stats_.fail_stops[e.rank];
+    spdlog::warn("rank {} on node {} died (a fail-stop, reported by its agent at {:.2f} s): the job cannot go on "
+                 "without it",
+                 e.rank, e.node, e.t_s);
+  }
   if (!from_master) return;
   if (e.type == event_type::kIncidentOpen || e.type == event_type::kIncidentUpdate) {
     if (profiling_ && profiling_->baseline) profiling_.reset();  // not healthy any more: no reference
@@ -313,7 +319,10 @@ Needs Controller::needs(const Now& now) const {
 Intents Controller::step(const Now& now, const JobInputs& in) {
   Intents out;
   if (!tracker_) return out;
-  if (in.pace && in.pace->iter_ms > 0) last_iteration_s_ = in.pace->iter_ms * 1e-3;
+  // A pause is no iteration of the job: the iteration that held one counts without it (observe_iterations).
+  if (in.pace && in.pace->iter_ms > 0 && !(validating_ && validating_->any_trapped())) {
+    last_iteration_s_ = in.pace->index == paused_index_ ? paused_index_s_ : in.pace->iter_ms * 1e-3;
+  }
   if (in.pace) last_pace_ = in.pace;
   if (validating_) step_validation(now, out);
   if (want_profile_ && !validating_) {
@@ -569,6 +578,7 @@ void Controller::open_account(const FailSlow& f) {
     st.last_iteration_s = last_iteration_s_;
   }
   ski->restore(st);
+  ski->set_confirmation_overhead(validated_.count(f.id) == 0 ? expected_pause_s() : 0.0);
   // ... and the rung that loss already pays for is taken now, not at the next iteration.
   if (fresh) {
     if (const auto d = ski->decide(); d.action == mitigate::SkiRentalAction::kApply) {
@@ -587,6 +597,23 @@ void Controller::refresh_costs() {
     if (!a.ski) continue;
     a.ski->set_overhead(mitigate::Strategy::kS3Topology, c.s3_pause_s);
     a.ski->set_overhead(mitigate::Strategy::kS4Restart, c.s4_restart_s);
+  }
+}
+
+// What confirming a fail-slow with a pause is expected to cost it under --validate auto: the median of the
+// job's measured pauses, else --pause-estimate-s; nothing when no pause will be made (another mode, or a job
+// that marks no iterations: its validation is given up at once).
+double Controller::expected_pause_s() const {
+  if (cfg_.validate != ValidateMode::kAuto || !last_pace_ || last_pace_->mark < 0) return 0.0;
+  return pauses_s_.empty() ? cfg_.pause.expected_pause_s : median_of(pauses_s_);
+}
+
+// Under --validate auto, a fail-slow not validated yet is confirmed by a pause before S3 or S4: what that
+// pause is expected to cost is part of their price in its account.
+void Controller::charge_confirmation() {
+  const double expected = expected_pause_s();
+  for (auto& [id, a] : accounts_) {
+    if (a.ski) a.ski->set_confirmation_overhead(validated_.count(id) == 0 ? expected : 0.0);
   }
 }
 
@@ -635,8 +662,22 @@ void Controller::observe_iterations(const JobInputs& in, const Now& now, Intents
   }
   const std::int64_t n = std::min<std::int64_t>(u.index - last_iteration_index_, 64);
   last_iteration_index_ = u.index;
-  const double t = u.iter_ms * 1e-3;
+  double t = u.iter_ms * 1e-3;
   if (!(t > 0)) return;
+  // A validation pause is no iteration of the job: its time is charged to the remedy it confirms (the price
+  // of S3 and S4 holds it, charge_confirmation), not to the fail-slows' rent nor to a remedy being checked.
+  // An iteration that ends once a rank has trapped is not observed (it waited on the pause); the first one
+  // after the pause is, less the pause (no less than the job's typical iteration).
+  if (validating_ && validating_->any_trapped()) return;
+  if (n > 0 && pause_credit_s_ > 0 && !validating_) {
+    const double typical = recent_s_.empty() ? t : std::min(t, median_of(recent_s_));
+    t = std::max(t - pause_credit_s_, typical);
+    pause_credit_s_ = 0;
+    paused_index_ = u.index;
+    paused_index_s_ = t;
+    last_iteration_s_ = t;
+  }
+  charge_confirmation();
   // One observation per iteration (the latest time stands in for any the master missed between polls).
   for (std::int64_t i = 0; i < n; ++i) {
     recent_s_.push_back(t);
@@ -743,32 +784,33 @@ void Controller::reconcile(const Now& now, Intents& out) {
         return;
       }
       placement_for_.clear();
-    } else if (last_loc_ && validate_first(want3, "S3", now, out)) {
-      return;
-    } else if (last_loc_ && std::any_of(want3.begin(), want3.end(), [&](std::int64_t id) { return not_confirmed_.count(id) != 0; })) {
-      for (std::int64_t id : want3) {
-        if (not_confirmed_.count(id) == 0) continue;
-        spdlog::info("fail-slow {}: S3 declined: its validation found no slow GPU or link", id);
-        if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
-          it->second.ski->decline(mitigate::Strategy::kS3Topology);
-        }
-      }
-      out.persist_state = true;
     } else if (last_loc_) {
       double onset = now.job_s;
       for (const FailSlow& f : tracker_->state().fail_slows) {
         if (want3.count(f.id)) onset = std::min(onset, f.onset_t_s);
       }
       // A fail-slow that lasted t is expected to last about t more.
-      if (auto p = planner_->s3(*last_loc_, last_iteration_s_, 2.0 * std::max(0.0, now.job_s - onset),
-                                planner_->costs(measured_s3_s_).s3_pause_s, cfg_.pay_margin, "S3 for fail-slow(s) " + ids(want3))) {
+      auto p = planner_->s3(*last_loc_, last_iteration_s_, 2.0 * std::max(0.0, now.job_s - onset),
+                            planner_->costs(measured_s3_s_).s3_pause_s, cfg_.pay_margin, "S3 for fail-slow(s) " + ids(want3));
+      // Only a placement worth applying is worth a validation pause first (--validate auto); the plan is made
+      // again after the verdict.
+      if (p && validate_first(want3, "S3", now, out)) return;
+      if (std::any_of(want3.begin(), want3.end(), [&](std::int64_t id) { return not_confirmed_.count(id) != 0; })) {
+        for (std::int64_t id : want3) {
+          if (not_confirmed_.count(id) == 0) continue;
+          spdlog::info("fail-slow {}: S3 declined: its validation found no slow GPU or link", id);
+          if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
+            it->second.ski->decline(mitigate::Strategy::kS3Topology);
+          }
+        }
+        out.persist_state = true;
+      } else if (p) {
         p->incident = incident;
         propose_plan(std::move(*p), want3, p->action == PlanAction::kApply, out);
         return;
-      }
-      // Nothing better than what runs: a placement in force already serves them (one of the fail-slows it was
-      // made for ended, and the rest keep it); else S3 cannot help them.
-      if (planner_->moved()) {
+      } else if (planner_->moved()) {
+        // Nothing better than what runs: a placement in force already serves them (one of the fail-slows it
+        // was made for ended, and the rest keep it); else S3 cannot help them.
         placement_for_ = want3;
       } else {
         for (std::int64_t id : want3) {
@@ -792,7 +834,9 @@ void Controller::reconcile(const Now& now, Intents& out) {
         median_of(std::vector<double>(recent_s_.end() - std::min<std::ptrdiff_t>(5, recent_s_.size()), recent_s_.end()));
     auto p = planner_->s4(f, healthy_s(), "S4 for fail-slow " + std::to_string(f.id));
     if (p && (!(p->predicted_iteration_s > 0) || !(now_s > 0))) continue;
-    if (p && last_loc_ && validate_first({f.id}, "S4", now, out)) return;
+    // Only a restart that pays is worth a validation pause first (--validate auto).
+    const bool pays = p && p->predicted_iteration_s <= now_s * (1.0 - cfg_.pay_margin);
+    if (pays && last_loc_ && validate_first({f.id}, "S4", now, out)) return;
     if (not_confirmed_.count(f.id)) {
       spdlog::info("fail-slow {}: S4 declined: its validation found no slow GPU or link", f.id);
       s4_sent_.insert(f.id);
@@ -800,7 +844,7 @@ void Controller::reconcile(const Now& now, Intents& out) {
       continue;
     }
     s4_sent_.insert(f.id);
-    if (p && p->predicted_iteration_s <= now_s * (1.0 - cfg_.pay_margin)) {
+    if (pays) {
       propose_plan(std::move(*p), {f.id}, false, out);
       return;
     }
@@ -1212,6 +1256,7 @@ void Controller::step_validation(const Now& now, Intents& out) {
   if (!s.finished) return;
   const ValidatedReport v = validating_->outcome();
   validating_.reset();
+
   for (std::int64_t id : validating_for_) {
     validated_.insert(id);
     if (!v.aborted && v.cause == "none") not_confirmed_.insert(id);
@@ -1219,6 +1264,13 @@ void Controller::step_validation(const Now& now, Intents& out) {
   validating_for_.clear();
   const std::int64_t probed = probing_;
   probing_ = 0;
+  // The job stood still this long: taken off the iteration that held it, and (a validation's, not a link
+  // probe's: those test one link) what the next validation is expected to cost.
+  if (v.pause_s > 0) {
+    pause_credit_s_ = v.pause_s;
+    if (probed == 0) pauses_s_.push_back(v.pause_s);
+    if (pauses_s_.size() > 5) pauses_s_.erase(pauses_s_.begin());
+  }
   ++(probed != 0 ? stats_.probes : stats_.validations);
   Event e = master_event(event_type::kValidated, now);
   e.rank = v.cause == "gpu" || v.cause == "host" ? v.rank : -1;

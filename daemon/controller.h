@@ -144,6 +144,7 @@ struct ControllerStats {
   std::map<std::string, std::int64_t> fail_slows;       // opened, by cause
   std::map<std::pair<std::string, std::string>, std::int64_t> plans;  // (strategy, applied|rejected|timeout)
   std::int64_t probes = 0, validations = 0;             // pauses (link probes, validations) finished
+  std::map<int, std::int64_t> fail_stops;               // agents' fail_stop reports since the master started, by rank
   std::vector<GroupTiming> groups;                      // the latest localisation's profile
 };
 
@@ -280,6 +281,8 @@ class Controller {
   void open_account(const FailSlow& f);
   void sync_accounts();
   void refresh_costs();
+  void charge_confirmation();
+  double expected_pause_s() const;
   void check_acks(const JobInputs& in, const Now& now, Intents& out);
   void observe_iterations(const JobInputs& in, const Now& now, Intents& out);
   void judge(const Now& now, Intents& out);
@@ -339,6 +342,10 @@ class Controller {
   std::set<std::int64_t> not_confirmed_;       // ... whose validation found nothing slow: no S3/S4 for them
   std::set<std::string> validated_keys_;       // incident:cause:rank:link of the fail-slows validated
   int validations_ = 0;
+  std::vector<double> pauses_s_;   // the job's latest measured pauses (at most 5): what the next one may cost
+  double pause_credit_s_ = 0;        // a pause that ended: taken off the next iteration the job reports
+  std::int64_t paused_index_ = -1;   // that iteration (its index) ...
+  double paused_index_s_ = 0;        // ... and its time without the pause
   struct Probe {
     double due_s = 0;          // mono time of the next probe
     int gap_iterations = 0;    // iterations until the one after

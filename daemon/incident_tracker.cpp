@@ -68,6 +68,15 @@ void IncidentTracker::apply(const Event& e, Decision& out) {
   if (e.source.rfind("agent:", 0) != 0 || e.rank < 0) return;
   const double detected = e.detected_t_s >= 0 ? e.detected_t_s : e.t_s;
 
+  if (e.type == event_type::kFailStop) {  // kept for the status; the job cannot go on without the rank
+    std::string why;
+    const auto d = parse_fail_stop_detail(e.detail, &why);
+    state_.fail_stops.push_back({e.rank, e.node, e.t_s, d ? d->pid : 0});
+    if (state_.fail_stops.size() > kMaxFailStopsKept) state_.fail_stops.erase(state_.fail_stops.begin());
+    ++state_.fail_stops_total;
+    return;
+  }
+
   if (e.type == event_type::kSlowdown) {
     if (!open_) {
       if (e.t_s < state_.last_closed_t_s) return;  // a late report of the incident that just closed

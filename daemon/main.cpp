@@ -69,6 +69,8 @@ void print_help() {
       {"--validate-bytes B,B,..", sizes, "a pause's P2P sizes, bytes"},
       {"--validate-repeats N", std::to_string(c.pause.repeats), "runs of each test"},
       {"--pause-deadline-s S", num(c.pause.deadline_s), "every rank resumes by itself after this"},
+      {"--pause-estimate-s S", num(c.pause.expected_pause_s),
+       "what a validation pause costs until one was measured on the job (auto: part of the S3/S4 price)"},
       {"--validate-min-excess-ms MS", num(c.pause.min_link_excess_ms),
        "a slow transfer also exceeds its class's median by this much (the timer's noise)"},
       {"--probe-iterations N", std::to_string(c.probe_iterations),
@@ -98,7 +100,7 @@ int main(int argc, char** argv) {
                              "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
                              "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin",
                              "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s",
-                             "validate-min-excess-ms", "probe-iterations", "http"},
+                             "validate-min-excess-ms", "probe-iterations", "http", "pause-estimate-s"},
                             {"help", "mitigate"});
     if (a.flag("help")) {
       print_help();
@@ -141,6 +143,10 @@ int main(int argc, char** argv) {
     pause.repeats = static_cast<int>(a.integer_in("validate-repeats", pause.repeats, 1, 9));
     pause.deadline_s = a.number("pause-deadline-s", pause.deadline_s);
     pause.min_link_excess_ms = a.number("validate-min-excess-ms", pause.min_link_excess_ms);
+    pause.expected_pause_s = a.number("pause-estimate-s", pause.expected_pause_s);
+    if (!(pause.expected_pause_s >= 0 && pause.expected_pause_s <= greyhound::kMaxPauseDeadlineS)) {
+      throw greyhound::ArgError("--pause-estimate-s must be in [0, 600]");
+    }
     if (!(pause.min_link_excess_ms >= 0 && pause.min_link_excess_ms <= 1e4)) {
       throw greyhound::ArgError("--validate-min-excess-ms must be in [0, 10000]");
     }

@@ -106,6 +106,8 @@ struct PauseSettings {
   int lead_iterations = 2;                     // the cut: this many iterations after the job's latest mark
   double arm_timeout_s = 0;                    // all ranks at the cut within this (0: from the iteration time)
   double min_link_excess_ms = 0.05;            // a slow transfer also exceeds its peers' by this (timer noise)
+  double expected_pause_s = 5.0;               // what a pause costs the job until one was measured on it (--validate
+                                               // auto charges it to the S3 or S4 it confirms first)
 };
 
 // The pause of `plan`: every rank of `ranks` pauses at `at_iteration`; GEMM on plan.gemm_ranks; each P2P
@@ -137,6 +139,8 @@ class ValidationRun {
   Step step(double now_s);
   // Once finished: the verdict and its evidence.
   ValidatedReport outcome() const;
+  // A rank has trapped: the job stands still (at least in part) until the pause ends.
+  bool any_trapped() const { return first_trap_s_ >= 0; }
 
  private:
   enum class Phase { kArming, kRunning, kResuming, kDone };

@@ -114,7 +114,8 @@ class RingReader {
   std::uint64_t dropped() const noexcept { return header_->dropped.load(std::memory_order_relaxed); }
   std::string job() const;
   const std::string& path() const noexcept { return path_; }
-  bool writer_alive() const noexcept;  // the writer's pid still exists
+  bool writer_alive() const noexcept;  // the writer's pid still exists and is not a zombie
+  bool writer_exited_normally() const noexcept;  // its process ended through exit() (RingLife)
 
   // The control block, writable: maps the header page read-write on first use (the agent's side of
   // RingControl). nullptr with *error when the file cannot be opened for writing.

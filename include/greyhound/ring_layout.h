@@ -196,6 +196,17 @@ static_assert(offsetof(PauseControl, state) == 104);
 static_assert(offsetof(PauseControl, transfers) == 168);
 static_assert(sizeof(PauseControl) == 168 + 56 * kPauseMaxTransfers);
 
+// How the writer's process ended (offset 4032): the agent tells a rank that died (a fail-stop) from one that
+// finished. The hook stores `exited_ns` then `exited` = 1 (release) when the process ends through exit() or a
+// return from main; a process killed by a signal, crashed or ended with _exit() leaves it 0. Rings of
+// writers older than this field (all zeros) read as never exited.
+struct RingLife {
+  std::atomic<std::uint32_t> exited;  // 1: the process ended normally
+  std::uint32_t reserved;
+  std::uint64_t exited_ns;            // CLOCK_MONOTONIC at that moment
+};
+inline constexpr std::size_t kRingLifeOffset = 4032;
+
 // Header of a ring file. Static fields are written once by the creator before `magic` is stored (release);
 // a reader that sees the magic sees them.
 struct RingHeader {
@@ -219,7 +230,9 @@ struct RingHeader {
   alignas(64) RingControl control;                     // agent -> rank
   std::uint8_t pad1[512 - 384 - sizeof(RingControl)];
   alignas(64) PauseControl pause;                      // framework, agent <-> rank (offset 512)
-  std::uint8_t reserved_tail[kRingHeaderSize - 512 - sizeof(PauseControl)];
+  std::uint8_t reserved_tail[kRingLifeOffset - 512 - sizeof(PauseControl)];
+  alignas(64) RingLife life;                           // the writer's end (offset 4032)
+  std::uint8_t pad2[kRingHeaderSize - kRingLifeOffset - sizeof(RingLife)];
 };
 static_assert(offsetof(RingHeader, magic) == 0);
 static_assert(offsetof(RingHeader, version) == 8);
@@ -237,6 +250,7 @@ static_assert(offsetof(RingHeader, write_index) == 256);
 static_assert(offsetof(RingHeader, dropped) == 320);
 static_assert(offsetof(RingHeader, control) == 384);
 static_assert(offsetof(RingHeader, pause) == 512);
+static_assert(offsetof(RingHeader, life) == kRingLifeOffset);
 static_assert(sizeof(RingHeader) == kRingHeaderSize);
 
 // Checksum of payload words 0..13 (word 14 holds it): a sum of products with distinct odd constants,

@@ -284,9 +284,32 @@ void Agent::step(std::uint64_t now_ns) {
       queue_event(e);
     }
   }
+  report_fail_stops(now_ns);
   publish_state(now_ns, false);
   poll_commands(now_ns);
   watch_pause(now_ns);
+}
+
+// A rank whose process is gone without having ended through exit() (killed by a signal, crashed): a
+// fail-stop, reported once. One that finished normally (the hook marked its ring at exit) is not one.
+void Agent::report_fail_stops(std::uint64_t now_ns) {
+  for (const auto& [path, t] : trackers_) {
+    if (fail_stops_.count(path) != 0 || t->writer_alive() || t->writer_exited_normally()) continue;
+    fail_stops_.insert(path);
+    Event e;
+    e.type = event_type::kFailStop;
+    e.t_s = job_time_s(now_ns);
+    e.t_unix_ms = unix_ms_of(now_ns);
+    e.rank = t->rank();
+    FailStopDetail d;
+    d.pid = t->pid();
+    d.last_record_t_s = t->last_record_ns() != 0 ? job_time_s(t->last_record_ns()) : -1;
+    e.detail = to_json(d);
+    spdlog::warn("rank {} (pid {}) is gone without having exited normally (killed or crashed): a fail-stop; its "
+                 "last NCCL call at {:.2f} s",
+                 e.rank, d.pid, d.last_record_t_s);
+    queue_event(e);
+  }
 }
 
 namespace {

@@ -91,6 +91,8 @@ class Agent {
   void start_pause(const Command& cmd, std::uint64_t now_ns);
   void steer_pause(const Command& cmd);
   void watch_pause(std::uint64_t now_ns);
+  void report_fail_stops(std::uint64_t now_ns);
+  std::set<std::string> fail_stops_;  // rings whose writer died (reported), by path
   bool started_event_sent_ = false;
   std::set<std::string> logged_;  // one log line per kind of problem
   int refused_logged_ = 0;        // files refused as rings that were logged (at most 32)

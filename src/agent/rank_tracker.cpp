@@ -41,6 +41,7 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
   batch_.clear();
   reader_->poll(batch_, max_records, stats_, now_ns);
   for (const RecordPayload& p : batch_) {
+    last_record_ns_ = std::max(last_record_ns_, p.t_ns);
     const Op op = static_cast<Op>(p.op);
     if (op == Op::kTiming) {  // device time of an earlier call (or group), while profiling
       if (profile_until_ns_ != 0) {

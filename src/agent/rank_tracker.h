@@ -88,6 +88,9 @@ class RankTracker {
   std::uint64_t created_mono_ns() const { return reader_->header().created_mono_ns; }
   std::uint64_t created_real_ns() const { return reader_->header().created_real_ns; }
   bool writer_alive() const { return reader_->writer_alive(); }
+  bool writer_exited_normally() const { return reader_->writer_exited_normally(); }
+  // CLOCK_MONOTONIC of the newest record read (0: none yet).
+  std::uint64_t last_record_ns() const { return last_record_ns_; }
   bool drained() const { return reader_->next_seq() >= reader_->header().write_index.load(); }
   std::uint64_t records_read() const { return stats_.read; }
   std::uint64_t records_lost() const { return stats_.lost; }
@@ -112,6 +115,7 @@ class RankTracker {
   bool paused_ = false;
   std::uint32_t detector_period_ = 0;  // the period of the iterations the detector has seen
   RingPollStats stats_;
+  std::uint64_t last_record_ns_ = 0;
   std::map<std::uint64_t, GroupMembership> groups_;
   std::map<std::uint64_t, std::map<std::string, std::uint64_t>> op_counts_;
   std::deque<TrackedIteration> history_;  // recent iterations, to time the onset of a change

@@ -49,6 +49,12 @@ int cmd_status(const Argv& argv) {
   if (const json& m = out["master"]; m.is_object()) {
     std::printf(" (%lld incidents, %lld events processed, %lld rejected)", m.value("incidents_total", 0LL),
                 m.value("events_processed", 0LL), m.value("events_rejected", 0LL));
+    // Ranks whose process died: the job cannot go on without them.
+    for (const auto& f : m.value("fail_stops", json::array())) {
+      if (!f.is_object()) continue;
+      std::printf("\nFAIL-STOP: rank %d (node %d, pid %lld) died at %.2f s", f.value("rank", -1), f.value("node", -1),
+                  f.value("pid", 0LL), f.value("t_s", 0.0));
+    }
   }
   std::printf("\n\nRANK  NODE  HOST              PID     ITER     ITER_MS  PERIOD   AGE_S\n");
   for (const auto& r : out["ranks"]) {

@@ -168,8 +168,8 @@ std::unique_ptr<RingReader> RingReader::open(const std::string& path, std::strin
     why = "unexpected header or record size";
   } else if (h->capacity == 0 || (h->capacity & (h->capacity - 1)) != 0) {
     why = "capacity is not a power of two";
-  } else if (size < ring_file_size(h->capacity)) {
-    why = "file shorter than its capacity";
+  } else if (h->capacity > (size - kRingHeaderSize) / kRecordSize) {  // not size < ring_file_size(): it can wrap
+    why = "file shorter than its capacity (" + std::to_string(h->capacity) + " records)";
   }
   if (!why.empty()) {
     munmap(map, size);
@@ -247,7 +247,24 @@ std::string RingReader::job() const {
 }
 
 bool RingReader::writer_alive() const noexcept {
-  return header_->pid > 0 && (kill(header_->pid, 0) == 0 || errno == EPERM);
+  const pid_t pid = header_->pid;
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+  // A zombie (it exited; its parent has not waited for it yet) is no live writer. Without /proc, kill's word.
+  char path[48];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return true;
+  buf[n] = '\0';
+  const char* end_of_name = std::strrchr(buf, ')');  // the command name may hold anything but ends at the last ')'
+  return !(end_of_name != nullptr && end_of_name[1] == ' ' && end_of_name[2] == 'Z');
+}
+
+bool RingReader::writer_exited_normally() const noexcept {
+  return header_->life.exited.load(std::memory_order_acquire) == 1;
 }
 
 std::size_t RingReader::poll(std::vector<RecordPayload>& out, std::size_t max, RingPollStats& stats,

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -104,6 +105,16 @@ void* resolve_real(const char* name, void* self) noexcept {
   return fn;
 }
 
+// At exit() (or a return from main): the ring says this process ended normally, so that the agent does not
+// take it for a fail-stop. A process killed by a signal never gets here.
+void mark_exited() {
+  Runtime& r = g_runtime;
+  if (r.ring == nullptr) return;  // a forked child without a ring of its own (atfork_child cleared it)
+  RingHeader* h = r.ring->header();
+  h->life.exited_ns = monotonic_ns();
+  h->life.exited.store(1, std::memory_order_release);
+}
+
 int ensure_init() noexcept {
   Runtime& r = g_runtime;
   int mode = r.mode.load(std::memory_order_acquire);
@@ -136,6 +147,8 @@ int ensure_init() noexcept {
       auto writer = RingWriter::create(cfg.shm_dir, name, cfg.ring_records, id, &err);
       if (writer) {
         r.ring = writer.release();  // lives for the process
+        static std::atomic<bool> exit_hook{false};
+        if (!exit_hook.exchange(true)) std::atexit(&mark_exited);
         log_line(LogLevel::kInfo, "recording NCCL calls into %s", r.ring->path().c_str());
         result = kRecording;
       } else {

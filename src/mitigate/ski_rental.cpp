@@ -45,6 +45,15 @@ double SkiRental::overhead_s(Strategy s) const {
   return 0.0;
 }
 
+double SkiRental::price_s(Strategy s) const {
+  const bool confirmed_first = s == Strategy::kS3Topology || s == Strategy::kS4Restart;
+  return overhead_s(s) + (confirmed_first ? confirm_s_ : 0.0);
+}
+
+void SkiRental::set_confirmation_overhead(double seconds) {
+  confirm_s_ = std::isfinite(seconds) && seconds > 0.0 ? seconds : 0.0;
+}
+
 void SkiRental::set_overhead(Strategy s, double seconds) {
   if (!std::isfinite(seconds) || seconds < 0.0) return;
   if (s == Strategy::kS3Topology) config_.s3_pause_s = seconds;
@@ -188,17 +197,19 @@ SkiRentalDecision SkiRental::escalate() {
       skipped += (skipped.empty() ? "; skipped " : ", ") + name(next);
       continue;
     }
-    const double cost = overhead_s(next);
+    const double cost = price_s(next);
     if (rent < cost) return d;
     d.action = SkiRentalAction::kApply;
     d.strategy = next;
     d.overhead_s = cost;
+    const double confirm = cost - overhead_s(next);
+    const std::string price = " overhead " + fmt(cost) + " s" + (confirm > 0 ? " (" + fmt(confirm) + " s of it to confirm the fail-slow first)" : "");
     if (fixed) {
       d.reason = "residual loss " + fmt(rent) + " s under " + name(strategy_) + " (iterations at " + fmt(judged) +
                  " s, within " + fmt(config_.fixed_ratio) + " x healthy " + fmt(healthy) + " s) >= " + name(next) +
-                 " overhead " + fmt(cost) + " s" + skipped;
+                 price + skipped;
     } else {
-      d.reason = "accumulated loss " + fmt(rent) + " s >= " + name(next) + " overhead " + fmt(cost) + " s; " +
+      d.reason = "accumulated loss " + fmt(rent) + " s >= " + name(next) + price + "; " +
                  name(strategy_) + " leaves iterations at " + fmt(judged) + " s > " + fmt(config_.fixed_ratio) +
                  " x healthy " + fmt(healthy) + " s" + skipped;
     }

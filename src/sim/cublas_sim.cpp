@@ -4,6 +4,7 @@
 #include <cublas_api.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <vector>
 
@@ -26,6 +27,8 @@ void device_kernel(double flops_or_bytes, bool is_gemm, Work&& work) {
   gs::host_launch();
   const gs::SimProcess& sp = gs::sim_process();
   const std::uint64_t t0 = gs::model_now();
+  // A kill fault: the process dies here, as a rank does whose host fails or that the OOM killer takes.
+  if (sp.faults.killed(sp.rank, sp.job_time_s(t0))) raise(SIGKILL);
   const double slow = sp.faults.gpu_slowdown(sp.rank, sp.job_time_s(t0));
   work();
   const double s = is_gemm ? gs::gemm_seconds(sp.model, flops_or_bytes, slow)

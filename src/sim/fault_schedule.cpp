@@ -35,6 +35,7 @@ const char* fault_kind_name(FaultKind k) {
     case FaultKind::kGpu: return "gpu";
     case FaultKind::kLink: return "link";
     case FaultKind::kCpu: return "cpu";
+    case FaultKind::kKill: return "kill";
   }
   return "?";
 }
@@ -62,7 +63,7 @@ FaultSchedule FaultSchedule::parse(const json& j) {
     const std::string where = "faults[" + std::to_string(i) + "]";
     const json& o = arr[i];
     if (!o.is_object()) bad(where, "must be an object");
-    if (!o.contains("kind") || !o.at("kind").is_string()) bad(where + ".kind", "must be \"gpu\", \"link\" or \"cpu\"");
+    if (!o.contains("kind") || !o.at("kind").is_string()) bad(where + ".kind", "must be \"gpu\", \"link\", \"cpu\" or \"kill\"");
     const std::string kind = o.at("kind").get<std::string>();
     Fault f;
     std::set<std::string> allowed = {"kind", "start_s", "end_s", "label"};
@@ -85,14 +86,19 @@ FaultSchedule FaultSchedule::parse(const json& j) {
       if (!(f.bandwidth_factor > 0.0 && f.bandwidth_factor <= 1.0)) {
         bad(where + ".bandwidth_factor", "must be a number in (0, 1]");
       }
+    } else if (kind == "kill") {
+      f.kind = FaultKind::kKill;
+      allowed.insert("rank");
+      if (!o.contains("rank")) bad(where + ".rank", "missing");
+      f.rank = index_value(o.at("rank"), where + ".rank");
     } else {
-      bad(where + ".kind", "must be \"gpu\", \"link\" or \"cpu\", not \"" + kind + "\"");
+      bad(where + ".kind", "must be \"gpu\", \"link\", \"cpu\" or \"kill\", not \"" + kind + "\"");
     }
     for (const auto& [key, _] : o.items()) {
       if (allowed.count(key) == 0) bad(where + "." + key, "unknown field for kind \"" + kind + "\"");
     }
     f.start_s = number(o, "start_s", where);
-    f.end_s = number(o, "end_s", where);
+    f.end_s = f.kind == FaultKind::kKill && !o.contains("end_s") ? f.start_s + 1.0 : number(o, "end_s", where);
     if (f.start_s < 0) bad(where + ".start_s", "must be >= 0");
     if (f.end_s <= f.start_s) bad(where + ".end_s", "must be greater than start_s");
     if (o.contains("label")) {
@@ -129,6 +135,8 @@ json FaultSchedule::to_json() const {
     if (f.kind == FaultKind::kLink) {
       o["nodes"] = {f.nodes[0], f.nodes[1]};
       o["bandwidth_factor"] = f.bandwidth_factor;
+    } else if (f.kind == FaultKind::kKill) {
+      o["rank"] = f.rank;
     } else {
       o["rank"] = f.rank;
       o["slowdown"] = f.slowdown;
@@ -147,6 +155,13 @@ double FaultSchedule::gpu_slowdown(int rank, double t_s) const {
     if (f.kind == FaultKind::kGpu && f.rank == rank && f.active(t_s)) s *= f.slowdown;
   }
   return s;
+}
+
+bool FaultSchedule::killed(int rank, double t_s) const {
+  for (const Fault& f : faults_) {
+    if (f.kind == FaultKind::kKill && f.rank == rank && t_s >= f.start_s) return true;
+  }
+  return false;
 }
 
 double FaultSchedule::cpu_slowdown(int rank, double t_s) const {

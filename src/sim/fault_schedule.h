@@ -4,7 +4,10 @@
 //
 // JSON: {"faults":[{"kind":"gpu","rank":3,"start_s":5,"end_s":20,"slowdown":1.7},
 //                  {"kind":"link","nodes":[1,2],"start_s":30,"end_s":60,"bandwidth_factor":0.3},
-//                  {"kind":"cpu","rank":0,"start_s":10,"end_s":30,"slowdown":1.3}]}
+//                  {"kind":"cpu","rank":0,"start_s":10,"end_s":30,"slowdown":1.3},
+//                  {"kind":"kill","rank":5,"start_s":12}]}
+// A kill fault makes the rank's process die by SIGKILL (a fail-stop) at its first device call at or after
+// start_s; its end_s is optional (the report's window: start_s + 1 by default).
 // An optional "label" string per fault is kept for reports. Overlapping faults compound (multiply).
 #pragma once
 
@@ -17,12 +20,12 @@
 
 namespace greyhound::sim {
 
-enum class FaultKind { kGpu, kLink, kCpu };
+enum class FaultKind { kGpu, kLink, kCpu, kKill };
 const char* fault_kind_name(FaultKind k);
 
 struct Fault {
   FaultKind kind = FaultKind::kGpu;
-  int rank = -1;                    // gpu, cpu
+  int rank = -1;                    // gpu, cpu, kill
   std::array<int, 2> nodes{-1, -1}; // link (unordered pair of distinct nodes)
   double start_s = 0;
   double end_s = 0;
@@ -53,6 +56,7 @@ class FaultSchedule {
   double gpu_slowdown(int rank, double t_s) const;
   double cpu_slowdown(int rank, double t_s) const;
   double link_factor(int node_a, int node_b, double t_s) const;  // 1 when healthy or same node
+  bool killed(int rank, double t_s) const;  // a kill fault of `rank` has started by t_s
 
   const std::vector<Fault>& faults() const { return faults_; }
   bool empty() const { return faults_.empty(); }

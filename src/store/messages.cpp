@@ -222,7 +222,7 @@ Event build_event(const Fields& f, const json& j) {
         event_type::kIncidentClose, event_type::kProfile,   event_type::kLocalised,       event_type::kPlan,
         event_type::kPlanApplied, event_type::kPlanTimeout, event_type::kPlanRejected,
         event_type::kBaseline,    event_type::kFailSlowOpen, event_type::kFailSlowEnd,   event_type::kRemedyCheck,
-        event_type::kJobRestart,     event_type::kPause,          event_type::kValidated};
+        event_type::kJobRestart,     event_type::kPause,          event_type::kValidated,      event_type::kFailStop};
     Event e;
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");
@@ -866,6 +866,10 @@ std::optional<FailSlow> fail_slow_from_json(const json& j, std::string* error) {
 json to_json(const MasterState& s) {
   json open = json::array();
   for (const FailSlow& f : s.fail_slows) open.push_back(to_json(f));
+  json stops = json::array();
+  for (const FailStopRecord& r : s.fail_stops) {
+    stops.push_back({{"rank", r.rank}, {"node", r.node}, {"t_s", r.t_s}, {"pid", r.pid}});
+  }
   return {{"cursor", s.cursor},
           {"state", name(s.state)},
           {"open_incident", s.open_incident},
@@ -876,7 +880,9 @@ json to_json(const MasterState& s) {
           {"updated_unix_ms", s.updated_unix_ms},
           {"fail_slows", std::move(open)},
           {"fail_slows_total", s.fail_slows_total},
-          {"healthy_ms", s.healthy_ms}};
+          {"healthy_ms", s.healthy_ms},
+          {"fail_stops", std::move(stops)},
+          {"fail_stops_total", s.fail_stops_total}};
 }
 
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error) {
@@ -906,6 +912,23 @@ std::optional<MasterState> parse_master_state(const std::string& text, std::stri
     s.fail_slows_total = f.integer_or("fail_slows_total", 0, 0, kMaxCount);
     s.healthy_ms = f.num_or("healthy_ms", 0);
     if (s.healthy_ms < 0) throw Invalid("healthy_ms: must be >= 0");
+    if (f.has("fail_stops")) {
+      const json& a = raw.at("fail_stops");
+      if (!a.is_array() || a.size() > kMaxFailStopsKept) {
+        throw Invalid("fail_stops: must be an array of at most " + std::to_string(kMaxFailStopsKept));
+      }
+      for (const json& x : a) {
+        if (!x.is_object()) throw Invalid("fail_stops: must hold objects");
+        const Fields g(x);
+        FailStopRecord r;
+        r.rank = static_cast<int>(g.integer("rank", 0, INT32_MAX));
+        r.node = static_cast<int>(g.integer_or("node", -1, -1, INT32_MAX));
+        r.t_s = g.num_or("t_s", 0);
+        r.pid = g.integer_or("pid", 0, 0, INT32_MAX);
+        s.fail_stops.push_back(r);
+      }
+    }
+    s.fail_stops_total = f.integer_or("fail_stops_total", 0, 0, kMaxCount);
     return s;
   });
 }
@@ -1063,6 +1086,17 @@ std::optional<AgentStopDetail> parse_agent_stop_detail(const json& detail, std::
   return build_from<AgentStopDetail>(detail, error, [](const Fields& f, const json&) {
     AgentStopDetail d;
     d.events_dropped = static_cast<std::uint64_t>(f.integer_or("events_dropped", 0, 0, kMaxCount));
+    return d;
+  });
+}
+
+json to_json(const FailStopDetail& d) { return {{"pid", d.pid}, {"last_record_t_s", d.last_record_t_s}}; }
+
+std::optional<FailStopDetail> parse_fail_stop_detail(const json& detail, std::string* error) {
+  return build_from<FailStopDetail>(detail, error, [](const Fields& f, const json&) {
+    FailStopDetail d;
+    d.pid = f.integer_or("pid", 0, 0, INT32_MAX);
+    d.last_record_t_s = f.num_or("last_record_t_s", -1);
     return d;
   });
 }

@@ -56,6 +56,7 @@ inline constexpr const char* kFailSlowEnd = "fail_slow_end";       // master: it
 inline constexpr const char* kRemedyCheck = "remedy_check";        // master: a remedy measured against its prediction
 inline constexpr const char* kJobRestart = "job_restart";          // master: the job is back after an S4 restart
 inline constexpr const char* kPause = "pause";                     // agent: a rank's state in a validation pause
+inline constexpr const char* kFailStop = "fail_stop";              // agent: a rank's process died (killed, crashed)
 inline constexpr const char* kValidated = "validated";             // master: what a validation pause measured
 }  // namespace event_type
 
@@ -209,6 +210,14 @@ nlohmann::json to_json(const FailSlow& f);
 std::optional<FailSlow> fail_slow_from_json(const nlohmann::json& j, std::string* error);
 inline constexpr std::size_t kMaxOpenFailSlows = 64;  // a state holding more is refused
 
+// A rank whose process died while the job ran (an agent's fail_stop event), as the master keeps it.
+struct FailStopRecord {
+  int rank = -1, node = -1;
+  double t_s = 0;         // job time the agent saw it gone
+  std::int64_t pid = 0;
+};
+inline constexpr std::size_t kMaxFailStopsKept = 64;
+
 struct MasterState {
   std::string cursor = "0-0";   // last event-stream id processed
   Phase state = Phase::kHealthy;
@@ -221,6 +230,8 @@ struct MasterState {
   std::vector<FailSlow> fail_slows;  // the open ones
   std::int64_t fail_slows_total = 0;
   double healthy_ms = 0;             // the job's healthy iteration time (baseline profile, else before the first incident)
+  std::vector<FailStopRecord> fail_stops;  // ranks whose process died, the latest kMaxFailStopsKept
+  std::int64_t fail_stops_total = 0;
 };
 nlohmann::json to_json(const MasterState& s);
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error);
@@ -411,6 +422,15 @@ struct AgentStopDetail {
 };
 nlohmann::json to_json(const AgentStopDetail& d);
 std::optional<AgentStopDetail> parse_agent_stop_detail(const nlohmann::json& detail, std::string* error);
+
+// fail_stop (agent, one per rank): the rank's process is gone without having ended through exit() (killed by
+// a signal, crashed, _exit): the job cannot go on without it.
+struct FailStopDetail {
+  std::int64_t pid = 0;
+  double last_record_t_s = -1;  // job time of the rank's newest NCCL record; -1: none
+};
+nlohmann::json to_json(const FailStopDetail& d);
+std::optional<FailStopDetail> parse_fail_stop_detail(const nlohmann::json& detail, std::string* error);
 
 // profile (agent, one per rank): device times of one profiling window.
 struct ProfileGroup {

@@ -231,6 +231,64 @@ TEST_F(RingTest, TheWritableHeaderIsTheFileThatWasRead) {
   EXPECT_NE(err.find("replaced since it was opened"), std::string::npos) << err;
 }
 
+// A writer that exited but was not waited for yet (a zombie) is no live writer; its ring says whether it
+// ended through exit() (the hook marks it) or died.
+TEST_F(RingTest, AZombieWriterIsGoneAndTheRingSaysHowItEnded) {
+  for (const bool normal : {true, false}) {
+    const std::string name = normal ? "greyhound.job.1" : "greyhound.job.2";
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      std::string err;
+      auto w = RingWriter::create(dir_, name, 64, RingIdentity{"job", normal ? 1 : 2, 0}, &err);
+      if (w && normal) w->header()->life.exited.store(1);  // what the hook's exit handler does
+      const char c = w ? 'y' : 'n';
+      (void)!write(ready[1], &c, 1);
+      _exit(0);
+    }
+    ::close(ready[1]);
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    ::close(ready[0]);
+    ASSERT_EQ(c, 'y');
+    std::string err;
+    auto r = RingReader::open(dir_ + "/" + name, &err);
+    ASSERT_TRUE(r) << err;
+    // Not reaped yet: a zombie, which kill(pid, 0) still finds.
+    for (int i = 0; i < 200 && r->writer_alive(); ++i) usleep(10'000);
+    EXPECT_FALSE(r->writer_alive());
+    EXPECT_EQ(kill(child, 0), 0) << "still a zombie";
+    EXPECT_EQ(r->writer_exited_normally(), normal);
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_FALSE(r->writer_alive());
+  }
+  // This process's own ring: alive, not exited.
+  auto w = make(64);
+  std::string err;
+  auto r = RingReader::open(dir_ + "/greyhound.job.0", &err);
+  ASSERT_TRUE(r) << err;
+  EXPECT_TRUE(r->writer_alive());
+  EXPECT_FALSE(r->writer_exited_normally());
+}
+
+// A header whose capacity would wrap the size computation (2^57 records of 128 bytes is 2^64 bytes) is
+// refused, not mapped and read out of bounds.
+TEST_F(RingTest, ACapacityThatWrapsTheFileSizeIsRefused) {
+  auto w = make(64);
+  for (const std::uint64_t cap : {1ull << 57, 1ull << 63, 128ull}) {
+    w->header()->capacity = cap;
+    std::string err;
+    EXPECT_FALSE(RingReader::open(dir_ + "/greyhound.job.0", &err)) << cap;
+    EXPECT_NE(err.find("file shorter than its capacity (" + std::to_string(cap) + " records)"), std::string::npos) << err;
+  }
+  w->header()->capacity = 64;
+  std::string err;
+  EXPECT_TRUE(RingReader::open(dir_ + "/greyhound.job.0", &err)) << err;
+}
+
 TEST_F(RingTest, ListsRingsOfOneJobByHeader) {
   std::string err;
   auto a = RingWriter::create(dir_, ring_file_name("a", "0"), 64, RingIdentity{"a", 0, 0}, &err);

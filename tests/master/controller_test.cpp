@@ -475,10 +475,12 @@ struct TwoFaults {
   Driven d;
   std::int64_t index = 100;
   double t = 0;
+  bool marks = false;  // the job marks its iterations (it can be paused)
   explicit TwoFaults(ControllerConfig cfg) : d(cfg) {}
 
   Intents step(JobInputs in, double iter_ms) {
     in.pace = pace(++index, iter_ms);
+    if (marks) in.pace->mark = index;
     t += 0.5;
     return d.c.step(at(t, t), in);
   }
@@ -585,11 +587,13 @@ TEST(Controller, ASplitForAGpuThatRecoveredIsRevertedWhileTheLinkStaysOpen) {
 // A TP1 x DP2 x PP2 job of four one-GPU nodes (rank r on node r) advertising S3, whose DP groups {0,1} and
 // {2,3} cross the links 0-1 and 2-3; baselined healthy (5 % of the window in each DP group).
 struct LinkJob {
-  TwoFaults f{mitigating()};
+  TwoFaults f;
   JobLayout l;
   const std::vector<GroupMembers> groups = {GroupMembers{0x10, {0, 1}, "2|AllReduce:8"},
                                             GroupMembers{0x11, {2, 3}, "2|AllReduce:8"}};
-  explicit LinkJob(double s3_estimate_s, std::vector<std::string> capabilities = {"S3"}) {
+  explicit LinkJob(double s3_estimate_s, std::vector<std::string> capabilities = {"S3"},
+                   ControllerConfig cfg = mitigating())
+      : f(std::move(cfg)) {
     Driven& d = f.d;
     d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
     l = layout({8, 8}, {8, 8});
@@ -715,6 +719,135 @@ TEST(Controller, ASlowGpuThatClimbsToS3KeepsItsSplit) {
   int at_s3 = 0;
   for (const FailSlow& x : f.d.c.fail_slows()) at_s3 += x.cause == Cause::kComputation && x.account.rung == Strategy::kS3;
   EXPECT_EQ(at_s3, 1) << "the GPU's account climbed to S3";
+}
+
+// Under --validate auto the link is confirmed by a pause before S3: how many iterations after the
+// localisation the pause is armed, or (a job that marks no iterations cannot be paused) S3 planned; 0: not
+// within `within`. A pause is expected to cost `pause_s`.
+int iterations_to_confirm(double pause_s, bool marks, int within) {
+  ControllerConfig cfg = mitigating();
+  cfg.validate = ValidateMode::kAuto;
+  cfg.pause.expected_pause_s = pause_s;
+  LinkJob j(0.2, {"S3"}, cfg);
+  j.f.marks = marks;
+  Intents it = j.localise({0.45, 0.45, 0.05, 0.05}, 500);
+  for (int i = 1; i <= within; ++i) {
+    for (const ProfileRequest& c : it.commands) {
+      if (c.command.cmd == "pause") return marks ? i : -1;
+    }
+    if (it.plan) {
+      EXPECT_FALSE(marks) << "S3 before its validation: " << it.plan->reason;
+      return i;
+    }
+    it = j.f.step(JobInputs{}, 500);
+  }
+  return 0;
+}
+
+TEST(Controller, AutoValidationChargesItsPauseToTheS3ItConfirms) {
+  // 0.1 s lost per iteration. S3 costs 0.2 s on this job; confirming it first, 2 s more: 20 more iterations
+  // of loss before the account climbs to S3 and the pause is armed.
+  const int cheap = iterations_to_confirm(0.01, true, 60);
+  const int dear = iterations_to_confirm(2.0, true, 60);
+  ASSERT_GE(cheap, 1);
+  EXPECT_LE(cheap, 4);
+  ASSERT_GE(dear, 1) << "the pause was never armed";
+  EXPECT_GE(dear - cheap, 19);
+  EXPECT_LE(dear - cheap, 21);
+  // A job that cannot be paused (it marks no iterations) gets no pause, and S3 is not charged one.
+  const int unpaused = iterations_to_confirm(2.0, false, 60);
+  EXPECT_GE(unpaused, 1);
+  EXPECT_LE(unpaused, cheap + 1);
+}
+
+// A slow GPU whose account climbs to S3 on a job where no placement would be faster: S3 is declined
+// without a validation pause (a pause only confirms a remedy that would be applied).
+TEST(Controller, NoValidationPauseForAnS3ThatNoPlacementWouldPay) {
+  ControllerConfig cfg = mitigating();
+  cfg.validate = ValidateMode::kAuto;
+  cfg.pause.expected_pause_s = 0.01;
+  LinkJob j(0.01, {"S2", "S3"}, cfg);
+  TwoFaults& f = j.f;
+  f.marks = true;
+  for (int i = 0; i < 6; ++i) f.step(JobInputs{}, 500);  // slow since a few iterations before the report
+  Intents it = j.localise({0.05, 0.05, 0.60, 0.02}, 500);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 1u);
+  ASSERT_EQ(f.d.c.fail_slows()[0].cause, Cause::kComputation);
+  bool split = false;
+  for (int i = 0; i < 40; ++i) {
+    for (const ProfileRequest& c : it.commands) EXPECT_NE(c.command.cmd, "pause") << "paused at step " << i;
+    if (it.plan) {
+      EXPECT_FALSE(it.plan->placement.is_array()) << it.plan->reason;
+      if (!it.plan->microbatches.empty()) split = it.plan->action == PlanAction::kApply;
+      f.d.c.plan_published(*it.plan, at(f.t, f.t));
+      f.ack_all(it.plan->epoch);
+    }
+    it = f.step(JobInputs{}, split ? 470 : 500);
+  }
+  EXPECT_TRUE(split);
+  EXPECT_FALSE(f.d.c.fail_slows()[0].account.s3) << "S3 declined for the GPU";
+}
+
+// The pause is no iteration of the job: the iteration that held it adds to no fail-slow's loss (its time is
+// the remedy's price, charged before the climb).
+TEST(Controller, AValidationPauseIsNotCountedAsTheFailSlowsLoss) {
+  ControllerConfig cfg = mitigating();
+  cfg.validate = ValidateMode::kAuto;
+  cfg.pause.expected_pause_s = 0.01;
+  LinkJob j(0.2, {"S3"}, cfg);
+  TwoFaults& f = j.f;
+  f.marks = true;
+  Intents it = j.localise({0.45, 0.45, 0.05, 0.05}, 500);
+  std::optional<ProfileRequest> pause;
+  for (int i = 0; i < 10 && !pause; ++i) {
+    for (const ProfileRequest& c : it.commands) {
+      if (c.command.cmd == "pause") pause = c;
+    }
+    if (!pause) it = f.step(JobInputs{}, 500);
+  }
+  ASSERT_TRUE(pause);
+  auto report = [&](int rank, const char* state, double paused_ms) {
+    PauseReport r;
+    r.id = pause->command.id;
+    r.state = state;
+    r.reason = "deadline";
+    r.paused_ms = paused_ms;
+    Event e;
+    e.type = event_type::kPause;
+    e.t_s = f.t;
+    e.rank = rank;
+    e.node = rank;
+    e.source = "agent:" + std::to_string(rank);
+    e.detail = to_json(r);
+    return e;
+  };
+  std::vector<Event> trapped, resumed;
+  for (int r = 0; r < 4; ++r) {
+    trapped.push_back(report(r, "trapped", 0));
+    resumed.push_back(report(r, "resumed", 3000));  // each stood still 3 s (its deadline: the pause is lost)
+  }
+  // While the ranks stand still the job reports no new iteration (the same index again).
+  f.d.feed(trapped, at(f.t, f.t));
+  --f.index;
+  f.step(JobInputs{}, 500);
+  f.d.feed(resumed, at(f.t, f.t));
+  bool validated = false;
+  for (int i = 0; i < 3 && !validated; ++i) {
+    --f.index;
+    const std::vector<std::string> ty = types(f.step(JobInputs{}, 500).events);
+    validated = std::count(ty.begin(), ty.end(), "validated") == 1;
+  }
+  ASSERT_TRUE(validated);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 1u);
+  const double before = f.d.c.fail_slows()[0].account.loss_s;  // the accounts as of the verdict
+  // The iteration that held the pause, then ordinary ones until the accounts are saved again.
+  int k = 1;
+  for (bool saved = f.step(JobInputs{}, 3500).persist_state; !saved && k < 30; ++k) {
+    saved = f.step(JobInputs{}, 500).persist_state;
+  }
+  ASSERT_LT(k, 30);
+  // k iterations 0.1 s slower than the healthy 0.4 s each, the pause not among them (it would add 3 s).
+  EXPECT_NEAR(f.d.c.fail_slows()[0].account.loss_s - before, 0.1 * k, 0.01) << k << " iterations";
 }
 
 TEST(Controller, S3IsChargedTheJobsOwnEstimateOfItsSwitch) {

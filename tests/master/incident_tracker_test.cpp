@@ -118,5 +118,39 @@ TEST(IncidentTracker, RestartsFromPersistedStateAndIncident) {
   EXPECT_EQ(rec.emit[0].incident, 1);
 }
 
+// A rank's process died: kept in the state the master stores (greyhoundctl status shows it), the latest 64,
+// and it opens no incident.
+TEST(IncidentTracker, FailStopsAreKeptInTheStateAcrossARestart) {
+  IncidentTracker t;
+  for (int i = 0; i < 70; ++i) {
+    Event e;
+    e.type = event_type::kFailStop;
+    e.t_s = 10 + i;
+    e.source = "agent:1";
+    e.rank = i % 8;
+    e.node = 1;
+    e.detail = to_json(FailStopDetail{4000 + i, 9.5 + i});
+    Decision d;
+    t.apply(e, d);
+    EXPECT_TRUE(d.emit.empty());
+  }
+  EXPECT_FALSE(t.open_incident());
+  std::string err;
+  auto st = parse_master_state(to_json(t.state()).dump(), &err);
+  ASSERT_TRUE(st) << err;
+  EXPECT_EQ(st->fail_stops_total, 70);
+  ASSERT_EQ(st->fail_stops.size(), kMaxFailStopsKept);
+  EXPECT_EQ(st->fail_stops.back().rank, 69 % 8);
+  EXPECT_EQ(st->fail_stops.back().node, 1);
+  EXPECT_DOUBLE_EQ(st->fail_stops.back().t_s, 79);
+  EXPECT_EQ(st->fail_stops.back().pid, 4069);
+  EXPECT_DOUBLE_EQ(st->fail_stops.front().t_s, 16);  // the oldest six went
+  // A state with more than it may hold is refused, not truncated silently.
+  nlohmann::json j = to_json(t.state());
+  j["fail_stops"].push_back(j["fail_stops"][0]);
+  EXPECT_FALSE(parse_master_state(j.dump(), &err));
+  EXPECT_NE(err.find("fail_stops: must be an array of at most 64"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace greyhound::master

@@ -60,6 +60,15 @@ TEST(Metrics, AJobsControllerAndStatusGiveItsSamples) {
   f.rank = 5;
   st.fail_slows.push_back(f);
   c.load(st, std::nullopt, 0, "0-0", Now{});
+  Event dead;  // rank 5's process died
+  dead.type = event_type::kFailStop;
+  dead.t_s = 3;
+  dead.source = "agent:1";
+  dead.rank = 5;
+  dead.node = 1;
+  dead.detail = to_json(FailStopDetail{77, 2.9});
+  c.apply({{"1-0", dead, ""}}, Now{});
+  c.adopt(Now{});
   const json status = json::parse(R"({
     "ranks": [{"rank": 0, "node": 0, "iter_ms": 440.5, "age_s": 0.2}, {"rank": 1, "node": 0}],
     "nodes": [{"node": 0, "alive": true, "heartbeat_age_s": 0.5, "records_read": 1000, "records_lost": 3,
@@ -75,10 +84,12 @@ TEST(Metrics, AJobsControllerAndStatusGiveItsSamples) {
   EXPECT_TRUE(has("greyhound_master_redis_reconnects_total 2"));
   EXPECT_TRUE(has("greyhound_incidents_total{job=\"j1\"} 4"));
   EXPECT_TRUE(has("greyhound_incident_open{job=\"j1\"} 0"));
-  EXPECT_TRUE(has("greyhound_events_processed_total{job=\"j1\"} 120")) << t;
+  EXPECT_TRUE(has("greyhound_events_processed_total{job=\"j1\"} 121")) << t;  // and the fail_stop
   EXPECT_TRUE(has("greyhound_fail_slows_open{job=\"j1\",cause=\"host\"} 1"));
   EXPECT_TRUE(has("greyhound_fail_slows_open{job=\"j1\",cause=\"communication\"} 0"));
   EXPECT_TRUE(has("greyhound_detections_total{job=\"j1\"} 0"));
+  EXPECT_TRUE(has("greyhound_fail_stops_total{job=\"j1\",rank=\"5\"} 1")) << t;
+  EXPECT_EQ(c.state().fail_stops_total, 1);
   EXPECT_TRUE(has("greyhound_detection_latency_seconds_count{job=\"j1\"} 0"));
   EXPECT_TRUE(has("greyhound_rank_iteration_seconds{job=\"j1\",rank=\"0\",node=\"0\"} 0.4405"));
   EXPECT_EQ(t.find("rank=\"1\""), std::string::npos) << "a rank without an iteration has no sample";

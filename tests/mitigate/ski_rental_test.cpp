@@ -69,6 +69,36 @@ TEST(SkiRental, AMeasuredS3SwitchReplacesTheConfiguredPause) {
   EXPECT_DOUBLE_EQ(d.overhead_s, 1.2);
 }
 
+// Under --validate auto a fail-slow is confirmed by a pause before S3 or S4: the pause is part of their price
+// (not of S2's, nor of a revert's), and once it is confirmed the plain overhead is back.
+TEST(SkiRental, ConfirmingFirstIsPartOfTheS3AndS4Price) {
+  SkiRental s = make(FailSlowCause::kCommunication);
+  s.set_overhead(Strategy::kS3Topology, 1.2);
+  s.set_confirmation_overhead(2.0);
+  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS3Topology), 3.2);
+  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS4Restart), 1802.0);
+  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS2Microbatches), s.overhead_s(Strategy::kS2Microbatches));
+  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS3Topology), 1.2);
+  SkiRentalDecision d;
+  EXPECT_EQ(feed(s, 1.5, 1000, true, &d), 7);  // 7 x 0.5 s >= 3.2 s (3 iterations without the pause)
+  EXPECT_EQ(d.strategy, Strategy::kS3Topology);
+  EXPECT_DOUBLE_EQ(d.overhead_s, 3.2);
+  EXPECT_EQ(d.reason,
+            "accumulated loss 3.5 s >= S3 overhead 3.2 s (2 s of it to confirm the fail-slow first); S1 leaves "
+            "iterations at 1.5 s > 1.1 x healthy 1 s; skipped S2");
+  s.set_confirmation_overhead(-1);
+  EXPECT_DOUBLE_EQ(s.confirmation_overhead_s(), 0.0);
+  s.set_confirmation_overhead(NAN);
+  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS3Topology), 1.2);
+
+  // Confirmed (0): the climb is back to the plain overhead.
+  SkiRental t = make(FailSlowCause::kCommunication);
+  t.set_overhead(Strategy::kS3Topology, 1.2);
+  t.set_confirmation_overhead(2.0);
+  t.set_confirmation_overhead(0.0);
+  EXPECT_EQ(feed(t, 1.5, 1000, true, &d), 3);
+}
+
 TEST(SkiRental, DecideTakesTheRungALossSinceTheOnsetAlreadyPaysFor) {
   // Found after 3 s of a 1.5x slowdown: 1 s lost since the onset, restored into a new account.
   SkiRental s = make(FailSlowCause::kComputation);

@@ -116,7 +116,11 @@ TEST(FaultSchedule, BadSchedulesNameTheField) {
       {R"({"faults":[{"kind":"gpu","rank":1,"start_s":"5","end_s":9,"slowdown":2}]})",
        "faults[0].start_s: must be a finite number"},
       {R"({"faults":[{"kind":"disk","rank":1,"start_s":5,"end_s":9}]})",
-       "faults[0].kind: must be \"gpu\", \"link\" or \"cpu\", not \"disk\""},
+       "faults[0].kind: must be \"gpu\", \"link\", \"cpu\" or \"kill\", not \"disk\""},
+      {R"({"faults":[{"kind":"kill","start_s":5}]})", "faults[0].rank: missing"},
+      {R"({"faults":[{"kind":"kill","rank":2,"start_s":5,"slowdown":2}]})",
+       "faults[0].slowdown: unknown field for kind \"kill\""},
+      {R"({"faults":[{"kind":"kill","rank":2,"start_s":5,"end_s":4}]})", "faults[0].end_s: must be greater than start_s"},
       {R"({"faults":[{"kind":"gpu","rank":1,"start_s":5,"end_s":9,"slowdown":2,"slowdwn":3}]})",
        "faults[0].slowdwn: unknown field for kind \"gpu\""},
       {R"({"faults":{}})", "faults: must be an array"},
@@ -126,6 +130,23 @@ TEST(FaultSchedule, BadSchedulesNameTheField) {
   for (const auto& [text, want] : cases) {
     EXPECT_NE(error_of(text).find(want), std::string::npos) << text << " -> " << error_of(text);
   }
+}
+
+TEST(FaultSchedule, AKillFaultTakesItsRankFromItsStartOn) {
+  const FaultSchedule f = FaultSchedule::parse_text(R"({"faults":[{"kind":"kill","rank":5,"start_s":12}]})");
+  ASSERT_EQ(f.faults().size(), 1u);
+  EXPECT_EQ(f.faults()[0].kind, FaultKind::kKill);
+  EXPECT_DOUBLE_EQ(f.faults()[0].end_s, 13.0);  // the report's window
+  EXPECT_FALSE(f.killed(5, 11.99));
+  EXPECT_TRUE(f.killed(5, 12.0));
+  EXPECT_TRUE(f.killed(5, 100.0));  // dead is dead
+  EXPECT_FALSE(f.killed(4, 100.0));
+  EXPECT_DOUBLE_EQ(f.gpu_slowdown(5, 12.5), 1.0);
+  EXPECT_EQ(f.shape_error(4, 2), "faults[0].rank: 5 is not a rank of this job (0..3)");
+  const FaultSchedule back = FaultSchedule::parse(f.to_json());
+  ASSERT_EQ(back.faults().size(), 1u);
+  EXPECT_EQ(back.faults()[0].rank, 5);
+  EXPECT_TRUE(back.killed(5, 12.0));
 }
 
 TEST(SimModel, RingDurationsFollowTheSlowestLink) {

@@ -119,6 +119,12 @@ class SkiRental {
   // ignored.
   void set_overhead(Strategy s, double seconds);
 
+  // What confirming the fail-slow costs before S3 or S4 may be applied (the validation pause the master runs
+  // first under --validate auto): part of their price when climbing to them, not of their revert. 0 (the
+  // default) once it is confirmed, or when nothing is confirmed first. A negative or non-finite value: 0.
+  void set_confirmation_overhead(double seconds);
+  double confirmation_overhead_s() const { return confirm_s_; }
+
   SkiRentalState state() const;
   // Continues from `state` (its window cut to the configured length; availability only ever narrows).
   void restore(const SkiRentalState& state);
@@ -128,6 +134,8 @@ class SkiRental {
   double post_recovery_loss_s() const { return post_loss_s_; }
   bool finished() const { return finished_; }
   double overhead_s(Strategy s) const;  // S2 uses the latest iteration time
+  // What climbing to `s` costs: its overhead, plus the confirmation for S3 and S4.
+  double price_s(Strategy s) const;
   // Whether `s` may still help this fail-slow: not declined, and (S2) not a link's.
   bool can_help(Strategy s) const;
 
@@ -148,6 +156,7 @@ class SkiRental {
   std::deque<double> window_;            // iteration times since the strategy took effect, newest last
   mutable std::vector<double> scratch_;  // for the median, to avoid allocating per call
   bool finished_ = false;
+  double confirm_s_ = 0.0;  // set_confirmation_overhead
 };
 
 }  // namespace greyhound::mitigate

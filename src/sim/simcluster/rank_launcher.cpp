@@ -96,10 +96,11 @@ void stop_all(const std::vector<pid_t>& pids, double grace_s) {
 
 std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vector<std::string>& names,
                                 volatile bool* stop_requested, bool fail_fast,
-                                const std::function<void()>& on_tick, int also_fine) {
+                                const std::function<void()>& on_tick, int also_fine, double fail_grace_s) {
   std::vector<ChildExit> exits(pids.size());
   std::size_t remaining = pids.size();
   unsigned ticks = 0;
+  int seen = 0;
   for (std::size_t i = 0; i < pids.size(); ++i) {
     exits[i].name = names[i];
     exits[i].pid = pids[i];
@@ -111,8 +112,23 @@ std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vecto
       for (std::size_t i = 0; i < pids.size(); ++i) {
         if (pids[i] != p || exits[i].exit_code != -1) continue;
         exits[i].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        exits[i].order = seen++;
         --remaining;
         if (fail_fast && exits[i].exit_code != 0 && exits[i].exit_code != also_fine) {
+          // The others go on for the grace (their own exits are collected meanwhile), then are stopped.
+          const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(fail_grace_s);
+          while (std::chrono::steady_clock::now() < until && !(stop_requested != nullptr && *stop_requested)) {
+            int st = 0;
+            const pid_t q = waitpid(-1, &st, WNOHANG);
+            for (std::size_t j = 0; q > 0 && j < pids.size(); ++j) {
+              if (pids[j] == q && exits[j].exit_code == -1) {
+                exits[j].exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                exits[j].order = seen++;
+              }
+            }
+            if (q <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            if (on_tick && ++ticks % 5 == 0) on_tick();
+          }
           std::vector<pid_t> rest;
           for (std::size_t j = 0; j < pids.size(); ++j) {
             if (exits[j].exit_code == -1) rest.push_back(pids[j]);

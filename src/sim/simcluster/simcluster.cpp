@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +83,11 @@ constexpr const char* kSimP2pBytes = "8192,16384";
 // Transfers inside a node last tens of microseconds here, where the host's scheduling on two shared cores
 // adds as much: a slow transfer must also exceed its class's median by 1 ms (a congested link: 100 ms).
 constexpr const char* kSimMinExcessMs = "1";
+// A rank that fails: the others are stopped this much later (a launcher's monitor interval), so that the
+// agents report the fail-stop first.
+constexpr double kFailGraceS = 2.0;
+// What such a pause lasts here, until the master measured one (1.0-2.2 s: docs/validation.md's figures).
+constexpr const char* kSimPauseEstimateS = "1.5";
 
 void usage() {
   std::printf(
@@ -183,7 +189,8 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   }
   if (o.hook) {  // every pause (a validation, or a probe of a link S3 moved the job off) tests at the stand-ins' size
     o.master_args.insert(o.master_args.end(), {"--validate-gemm-n", std::to_string(kSimGemmN), "--validate-bytes",
-                                               kSimP2pBytes, "--validate-min-excess-ms", kSimMinExcessMs});
+                                               kSimP2pBytes, "--validate-min-excess-ms", kSimMinExcessMs,
+                                               "--pause-estimate-s", kSimPauseEstimateS});
   }
   if (a.has("pause-deadline-s")) {
     const double d = a.number("pause-deadline-s", 30);
@@ -502,8 +509,12 @@ void print_summary(const Options& o, const std::vector<gs::JobIteration>& its, c
   if (!tl.empty()) std::printf("timeline:\n%s", tl.c_str());
 }
 
-// Exit code of the run from the ranks' exits (and their last lines on stderr for a failed one).
-int ranks_rc(const std::vector<gs::ChildExit>& exits, const std::string& work_dir) {
+// Exit code of the run from the ranks' exits (and the last lines on stderr of the rank that failed first: the
+// others may have failed because of it).
+int ranks_rc(std::vector<gs::ChildExit> exits, const std::string& work_dir) {
+  std::stable_sort(exits.begin(), exits.end(), [](const gs::ChildExit& a, const gs::ChildExit& b) {
+    return (a.order < 0 ? INT_MAX : a.order) < (b.order < 0 ? INT_MAX : b.order);
+  });
   int rc = 0;
   for (const auto& e : exits) {
     if (e.exit_code == 0 || rc != 0) continue;
@@ -647,7 +658,7 @@ int main(int argc, char** argv) {
       gs::stop_all(pids, 2.0);
       break;
     }
-    const std::vector<gs::ChildExit> exits = gs::wait_all(pids, names, &g_stop, true, tick, o.s4 ? 3 : 0);
+    const std::vector<gs::ChildExit> exits = gs::wait_all(pids, names, &g_stop, true, tick, o.s4 ? 3 : 0, kFailGraceS);
     const bool restart = o.s4 && !g_stop && std::all_of(exits.begin(), exits.end(), [](const gs::ChildExit& e) {
       return e.exit_code == 3;  // greyhound-minitrain's kExitRestart
     });
