@@ -1,5 +1,7 @@
 #include "daemon/controller.h"
 
+#include "common/record_json.h"
+
 #include "greyhound/analysis/robust_stats.h"
 
 #include <spdlog/spdlog.h>
@@ -216,6 +218,22 @@ void Controller::react(const Event& e, const Now& now) {
       warn_once("pause-report", "a malformed pause report: " + err);
     }
   }
+  if (e.type == event_type::kStall && !from_master) {
+    std::string err;
+    if (auto d = parse_stall_detail(e.detail, &err)) {
+      stalls_[e.rank] = RankStall{e.node, std::move(*d)};
+      if (stalls_since_s_ < 0) stalls_since_s_ = now.mono_s;
+    } else {
+      warn_once("stall", "a malformed stall report: " + err);
+    }
+  }
+  if ((e.type == event_type::kStallEnd || e.type == event_type::kFailStop) && !from_master) {
+    stalls_.erase(e.rank);
+    if (stalls_.empty()) {
+      stalls_since_s_ = -1;
+      hangs_named_.clear();
+    }
+  }
   if (e.type == event_type::kFailStop && !from_master) {
     ++stats_.fail_stops[e.rank];
     spdlog::warn("rank {} on node {} died (a fail-stop, reported by its agent at {:.2f} s): the job cannot go on "
@@ -313,6 +331,7 @@ Needs Controller::needs(const Now& now) const {
   n.groups = profiling_complete(now);
   n.layout = n.groups || layout_wanted_;
   n.acks = pending_.has_value();
+  n.groups = n.groups || (!stalls_.empty() && now.mono_s >= next_hang_check_s_);  // who a hung collective waits for
   return n;
 }
 
@@ -366,6 +385,7 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
     }
     for (const FailSlow& f : open) open_account(f);
   }
+  if (!stalls_.empty() && !in.groups.empty()) check_hangs(in, now, out);
   if (profiling_complete(now)) finish_profiling(in, now, out);
   // An incident left open by an earlier run of this master (or across a Redis restart): localise it again.
   if (resume_open_incident_) {
@@ -603,6 +623,35 @@ void Controller::refresh_costs() {
 // What confirming a fail-slow with a pause is expected to cost it under --validate auto: the median of the
 // job's measured pauses, else --pause-estimate-s; nothing when no pause will be made (another mode, or a job
 // that marks no iterations: its validation is given up at once).
+// The agents' stall reports against the groups: a collective some members wait in and others never joined
+// is a hang, named once (with a `hang` event, in the state for greyhoundctl status, and in /metrics). The
+// members it waits for report a stall too (a rank stuck outside NCCL makes no call): it is named once they
+// did, or 10 s after the first stall report.
+void Controller::check_hangs(const JobInputs& in, const Now& now, Intents& out) {
+  next_hang_check_s_ = now.mono_s + 1.0;
+  for (HangDetail& h : find_hangs(stalls_, in.groups)) {
+    if (hangs_named_.count({h.group, h.seq}) != 0) continue;
+    const bool all_reported =
+        std::all_of(h.missing.begin(), h.missing.end(), [&](int m) { return stalls_.count(m) != 0; });
+    if (!all_reported && now.mono_s - stalls_since_s_ < 10.0) continue;
+    hangs_named_.insert({h.group, h.seq});
+    ++stats_.hangs;
+    std::string missing;
+    for (int m : h.missing) missing += (missing.empty() ? "" : ",") + std::to_string(m);
+    spdlog::warn("hang: {} of {} rank(s) of group {} wait in its call {} ({}) since {:.2f} s for rank(s) {}", h.waiting.size(),
+                 h.waiting.size() + h.missing.size(), group_id_hex(h.group), h.seq, h.op, h.since_t_s, missing);
+    Event e = master_event(event_type::kHang, now);
+    e.rank = h.missing.size() == 1 ? h.missing[0] : -1;
+    e.detail = to_json(h);
+    out.events.push_back(std::move(e));
+    MasterState& st = tracker_->mutable_state();
+    st.hangs.push_back(std::move(h));
+    if (st.hangs.size() > kMaxHangsKept) st.hangs.erase(st.hangs.begin());
+    ++st.hangs_total;
+    out.persist_state = true;
+  }
+}
+
 double Controller::expected_pause_s() const {
   if (cfg_.validate != ValidateMode::kAuto || !last_pace_ || last_pace_->mark < 0) return 0.0;
   return pauses_s_.empty() ? cfg_.pause.expected_pause_s : median_of(pauses_s_);

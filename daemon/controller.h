@@ -51,6 +51,7 @@
 
 #include "daemon/fail_slows.h"
 #include "daemon/incident_tracker.h"
+#include "daemon/hang.h"
 #include "daemon/localiser.h"
 #include "daemon/planner.h"
 #include "daemon/validator.h"
@@ -145,6 +146,7 @@ struct ControllerStats {
   std::map<std::pair<std::string, std::string>, std::int64_t> plans;  // (strategy, applied|rejected|timeout)
   std::int64_t probes = 0, validations = 0;             // pauses (link probes, validations) finished
   std::map<int, std::int64_t> fail_stops;               // agents' fail_stop reports since the master started, by rank
+  std::int64_t hangs = 0;                               // hangs named since the master started
   std::vector<GroupTiming> groups;                      // the latest localisation's profile
 };
 
@@ -282,6 +284,7 @@ class Controller {
   void sync_accounts();
   void refresh_costs();
   void charge_confirmation();
+  void check_hangs(const JobInputs& in, const Now& now, Intents& out);
   double expected_pause_s() const;
   void check_acks(const JobInputs& in, const Now& now, Intents& out);
   void observe_iterations(const JobInputs& in, const Now& now, Intents& out);
@@ -342,6 +345,12 @@ class Controller {
   std::set<std::int64_t> not_confirmed_;       // ... whose validation found nothing slow: no S3/S4 for them
   std::set<std::string> validated_keys_;       // incident:cause:rank:link of the fail-slows validated
   int validations_ = 0;
+  // Hangs (daemon/hang.h): the agents' stall reports by rank, since when one is held, when the groups are
+  // read again for them, and the calls already named.
+  std::map<int, RankStall> stalls_;
+  double stalls_since_s_ = -1;
+  double next_hang_check_s_ = 0;
+  std::set<std::pair<std::uint64_t, std::uint64_t>> hangs_named_;  // (group, call number)
   std::vector<double> pauses_s_;   // the job's latest measured pauses (at most 5): what the next one may cost
   double pause_credit_s_ = 0;        // a pause that ended: taken off the next iteration the job reports
   std::int64_t paused_index_ = -1;   // that iteration (its index) ...

@@ -87,6 +87,15 @@ struct RingPollStats {
   std::uint64_t lost = 0;  // sequence numbers skipped: overwritten before read, never completed, or torn
 };
 
+// What RingInCall said at one moment (RingReader::in_call).
+struct InCall {
+  std::uint64_t enter_ns = 0;
+  std::uint64_t group_id = 0;
+  std::uint64_t group_seq = 0;
+  std::uint32_t op = 0;
+  std::uint32_t tid = 0;
+};
+
 class RingReader {
  public:
   // Maps an existing ring read-only and validates magic, version, sizes and capacity. Only a regular file
@@ -116,6 +125,8 @@ class RingReader {
   const std::string& path() const noexcept { return path_; }
   bool writer_alive() const noexcept;  // the writer's pid still exists and is not a zombie
   bool writer_exited_normally() const noexcept;  // its process ended through exit() (RingLife)
+  // The NCCL call the writer is inside now (RingInCall), or nullopt when none (or it changed while read).
+  std::optional<InCall> in_call() const noexcept;
 
   // The control block, writable: maps the header page read-write on first use (the agent's side of
   // RingControl). nullptr with *error when the file cannot be opened for writing.

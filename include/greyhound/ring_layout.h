@@ -63,7 +63,8 @@ struct RecordPayload {
   std::uint8_t measured_op;  // Timing records: the op of the measured record; else 0
   std::int32_t color;        // CommSplit color, else -1
   std::uint64_t dur_ns;      // Timing records: device time of the measured call (or group); else 0
-  std::uint64_t reserved[2];
+  std::uint64_t group_seq;   // this rank's calls on the communicator so far, this one included (1, 2, ...); 0: no group
+  std::uint64_t reserved;
   std::uint64_t check;       // record_check() of the words before it, written by the ring writer
 };
 static_assert(sizeof(RecordPayload) == 120);
@@ -86,7 +87,8 @@ static_assert(offsetof(RecordPayload, flags) == 82);
 static_assert(offsetof(RecordPayload, color) == 84);
 static_assert(offsetof(RecordPayload, measured_op) == 83);
 static_assert(offsetof(RecordPayload, dur_ns) == 88);
-static_assert(offsetof(RecordPayload, reserved) == 96);
+static_assert(offsetof(RecordPayload, group_seq) == 96);
+static_assert(offsetof(RecordPayload, reserved) == 104);
 static_assert(offsetof(RecordPayload, check) == 112);
 
 // One slot: the seqlock word and the payload as 15 words (copied with relaxed atomics, see above).
@@ -196,6 +198,20 @@ static_assert(offsetof(PauseControl, state) == 104);
 static_assert(offsetof(PauseControl, transfers) == 168);
 static_assert(sizeof(PauseControl) == 168 + 56 * kPauseMaxTransfers);
 
+// The NCCL call the writer is inside now (offset 3968): a rank blocked in a collective is seen while it waits
+// (its record is written only once the call returns). The hook stores the fields, then `enter_ns` (release)
+// when a recorded call begins, and `enter_ns` = 0 when it returns. With several threads calling NCCL at once
+// it holds the latest call to begin (best effort). A reader copies the fields between two loads of
+// `enter_ns` and keeps them only when both loads agree.
+struct RingInCall {
+  std::atomic<std::uint64_t> enter_ns;  // CLOCK_MONOTONIC at the call's entry; 0: in no call
+  std::uint64_t group_id;               // its communicator's group (for ncclGroupEnd: the group's last call's)
+  std::uint64_t group_seq;              // its number on that communicator (RecordPayload::group_seq)
+  std::uint32_t op;                     // greyhound::Op
+  std::uint32_t tid;
+};
+inline constexpr std::size_t kRingInCallOffset = 3968;
+
 // How the writer's process ended (offset 4032): the agent tells a rank that died (a fail-stop) from one that
 // finished. The hook stores `exited_ns` then `exited` = 1 (release) when the process ends through exit() or a
 // return from main; a process killed by a signal, crashed or ended with _exit() leaves it 0. Rings of
@@ -230,7 +246,8 @@ struct RingHeader {
   alignas(64) RingControl control;                     // agent -> rank
   std::uint8_t pad1[512 - 384 - sizeof(RingControl)];
   alignas(64) PauseControl pause;                      // framework, agent <-> rank (offset 512)
-  std::uint8_t reserved_tail[kRingLifeOffset - 512 - sizeof(PauseControl)];
+  std::uint8_t reserved_tail[kRingInCallOffset - 512 - sizeof(PauseControl)];
+  alignas(64) RingInCall in_call;                      // the call in progress (offset 3968)
   alignas(64) RingLife life;                           // the writer's end (offset 4032)
   std::uint8_t pad2[kRingHeaderSize - kRingLifeOffset - sizeof(RingLife)];
 };
@@ -250,6 +267,7 @@ static_assert(offsetof(RingHeader, write_index) == 256);
 static_assert(offsetof(RingHeader, dropped) == 320);
 static_assert(offsetof(RingHeader, control) == 384);
 static_assert(offsetof(RingHeader, pause) == 512);
+static_assert(offsetof(RingHeader, in_call) == kRingInCallOffset);
 static_assert(offsetof(RingHeader, life) == kRingLifeOffset);
 static_assert(sizeof(RingHeader) == kRingHeaderSize);
 

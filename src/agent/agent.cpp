@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
+#include "common/record_json.h"
+#include "greyhound/ops.h"
 
 namespace greyhound::agent {
 
@@ -285,9 +287,65 @@ void Agent::step(std::uint64_t now_ns) {
     }
   }
   report_fail_stops(now_ns);
+  watch_stalls(now_ns);
   publish_state(now_ns, false);
   poll_commands(now_ns);
   watch_pause(now_ns);
+}
+
+// A rank that has been inside one NCCL call (blocked: a peer never joined it), or in none (stuck outside
+// NCCL: in a kernel that never ends, a deadlock, a debugger), for longer than the threshold: a `stall`
+// event, once, with what it waits in and the newest call it completed in each group, for the master to name
+// the ranks that never joined; `stall_end` once it goes on.
+void Agent::watch_stalls(std::uint64_t now_ns) {
+  for (const auto& [path, t] : trackers_) {
+    if (!t->writer_alive()) {
+      stalls_.erase(path);
+      continue;
+    }
+    const std::optional<InCall> call = t->in_call();
+    const std::uint64_t since = call ? call->enter_ns : t->last_record_ns();
+    if (since == 0 || since > now_ns) continue;  // no NCCL call yet
+    const double threshold_s = std::max(cfg_.hang_min_s, cfg_.hang_iterations * t->last_iter_ms() * 1e-3);
+    const double quiet_s = static_cast<double>(now_ns - since) * 1e-9;
+    auto it = stalls_.find(path);
+    if (quiet_s > threshold_s && it == stalls_.end()) {
+      stalls_[path] = since;
+      Event e;
+      e.type = event_type::kStall;
+      e.t_s = job_time_s(now_ns);
+      e.t_unix_ms = unix_ms_of(now_ns);
+      e.rank = t->rank();
+      StallDetail d;
+      d.in_call = call.has_value();
+      if (call) {
+        d.op = std::string(op_name(static_cast<Op>(call->op)));
+        d.group = call->group_id;
+        d.group_seq = call->group_seq;
+      }
+      d.since_t_s = job_time_s(since);
+      d.threshold_s = threshold_s;
+      for (const auto& [g, s] : t->last_group_seq()) {
+        if (d.last_seq.size() >= 64) break;
+        d.last_seq[g] = s;
+      }
+      e.detail = to_json(d);
+      spdlog::warn("rank {}: {} for {:.1f} s (threshold {:.1f} s): stalled", e.rank,
+                   call ? "inside " + d.op + " (call " + std::to_string(d.group_seq) + " of group " + group_id_hex(d.group) + ")"
+                        : std::string("no NCCL call"),
+                   quiet_s, threshold_s);
+      queue_event(e);
+    } else if (it != stalls_.end() && since != it->second) {  // a new record or a new call: it went on
+      Event e;
+      e.type = event_type::kStallEnd;
+      e.t_s = job_time_s(now_ns);
+      e.t_unix_ms = unix_ms_of(now_ns);
+      e.rank = t->rank();
+      spdlog::info("rank {}: going on again after {:.1f} s", e.rank, static_cast<double>(now_ns - it->second) * 1e-9);
+      stalls_.erase(it);
+      queue_event(e);
+    }
+  }
 }
 
 // A rank whose process is gone without having ended through exit() (killed by a signal, crashed): a

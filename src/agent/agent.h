@@ -33,6 +33,10 @@ struct AgentConfig {
   double idle_exit_s = 0;            // > 0: exit once every ring is finished and nothing new came for this long
   std::uint64_t epoch_ns = 0;        // job clock origin (CLOCK_MONOTONIC); 0: the earliest ring's creation
   std::size_t event_queue_max = 4096;
+  // A rank inside one NCCL call, or in none, for longer than hang_iterations x its iteration time, and at
+  // least hang_min_s, is reported as stalled (a `stall` event; `stall_end` once it goes on).
+  double hang_iterations = 10;
+  double hang_min_s = 60;
   std::string host;
 };
 
@@ -92,6 +96,8 @@ class Agent {
   void steer_pause(const Command& cmd);
   void watch_pause(std::uint64_t now_ns);
   void report_fail_stops(std::uint64_t now_ns);
+  void watch_stalls(std::uint64_t now_ns);
+  std::map<std::string, std::uint64_t> stalls_;  // rings whose rank is stalled, by path: since when (mono ns)
   std::set<std::string> fail_stops_;  // rings whose writer died (reported), by path
   bool started_event_sent_ = false;
   std::set<std::string> logged_;  // one log line per kind of problem

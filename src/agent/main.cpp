@@ -43,12 +43,15 @@ int main(int argc, char** argv) {
   try {
     const greyhound::Args a(args,
                             {"job", "node", "shm-dir", "redis", "poll-ms", "heartbeat-ms", "idle-exit-s", "method",
-                             "epoch-ns"},
+                             "epoch-ns", "hang-iterations", "hang-min-s"},
                             {"help"});
     if (a.flag("help")) {
       std::printf(
           "usage: greyhound-agent [--job J] [--node N] [--shm-dir DIR] [--redis URL] [--poll-ms MS]\n"
           "         [--heartbeat-ms MS] [--idle-exit-s S] [--method bocd+v|bocd|window] [--epoch-ns NS]\n"
+          "         [--hang-iterations K] [--hang-min-s S]\n"
+          "a rank inside one NCCL call, or in none, for K x its iteration time (default 10) and at least S seconds\n"
+          "(default 60) is reported as stalled\n"
           "defaults from GREYHOUND_JOB, GREYHOUND_NODE, GREYHOUND_SHM_DIR, GREYHOUND_REDIS, GREYHOUND_JOB_EPOCH_NS\n");
       return 0;
     }
@@ -58,6 +61,10 @@ int main(int argc, char** argv) {
     if (cfg.shm_dir.empty()) throw greyhound::ArgError("--shm-dir must name a directory");
     cfg.redis = greyhound::redis_endpoint_from_env(a.str("redis", ""));
     cfg.poll_ms = static_cast<int>(a.integer_in("poll-ms", 50, 1, 60000));
+    cfg.hang_iterations = a.number("hang-iterations", cfg.hang_iterations);
+    if (!(cfg.hang_iterations >= 1 && cfg.hang_iterations <= 1e6)) throw greyhound::ArgError("--hang-iterations must be in [1, 1000000]");
+    cfg.hang_min_s = a.number("hang-min-s", cfg.hang_min_s);
+    if (!(cfg.hang_min_s >= 0.1 && cfg.hang_min_s <= 86400)) throw greyhound::ArgError("--hang-min-s must be in [0.1, 86400]");
     cfg.heartbeat_ms = static_cast<int>(a.integer_in("heartbeat-ms", 1000, 10, 600000));
     cfg.idle_exit_s = a.number("idle-exit-s", 0.0);
     const auto method = greyhound::analysis::method_from_name(a.str("method", "bocd+v"));

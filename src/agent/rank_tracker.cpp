@@ -43,6 +43,10 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
   for (const RecordPayload& p : batch_) {
     last_record_ns_ = std::max(last_record_ns_, p.t_ns);
     const Op op = static_cast<Op>(p.op);
+    if (p.group_id != 0 && p.group_seq != 0 && op != Op::kTiming && last_group_seq_.size() < 4096) {
+      std::uint64_t& last = last_group_seq_[p.group_id];
+      last = std::max(last, p.group_seq);
+    }
     if (op == Op::kTiming) {  // device time of an earlier call (or group), while profiling
       if (profile_until_ns_ != 0) {
         ++profile_timings_;

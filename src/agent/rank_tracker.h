@@ -91,6 +91,12 @@ class RankTracker {
   bool writer_exited_normally() const { return reader_->writer_exited_normally(); }
   // CLOCK_MONOTONIC of the newest record read (0: none yet).
   std::uint64_t last_record_ns() const { return last_record_ns_; }
+  // The NCCL call the rank is inside now (nullopt: none).
+  std::optional<InCall> in_call() const { return reader_->in_call(); }
+  // The newest call number read per group (RecordPayload::group_seq), for the groups it has one for.
+  const std::map<std::uint64_t, std::uint64_t>& last_group_seq() const { return last_group_seq_; }
+  // The latest iteration's time (0: none yet).
+  double last_iter_ms() const { return history_.empty() ? 0.0 : history_.back().iter_ms; }
   bool drained() const { return reader_->next_seq() >= reader_->header().write_index.load(); }
   std::uint64_t records_read() const { return stats_.read; }
   std::uint64_t records_lost() const { return stats_.lost; }
@@ -116,6 +122,7 @@ class RankTracker {
   std::uint32_t detector_period_ = 0;  // the period of the iterations the detector has seen
   RingPollStats stats_;
   std::uint64_t last_record_ns_ = 0;
+  std::map<std::uint64_t, std::uint64_t> last_group_seq_;
   std::map<std::uint64_t, GroupMembership> groups_;
   std::map<std::uint64_t, std::map<std::string, std::uint64_t>> op_counts_;
   std::deque<TrackedIteration> history_;  // recent iterations, to time the onset of a change

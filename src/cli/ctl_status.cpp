@@ -49,6 +49,13 @@ int cmd_status(const Argv& argv) {
   if (const json& m = out["master"]; m.is_object()) {
     std::printf(" (%lld incidents, %lld events processed, %lld rejected)", m.value("incidents_total", 0LL),
                 m.value("events_processed", 0LL), m.value("events_rejected", 0LL));
+    // Collectives that waited for ranks that never joined them.
+    for (const auto& h : m.value("hangs", json::array())) {
+      if (!h.is_object()) continue;
+      std::printf("\nHANG: group %s, call %lld (%s) since %.2f s: ranks %s wait for ranks %s", h.value("group", std::string("?")).c_str(),
+                  h.value("seq", 0LL), h.value("op", std::string("?")).c_str(), h.value("since_t_s", 0.0),
+                  h.value("waiting", json::array()).dump().c_str(), h.value("missing", json::array()).dump().c_str());
+    }
     // Ranks whose process died: the job cannot go on without them.
     for (const auto& f : m.value("fail_stops", json::array())) {
       if (!f.is_object()) continue;

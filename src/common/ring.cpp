@@ -263,6 +263,21 @@ bool RingReader::writer_alive() const noexcept {
   return !(end_of_name != nullptr && end_of_name[1] == ' ' && end_of_name[2] == 'Z');
 }
 
+std::optional<InCall> RingReader::in_call() const noexcept {
+  const RingInCall& m = header_->in_call;
+  InCall out;
+  out.enter_ns = m.enter_ns.load(std::memory_order_acquire);
+  if (out.enter_ns == 0) return std::nullopt;
+  // Plain fields another process writes: read whole (atomically), then checked against enter_ns below.
+  out.group_id = __atomic_load_n(&m.group_id, __ATOMIC_RELAXED);
+  out.group_seq = __atomic_load_n(&m.group_seq, __ATOMIC_RELAXED);
+  out.op = __atomic_load_n(&m.op, __ATOMIC_RELAXED);
+  out.tid = __atomic_load_n(&m.tid, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (m.enter_ns.load(std::memory_order_relaxed) != out.enter_ns) return std::nullopt;  // a new call began meanwhile
+  return out;
+}
+
 bool RingReader::writer_exited_normally() const noexcept {
   return header_->life.exited.load(std::memory_order_acquire) == 1;
 }

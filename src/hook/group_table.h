@@ -19,6 +19,7 @@ class GroupTable {
     std::atomic<std::int32_t> rank{-1};
     std::atomic<std::int32_t> size{-1};
     std::atomic<std::uint32_t> splits{0};  // children made by CommSplit/CommShrink so far
+    std::atomic<std::uint64_t> calls{0};   // recorded calls on it so far (the records' group_seq)
   };
 
   // Returns the entry of `comm`, or nullptr. Lock-free.
@@ -66,6 +67,7 @@ class GroupTable {
     target->rank.store(rank, std::memory_order_relaxed);
     target->size.store(size, std::memory_order_relaxed);
     target->splits.store(0, std::memory_order_relaxed);
+    target->calls.store(0, std::memory_order_relaxed);
     target->key.store(key, std::memory_order_release);
     return true;
   }

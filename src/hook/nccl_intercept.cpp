@@ -55,7 +55,8 @@ inline RecordPayload blank_record(std::uint64_t t0, ncclResult_t rc) {
   p.measured_op = 0;
   p.color = -1;
   p.dur_ns = 0;
-  p.reserved[0] = p.reserved[1] = 0;
+  p.group_seq = 0;
+  p.reserved = 0;
   p.check = 0;
   return p;
 }
@@ -78,15 +79,35 @@ inline bool profiling_now(const RingControl& c, std::uint64_t t0) {
 // The core of every recorded call: the real call (flagged, so that NCCL calling itself through its PLT is
 // forwarded unrecorded), then one record, which `fill(p, rc)` completes and which carries the real return
 // code. *saved_errno: errno as the real call left it (the append must not change what the caller sees).
+// The call's place on its communicator (RecordPayload::group_seq) and what the in-call marker says of it.
+struct CallTag {
+  std::uint64_t group_id = 0;
+  std::uint64_t group_seq = 0;
+  std::uint8_t op = 0;
+};
+
+// The last call of this thread's open ncclGroupStart/End: what its ncclGroupEnd waits on.
+GH_TLS CallTag t_group_last;
+
 template <typename Real, typename Fill, typename... Args>
 __attribute__((always_inline)) inline RecordPayload call_and_record(ghh::Runtime& rt, std::uint64_t t0, Real real,
-                                                                    Fill& fill, int* saved_errno, Args... args) {
+                                                                    Fill& fill, int* saved_errno, const CallTag& tag,
+                                                                    Args... args) {
+  // The in-call marker: a rank blocked inside this call is seen while it waits (its record comes after).
+  gh::RingInCall& in_call = rt.ring->header()->in_call;
+  in_call.group_id = tag.group_id;
+  in_call.group_seq = tag.group_seq;
+  in_call.op = tag.op;
+  in_call.tid = ghh::current_tid();
+  in_call.enter_ns.store(t0, std::memory_order_release);
   ghh::t_in_hook = true;
   const ncclResult_t rc = real(args...);
   ghh::t_in_hook = false;
+  in_call.enter_ns.store(0, std::memory_order_release);
   *saved_errno = errno;
   RecordPayload p = blank_record(t0, rc);
   fill(p, rc);
+  p.group_seq = p.group_id != 0 ? tag.group_seq : 0;  // ncclGroupEnd's (its group's last call) is the marker's only
   rt.ring->append(p);
   return p;
 }
@@ -95,7 +116,8 @@ __attribute__((always_inline)) inline RecordPayload call_and_record(ghh::Runtime
 // Out of line: the ordinary path stays small.
 template <typename Real, typename Fill, typename... Args>
 __attribute__((noinline)) ncclResult_t traced_profiled(ghh::Runtime& rt, std::uint64_t t0, Timed kind,
-                                                       void* stream, Real real, Fill& fill, Args... args) {
+                                                       void* stream, const CallTag& tag, Real real, Fill& fill,
+                                                       Args... args) {
   RingControl& ctl = rt.ring->header()->control;
   ghh::GpuTimer* timer = kind != Timed::kNo ? ghh::GpuTimer::for_this_thread() : nullptr;
   const std::uint32_t status = timer != nullptr ? kProfileStatusActive : kProfileStatusUnavailable;
@@ -114,7 +136,7 @@ __attribute__((noinline)) ncclResult_t traced_profiled(ghh::Runtime& rt, std::ui
     }
   }
   int saved_errno = 0;
-  const RecordPayload p = call_and_record(rt, t0, real, fill, &saved_errno, args...);
+  const RecordPayload p = call_and_record(rt, t0, real, fill, &saved_errno, tag, args...);
   if (timer != nullptr) {
     if (kind == Timed::kCall && !in_group) timer->end(pair, stream, p);
     if (kind == Timed::kCall && in_group && !t_group_first_set) {
@@ -143,9 +165,10 @@ __attribute__((noinline)) ncclResult_t traced_profiled(ghh::Runtime& rt, std::ui
 
 // Calls `real(args...)` and, when recording, appends the record that `fill(p, rc)` completes. fill runs
 // after the call, so it may read out-parameters. While the agent asks for device profiling, the call
-// takes traced_profiled() instead.
+// takes traced_profiled() instead. `comm` (a call on a communicator: a collective, a send or a receive)
+// numbers the call on it; ncclGroupEnd carries the number of its group's last call.
 template <typename Real, typename Fill, typename... Args>
-inline ncclResult_t traced(Real real, Timed kind, void* stream, Fill&& fill, Args... args) {
+inline ncclResult_t traced_on(ncclComm_t comm, Op op, Real real, Timed kind, void* stream, Fill&& fill, Args... args) {
   if (real == nullptr) return ncclSystemError;
   if (ghh::t_in_hook) return real(args...);
   ghh::Runtime& rt = ghh::runtime();
@@ -156,14 +179,36 @@ inline ncclResult_t traced(Real real, Timed kind, void* stream, Fill&& fill, Arg
   if (__builtin_expect(ghh::pause_requested(*rt.ring->header()), 0)) {
     ghh::pause_gate(rt, stream, kind == Timed::kGroupEnd);
   }
+  CallTag tag;
+  tag.op = static_cast<std::uint8_t>(op);
+  if (comm != nullptr) {
+    if (auto* e = rt.groups.find(comm)) {
+      tag.group_id = e->group_id.load(std::memory_order_relaxed);
+      // Not a read-modify-write: NCCL does not allow two threads to use one communicator at once, so a
+      // plain increment (no lock prefix on the hot path) is exact.
+      tag.group_seq = e->calls.load(std::memory_order_relaxed) + 1;
+      e->calls.store(tag.group_seq, std::memory_order_relaxed);
+    }
+    if (ghh::t_group_depth > 0) t_group_last = tag;
+  } else if (kind == Timed::kGroupEnd) {
+    tag.group_id = t_group_last.group_id;
+    tag.group_seq = t_group_last.group_seq;
+    t_group_last = CallTag{};
+  }
   const std::uint64_t t0 = ghh::monotonic_ns();
   if (profiling_now(rt.ring->header()->control, t0) || ghh::GpuTimer::pending_in_this_thread()) {
-    return traced_profiled(rt, t0, kind, stream, real, fill, args...);
+    return traced_profiled(rt, t0, kind, stream, tag, real, fill, args...);
   }
   int saved_errno = 0;
-  const RecordPayload p = call_and_record(rt, t0, real, fill, &saved_errno, args...);
+  const RecordPayload p = call_and_record(rt, t0, real, fill, &saved_errno, tag, args...);
   errno = saved_errno;
   return static_cast<ncclResult_t>(p.result);
+}
+
+template <typename Real, typename Fill, typename... Args>
+inline ncclResult_t traced(Real real, Timed kind, void* stream, Fill&& fill, Args... args) {
+  return traced_on(nullptr, kind == Timed::kGroupEnd ? Op::kGroupEnd : Op::kNone, real, kind, stream,
+                   std::forward<Fill>(fill), args...);
 }
 
 // Rank and size of a communicator from the real NCCL; -1 while not yet known (non-blocking init).
@@ -241,7 +286,7 @@ extern "C" {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclAllReduce);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kAllReduce, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kAllReduce, comm, count, datatype, -1, -1, stream);
   }, sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
@@ -249,7 +294,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclAllGather);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kAllGather, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kAllGather, comm, sendcount, datatype, -1, -1, stream);
   }, sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
@@ -258,7 +303,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
   GH_REAL(ncclReduceScatter);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kReduceScatter, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kReduceScatter, comm, recvcount, datatype, -1, -1, stream);
   }, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
@@ -266,7 +311,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            int root, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclBroadcast);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kBroadcast, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kBroadcast, comm, count, datatype, -1, root, stream);
   }, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
@@ -274,7 +319,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                        cudaStream_t stream) {
   GH_REAL(ncclBcast);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kBcast, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kBcast, comm, count, datatype, -1, root, stream);
   }, buff, count, datatype, root, comm, stream);
 }
@@ -282,7 +327,7 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclReduce);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kReduce, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kReduce, comm, count, datatype, -1, root, stream);
   }, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
@@ -290,7 +335,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                           ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclAlltoAll);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kAlltoAll, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kAlltoAll, comm, count, datatype, -1, -1, stream);
   }, sendbuff, recvbuff, count, datatype, comm, stream);
 }
@@ -298,7 +343,7 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         int root, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclGather);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kGather, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kGather, comm, count, datatype, -1, root, stream);
   }, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
@@ -306,7 +351,7 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                          int root, ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclScatter);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kScatter, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kScatter, comm, count, datatype, -1, root, stream);
   }, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
@@ -316,7 +361,7 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
   GH_REAL(ncclSend);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kSend, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kSend, comm, count, datatype, peer, -1, stream);
   }, sendbuff, count, datatype, peer, comm, stream);
 }
@@ -324,7 +369,7 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
   GH_REAL(ncclRecv);
-  return traced(real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
+  return traced_on(comm, Op::kRecv, real, Timed::kCall, stream, [&](RecordPayload& p, ncclResult_t) {
     fill_data(p, Op::kRecv, comm, count, datatype, peer, -1, stream);
   }, recvbuff, count, datatype, peer, comm, stream);
 }

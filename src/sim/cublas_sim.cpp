@@ -29,6 +29,10 @@ void device_kernel(double flops_or_bytes, bool is_gemm, Work&& work) {
   const std::uint64_t t0 = gs::model_now();
   // A kill fault: the process dies here, as a rank does whose host fails or that the OOM killer takes.
   if (sp.faults.killed(sp.rank, sp.job_time_s(t0))) raise(SIGKILL);
+  // A hang fault: a kernel that does not finish until the fault's end (no NCCL call meanwhile).
+  if (const double until_s = sp.faults.hung_until(sp.rank, sp.job_time_s(t0)); until_s > 0) {
+    gs::model_wait_until(sp.epoch_ns + static_cast<std::uint64_t>(until_s * 1e9));
+  }
   const double slow = sp.faults.gpu_slowdown(sp.rank, sp.job_time_s(t0));
   work();
   const double s = is_gemm ? gs::gemm_seconds(sp.model, flops_or_bytes, slow)

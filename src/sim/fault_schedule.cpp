@@ -1,5 +1,6 @@
 #include "sim/fault_schedule.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -36,6 +37,7 @@ const char* fault_kind_name(FaultKind k) {
     case FaultKind::kLink: return "link";
     case FaultKind::kCpu: return "cpu";
     case FaultKind::kKill: return "kill";
+    case FaultKind::kHang: return "hang";
   }
   return "?";
 }
@@ -63,7 +65,7 @@ FaultSchedule FaultSchedule::parse(const json& j) {
     const std::string where = "faults[" + std::to_string(i) + "]";
     const json& o = arr[i];
     if (!o.is_object()) bad(where, "must be an object");
-    if (!o.contains("kind") || !o.at("kind").is_string()) bad(where + ".kind", "must be \"gpu\", \"link\", \"cpu\" or \"kill\"");
+    if (!o.contains("kind") || !o.at("kind").is_string()) bad(where + ".kind", "must be \"gpu\", \"link\", \"cpu\", \"kill\" or \"hang\"");
     const std::string kind = o.at("kind").get<std::string>();
     Fault f;
     std::set<std::string> allowed = {"kind", "start_s", "end_s", "label"};
@@ -86,13 +88,13 @@ FaultSchedule FaultSchedule::parse(const json& j) {
       if (!(f.bandwidth_factor > 0.0 && f.bandwidth_factor <= 1.0)) {
         bad(where + ".bandwidth_factor", "must be a number in (0, 1]");
       }
-    } else if (kind == "kill") {
-      f.kind = FaultKind::kKill;
+    } else if (kind == "kill" || kind == "hang") {
+      f.kind = kind == "kill" ? FaultKind::kKill : FaultKind::kHang;
       allowed.insert("rank");
       if (!o.contains("rank")) bad(where + ".rank", "missing");
       f.rank = index_value(o.at("rank"), where + ".rank");
     } else {
-      bad(where + ".kind", "must be \"gpu\", \"link\", \"cpu\" or \"kill\", not \"" + kind + "\"");
+      bad(where + ".kind", "must be \"gpu\", \"link\", \"cpu\", \"kill\" or \"hang\", not \"" + kind + "\"");
     }
     for (const auto& [key, _] : o.items()) {
       if (allowed.count(key) == 0) bad(where + "." + key, "unknown field for kind \"" + kind + "\"");
@@ -135,7 +137,7 @@ json FaultSchedule::to_json() const {
     if (f.kind == FaultKind::kLink) {
       o["nodes"] = {f.nodes[0], f.nodes[1]};
       o["bandwidth_factor"] = f.bandwidth_factor;
-    } else if (f.kind == FaultKind::kKill) {
+    } else if (f.kind == FaultKind::kKill || f.kind == FaultKind::kHang) {
       o["rank"] = f.rank;
     } else {
       o["rank"] = f.rank;
@@ -155,6 +157,14 @@ double FaultSchedule::gpu_slowdown(int rank, double t_s) const {
     if (f.kind == FaultKind::kGpu && f.rank == rank && f.active(t_s)) s *= f.slowdown;
   }
   return s;
+}
+
+double FaultSchedule::hung_until(int rank, double t_s) const {
+  double until = 0;
+  for (const Fault& f : faults_) {
+    if (f.kind == FaultKind::kHang && f.rank == rank && f.active(t_s)) until = std::max(until, f.end_s);
+  }
+  return until;
 }
 
 bool FaultSchedule::killed(int rank, double t_s) const {

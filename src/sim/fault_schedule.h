@@ -5,9 +5,12 @@
 // JSON: {"faults":[{"kind":"gpu","rank":3,"start_s":5,"end_s":20,"slowdown":1.7},
 //                  {"kind":"link","nodes":[1,2],"start_s":30,"end_s":60,"bandwidth_factor":0.3},
 //                  {"kind":"cpu","rank":0,"start_s":10,"end_s":30,"slowdown":1.3},
-//                  {"kind":"kill","rank":5,"start_s":12}]}
+//                  {"kind":"kill","rank":5,"start_s":12},
+//                  {"kind":"hang","rank":2,"start_s":20,"end_s":40}]}
 // A kill fault makes the rank's process die by SIGKILL (a fail-stop) at its first device call at or after
-// start_s; its end_s is optional (the report's window: start_s + 1 by default).
+// start_s; its end_s is optional (the report's window: start_s + 1 by default). A hang fault stops the rank
+// at its first device call in [start_s, end_s) until end_s (a kernel that does not finish: it makes no NCCL
+// call meanwhile, and its peers wait for it in their next collective).
 // An optional "label" string per fault is kept for reports. Overlapping faults compound (multiply).
 #pragma once
 
@@ -20,7 +23,7 @@
 
 namespace greyhound::sim {
 
-enum class FaultKind { kGpu, kLink, kCpu, kKill };
+enum class FaultKind { kGpu, kLink, kCpu, kKill, kHang };
 const char* fault_kind_name(FaultKind k);
 
 struct Fault {
@@ -57,6 +60,7 @@ class FaultSchedule {
   double cpu_slowdown(int rank, double t_s) const;
   double link_factor(int node_a, int node_b, double t_s) const;  // 1 when healthy or same node
   bool killed(int rank, double t_s) const;  // a kill fault of `rank` has started by t_s
+  double hung_until(int rank, double t_s) const;  // the end of a hang fault of `rank` active at t_s; 0: none
 
   const std::vector<Fault>& faults() const { return faults_; }
   bool empty() const { return faults_.empty(); }

@@ -222,7 +222,8 @@ Event build_event(const Fields& f, const json& j) {
         event_type::kIncidentClose, event_type::kProfile,   event_type::kLocalised,       event_type::kPlan,
         event_type::kPlanApplied, event_type::kPlanTimeout, event_type::kPlanRejected,
         event_type::kBaseline,    event_type::kFailSlowOpen, event_type::kFailSlowEnd,   event_type::kRemedyCheck,
-        event_type::kJobRestart,     event_type::kPause,          event_type::kValidated,      event_type::kFailStop};
+        event_type::kJobRestart,     event_type::kPause,          event_type::kValidated,      event_type::kFailStop,
+        event_type::kStall,          event_type::kStallEnd,       event_type::kHang};
     Event e;
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");
@@ -866,6 +867,8 @@ std::optional<FailSlow> fail_slow_from_json(const json& j, std::string* error) {
 json to_json(const MasterState& s) {
   json open = json::array();
   for (const FailSlow& f : s.fail_slows) open.push_back(to_json(f));
+  json hangs = json::array();
+  for (const HangDetail& h : s.hangs) hangs.push_back(to_json(h));
   json stops = json::array();
   for (const FailStopRecord& r : s.fail_stops) {
     stops.push_back({{"rank", r.rank}, {"node", r.node}, {"t_s", r.t_s}, {"pid", r.pid}});
@@ -882,7 +885,9 @@ json to_json(const MasterState& s) {
           {"fail_slows_total", s.fail_slows_total},
           {"healthy_ms", s.healthy_ms},
           {"fail_stops", std::move(stops)},
-          {"fail_stops_total", s.fail_stops_total}};
+          {"fail_stops_total", s.fail_stops_total},
+          {"hangs", std::move(hangs)},
+          {"hangs_total", s.hangs_total}};
 }
 
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error) {
@@ -929,6 +934,19 @@ std::optional<MasterState> parse_master_state(const std::string& text, std::stri
       }
     }
     s.fail_stops_total = f.integer_or("fail_stops_total", 0, 0, kMaxCount);
+    if (f.has("hangs")) {
+      const json& a = raw.at("hangs");
+      if (!a.is_array() || a.size() > kMaxHangsKept) {
+        throw Invalid("hangs: must be an array of at most " + std::to_string(kMaxHangsKept));
+      }
+      for (const json& x : a) {
+        std::string why;
+        auto h = parse_hang_detail(x, &why);
+        if (!h) throw Invalid("hangs: " + why);
+        s.hangs.push_back(std::move(*h));
+      }
+    }
+    s.hangs_total = f.integer_or("hangs_total", 0, 0, kMaxCount);
     return s;
   });
 }
@@ -1097,6 +1115,71 @@ std::optional<FailStopDetail> parse_fail_stop_detail(const json& detail, std::st
     FailStopDetail d;
     d.pid = f.integer_or("pid", 0, 0, INT32_MAX);
     d.last_record_t_s = f.num_or("last_record_t_s", -1);
+    return d;
+  });
+}
+
+json to_json(const StallDetail& d) {
+  json last = json::object();
+  for (const auto& [g, s] : d.last_seq) last[group_id_hex(g)] = s;
+  return {{"in_call", d.in_call},        {"op", d.op},           {"group", group_id_hex(d.group)},
+          {"group_seq", d.group_seq},    {"since_t_s", d.since_t_s}, {"threshold_s", d.threshold_s},
+          {"last_seq", std::move(last)}};
+}
+
+std::optional<StallDetail> parse_stall_detail(const json& detail, std::string* error) {
+  return build_from<StallDetail>(detail, error, [](const Fields& f, const json& raw) {
+    StallDetail d;
+    d.in_call = f.has("in_call") && raw.at("in_call").is_boolean() && raw.at("in_call").get<bool>();
+    d.op = f.str_or("op", "");
+    if (f.has("group") && !parse_group_id_hex(f.str("group", 32), &d.group)) throw Invalid("group: not a group id");
+    d.group_seq = static_cast<std::uint64_t>(f.integer_or("group_seq", 0, 0, kMaxCount));
+    d.since_t_s = f.num_or("since_t_s", 0);
+    d.threshold_s = f.num_or("threshold_s", 0);
+    if (f.has("last_seq")) {
+      const json& m = raw.at("last_seq");
+      if (!m.is_object() || m.size() > 64) throw Invalid("last_seq: must be an object of at most 64 groups");
+      for (const auto& [k, v] : m.items()) {
+        std::uint64_t g = 0;
+        if (!parse_group_id_hex(k, &g)) throw Invalid("last_seq: '" + printable(k, 32) + "' is not a group id");
+        if (!v.is_number_unsigned() || v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxCount)) {
+          throw Invalid("last_seq: call numbers must be non-negative integers");
+        }
+        d.last_seq[g] = v.get<std::uint64_t>();
+      }
+    }
+    return d;
+  });
+}
+
+json to_json(const HangDetail& d) {
+  json last = json::object();
+  for (const auto& [r, s] : d.missing_last_seq) last[std::to_string(r)] = s;
+  return {{"group", group_id_hex(d.group)}, {"op", d.op},           {"seq", d.seq},
+          {"waiting", d.waiting},           {"missing", d.missing}, {"missing_last_seq", std::move(last)},
+          {"since_t_s", d.since_t_s}};
+}
+
+std::optional<HangDetail> parse_hang_detail(const json& detail, std::string* error) {
+  return build_from<HangDetail>(detail, error, [](const Fields& f, const json& raw) {
+    HangDetail d;
+    if (!parse_group_id_hex(f.str("group", 32), &d.group)) throw Invalid("group: not a group id");
+    d.op = f.str_or("op", "");
+    d.seq = static_cast<std::uint64_t>(f.integer("seq", 0, kMaxCount));
+    d.waiting = f.ints_or_empty("waiting");
+    d.missing = f.ints_or_empty("missing");
+    if (f.has("missing_last_seq")) {
+      const json& m = raw.at("missing_last_seq");
+      if (!m.is_object() || m.size() > (1 << 16)) throw Invalid("missing_last_seq: must be an object");
+      for (const auto& [k, v] : m.items()) {
+        const auto r = parse_decimal(k);
+        if (!r || *r < 0 || *r > INT32_MAX || *r != std::floor(*r) || !v.is_number_integer()) {
+          throw Invalid("missing_last_seq: ranks to call numbers");
+        }
+        d.missing_last_seq[static_cast<int>(*r)] = v.get<std::int64_t>();
+      }
+    }
+    d.since_t_s = f.num_or("since_t_s", 0);
     return d;
   });
 }

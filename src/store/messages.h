@@ -57,6 +57,9 @@ inline constexpr const char* kRemedyCheck = "remedy_check";        // master: a 
 inline constexpr const char* kJobRestart = "job_restart";          // master: the job is back after an S4 restart
 inline constexpr const char* kPause = "pause";                     // agent: a rank's state in a validation pause
 inline constexpr const char* kFailStop = "fail_stop";              // agent: a rank's process died (killed, crashed)
+inline constexpr const char* kStall = "stall";                     // agent: a rank made no NCCL progress for too long
+inline constexpr const char* kStallEnd = "stall_end";              // agent: ... and went on again
+inline constexpr const char* kHang = "hang";                       // master: a collective some members never joined
 inline constexpr const char* kValidated = "validated";             // master: what a validation pause measured
 }  // namespace event_type
 
@@ -210,6 +213,33 @@ nlohmann::json to_json(const FailSlow& f);
 std::optional<FailSlow> fail_slow_from_json(const nlohmann::json& j, std::string* error);
 inline constexpr std::size_t kMaxOpenFailSlows = 64;  // a state holding more is refused
 
+// stall (agent, one per rank and stall): the rank has been inside one NCCL call (`in_call`), or has made none,
+// for longer than the agent's hang threshold (k x its iteration time, at least the configured minimum).
+struct StallDetail {
+  bool in_call = false;        // blocked inside a call (op, group, group_seq say which), else calling none
+  std::string op;              // the call's op (in_call)
+  std::uint64_t group = 0;     // its communicator's group (in_call; 0: not known)
+  std::uint64_t group_seq = 0; // its number on that communicator (in_call)
+  double since_t_s = 0;        // job time the call began, or of the rank's newest record
+  double threshold_s = 0;      // the threshold it passed
+  std::map<std::uint64_t, std::uint64_t> last_seq;  // the newest completed call number per group (at most 64)
+};
+nlohmann::json to_json(const StallDetail& d);
+std::optional<StallDetail> parse_stall_detail(const nlohmann::json& detail, std::string* error);
+
+// hang (master): the members of `group` that are blocked in its call number `seq` (`waiting`), and those
+// that never joined it (`missing`, with the newest call number of the group each completed; -1: unknown).
+struct HangDetail {
+  std::uint64_t group = 0;
+  std::string op;
+  std::uint64_t seq = 0;
+  std::vector<int> waiting, missing;
+  std::map<int, std::int64_t> missing_last_seq;
+  double since_t_s = 0;  // when the first waiting rank entered the call
+};
+nlohmann::json to_json(const HangDetail& d);
+std::optional<HangDetail> parse_hang_detail(const nlohmann::json& detail, std::string* error);
+
 // A rank whose process died while the job ran (an agent's fail_stop event), as the master keeps it.
 struct FailStopRecord {
   int rank = -1, node = -1;
@@ -232,7 +262,10 @@ struct MasterState {
   double healthy_ms = 0;             // the job's healthy iteration time (baseline profile, else before the first incident)
   std::vector<FailStopRecord> fail_stops;  // ranks whose process died, the latest kMaxFailStopsKept
   std::int64_t fail_stops_total = 0;
+  std::vector<HangDetail> hangs;           // collectives that waited for ranks that never joined, the latest 16
+  std::int64_t hangs_total = 0;
 };
+inline constexpr std::size_t kMaxHangsKept = 16;
 nlohmann::json to_json(const MasterState& s);
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error);
 

@@ -327,7 +327,7 @@ RecordPayload consistent_record(std::uint64_t x) {
   p.flags = static_cast<std::uint8_t>(x >> 16);
   p.color = static_cast<std::int32_t>(x % 77);
   p.dur_ns = x ^ 1;
-  p.reserved[1] = x ^ 3;
+  p.reserved = x ^ 3;
   return p;
 }
 

@@ -199,6 +199,15 @@ TEST_F(HookTest, RecordsEveryEntryPointWithItsFields) {
   EXPECT_EQ(recs[19].group_size, 2);
   EXPECT_EQ(recs[20].aux, gid);
   EXPECT_EQ(recs[20].group_size, 3);
+  // Calls on a communicator are numbered on it (1, 2, ...; the same on every member); a group's end (no
+  // communicator of its own) and lifecycle calls carry none.
+  for (std::size_t i = 2; i <= 10; ++i) EXPECT_EQ(recs[i].group_seq, i - 1) << i;
+  EXPECT_EQ(recs[12].group_seq, 10u);
+  EXPECT_EQ(recs[13].group_seq, 11u);
+  EXPECT_EQ(recs[14].group_seq, 0u);
+  EXPECT_EQ(recs[1].group_seq, 0u);
+  EXPECT_EQ(recs[15].group_seq, 0u);
+  EXPECT_EQ(recs[21].group_seq, 1u);  // the split communicator's first
   EXPECT_EQ(recs[21].group_id, recs[15].group_id);  // collective on the split communicator
   EXPECT_EQ(recs[22].group_id, recs[15].group_id);
   EXPECT_EQ(recs[23].group_id, recs[15].group_id);
@@ -253,6 +262,33 @@ TEST_F(HookTest, ReturnCodeAndErrnoOfTheRealNcclPassThrough) {
   EXPECT_EQ(recs[0].result, ncclInvalidUsage);
   EXPECT_EQ(recs[1].result, ncclRemoteError);
   EXPECT_EQ(recs[0].group_id, 0u);  // unknown communicator: no group
+}
+
+// The ring says how its writer ended (the agent tells a fail-stop from a finished rank by it), and whether it
+// is inside a call now (none, once the calls returned).
+TEST_F(HookTest, TheRingSaysWhetherItsProcessExitedNormally) {
+  for (const bool normal : {true, false}) {
+    const auto r = run_child(env(normal ? 1 : 2), [normal] {
+      ncclUniqueId id;
+      CHILD_CHECK(ncclGetUniqueId(&id) == ncclSuccess);
+      ncclComm_t c = nullptr;
+      CHILD_CHECK(ncclCommInitRank(&c, 4, id, 1) == ncclSuccess);
+      float buf[8];
+      ncclAllReduce(buf, buf, 8, ncclFloat32, ncclSum, c, nullptr);
+      if (normal) std::exit(0);  // atexit handlers run: the hook marks its ring
+      return 0;                  // run_child leaves by _exit(): they do not
+    });
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    std::string err;
+    auto reader = RingReader::open(ring(normal ? 1 : 2), &err);
+    ASSERT_TRUE(reader) << err;
+    EXPECT_FALSE(reader->writer_alive());
+    EXPECT_EQ(reader->writer_exited_normally(), normal);
+    EXPECT_FALSE(reader->in_call());
+    const auto recs = read_all(ring(normal ? 1 : 2));
+    ASSERT_EQ(recs.size(), 3u);
+    EXPECT_EQ(recs[2].group_seq, 1u);
+  }
 }
 
 TEST_F(HookTest, DisableIsPurePassThrough) {

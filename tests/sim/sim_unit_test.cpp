@@ -116,7 +116,7 @@ TEST(FaultSchedule, BadSchedulesNameTheField) {
       {R"({"faults":[{"kind":"gpu","rank":1,"start_s":"5","end_s":9,"slowdown":2}]})",
        "faults[0].start_s: must be a finite number"},
       {R"({"faults":[{"kind":"disk","rank":1,"start_s":5,"end_s":9}]})",
-       "faults[0].kind: must be \"gpu\", \"link\", \"cpu\" or \"kill\", not \"disk\""},
+       "faults[0].kind: must be \"gpu\", \"link\", \"cpu\", \"kill\" or \"hang\", not \"disk\""},
       {R"({"faults":[{"kind":"kill","start_s":5}]})", "faults[0].rank: missing"},
       {R"({"faults":[{"kind":"kill","rank":2,"start_s":5,"slowdown":2}]})",
        "faults[0].slowdown: unknown field for kind \"kill\""},

@@ -175,6 +175,7 @@ bool ClusterServices::start_agent(int node, std::string* error) {
   spec.name = "agent " + std::to_string(node);
   spec.argv = {opt_.bin_dir + "/greyhound-agent", "--job", opt_.job, "--node", std::to_string(node), "--shm-dir",
                opt_.node_shm_dirs[static_cast<std::size_t>(node)], "--redis", redis_url_, "--idle-exit-s", "2"};
+  spec.argv.insert(spec.argv.end(), opt_.agent_args.begin(), opt_.agent_args.end());
   spec.env = {{"GREYHOUND_JOB_EPOCH_NS", std::to_string(opt_.epoch_ns)}};
   spec.unset_env = {"LD_PRELOAD"};
   spec.stdout_path = spec.stderr_path = opt_.work_dir + "/agent" + std::to_string(node) + ".restarted.log";

@@ -53,6 +53,7 @@ class ClusterServices {
     double s3_pause_s = -1;
     double s4_restart_s = -1;
     std::vector<std::string> master_args;  // more flags for the master
+    std::vector<std::string> agent_args;   // more flags for the agents it restarts (chaos)
   };
 
   explicit ClusterServices(Options options);

@@ -38,6 +38,8 @@ std::string active_faults(const FaultSchedule& faults, double t_s) {
       std::snprintf(buf, sizeof buf, "link %d-%d at %.0f%%", f.nodes[0], f.nodes[1], 100.0 * f.bandwidth_factor);
     } else if (f.kind == FaultKind::kKill) {
       std::snprintf(buf, sizeof buf, "rank %d killed", f.rank);
+    } else if (f.kind == FaultKind::kHang) {
+      std::snprintf(buf, sizeof buf, "rank %d hung", f.rank);
     } else {
       std::snprintf(buf, sizeof buf, "%s rank %d x%.3g", fault_kind_name(f.kind), f.rank, f.slowdown);
     }

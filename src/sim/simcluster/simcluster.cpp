@@ -98,7 +98,7 @@ void usage() {
       "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--mitigate]\n"
       "         [--external-master] [--oracle] [--time-scale X] [--s3-pause-s S] [--s4-restart-s S] [--quiet]\n"
       "         [--master-args 'ARGS'] [--capabilities S2,S3,S4] [--max-restarts N]\n"
-      "         [--validate never|auto|always] [--pause-deadline-s S]\n"
+      "         [--validate never|auto|always] [--pause-deadline-s S] [--hang-min-s S]\n"
       "--validate: the master confirms localisations with a validation pause (docs/validation.md), with tests\n"
       "          sized for the stand-ins' rates: %d^3 GEMMs, P2P of %s bytes; --pause-deadline-s: every rank\n"
       "          resumes by itself after this (default 30)\n"
@@ -108,6 +108,7 @@ void usage() {
       "          on the nodes left after excluding those the restart request names: as many DP replicas as\n"
       "          fit, the same global batch. At most --max-restarts (default 3) restarts.\n"
       "--master-args: more flags for the master it starts, split on spaces (e.g. '--pay-margin 0.5')\n"
+      "--hang-min-s: the agents report a rank stalled after S seconds (and 3 iterations) without NCCL progress\n"
       "--external-master: a master already serves the job on --redis (greyhound-master --jobs ...); start none\n"
       "--oracle: no detection (no master, agents or hook); the job applies plans (--plan) that this launcher\n"
       "          publishes at each fault's onset and end from the fault schedule: the S2 split the planner would\n"
@@ -127,6 +128,7 @@ struct Options {
   json config;  // the report's "config"
   gs::FaultSchedule faults;
   std::string faults_path, report_path, job, work_dir, shm_dir, model_text, rank_env, external_redis;
+  std::vector<std::string> agent_args;  // more flags for the agents
   std::string capabilities = "S2,S3";  // what the job advertises (--plan)
   bool s4 = false;                      // ... S4 among them: checkpoints and restarts
   int max_restarts = 3;
@@ -156,7 +158,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
                            "report", "seed", "job", "work-dir", "shm-dir", "model", "hidden", "rows", "layers",
                            "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos", "time-scale",
                            "s3-pause-s", "s4-restart-s", "master-args", "capabilities", "max-restarts", "validate",
-                           "pause-deadline-s"},
+                           "pause-deadline-s", "hang-min-s"},
                           {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master", "oracle"});
   *help = a.flag("help");
   if (*help) return o;
@@ -191,6 +193,14 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
     o.master_args.insert(o.master_args.end(), {"--validate-gemm-n", std::to_string(kSimGemmN), "--validate-bytes",
                                                kSimP2pBytes, "--validate-min-excess-ms", kSimMinExcessMs,
                                                "--pause-estimate-s", kSimPauseEstimateS});
+  }
+  if (a.has("hang-min-s")) {  // the agents' stall threshold: this many seconds, and 3 iterations
+    const double h = a.number("hang-min-s", 60);
+    if (!(h >= 0.1 && h <= 86400)) throw greyhound::ArgError("--hang-min-s must be in [0.1, 86400]");
+    if (!o.hook) throw greyhound::ArgError("--hang-min-s needs greyhound (drop --no-greyhound)");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", h);
+    o.agent_args = {"--hang-min-s", buf, "--hang-iterations", "3"};
   }
   if (a.has("pause-deadline-s")) {
     const double d = a.number("pause-deadline-s", 30);
@@ -413,9 +423,11 @@ std::optional<gs::ChildSpec> rank_spec(const Options& o, const Dirs& d, const st
   const std::string& node_dir = d.node_dirs[static_cast<std::size_t>(node)];
   gs::ChildSpec spec;
   spec.name = "rank " + std::to_string(r) + suffix;
+  std::string agent_args = "--idle-exit-s 2";
+  for (const std::string& x : o.agent_args) agent_args += " " + x;
   if (o.hook) {
     spec.argv = {d.bin + "/greyhound-run", "--job", o.job, "--node", std::to_string(job_node), "--redis", redis_url,
-                 "--agent-log", d.work_dir + "/agent" + std::to_string(node) + suffix + ".log", "--agent-args", "--idle-exit-s 2"};
+                 "--agent-log", d.work_dir + "/agent" + std::to_string(node) + suffix + ".log", "--agent-args", agent_args};
     // The node's shm dir, unless --rank-env overrides it (tests of an unusable one).
     if (o.rank_env.find("GREYHOUND_SHM_DIR=") == std::string::npos) {
       spec.argv.insert(spec.argv.end(), {"--shm-dir", node_dir});
@@ -592,6 +604,7 @@ int main(int argc, char** argv) {
     so.chaos = o.chaos;
     so.mitigate = o.mitigate;
     so.master_args = o.master_args;
+    so.agent_args = o.agent_args;
     services = std::make_unique<gs::ClusterServices>(so);
     std::string err;
     if (!services->start(&err)) {
