@@ -298,6 +298,8 @@ void Agent::step(std::uint64_t now_ns) {
 // event, once, with what it waits in and the newest call it completed in each group, for the master to name
 // the ranks that never joined; `stall_end` once it goes on.
 void Agent::watch_stalls(std::uint64_t now_ns) {
+  // A validation pause holds the ranks on purpose (up to its deadline): no stall is counted meanwhile.
+  if (pause_) return;
   for (const auto& [path, t] : trackers_) {
     if (!t->writer_alive()) {
       stalls_.erase(path);
