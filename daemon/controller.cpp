@@ -227,7 +227,11 @@ void Controller::react(const Event& e, const Now& now) {
       warn_once("stall", "a malformed stall report: " + err);
     }
   }
-  if ((e.type == event_type::kStallEnd || e.type == event_type::kFailStop) && !from_master) {
+  if (e.type == event_type::kAgentStop && !from_master) {  // its ranks' stalls end with it (a new agent reports anew)
+    for (auto it = stalls_.begin(); it != stalls_.end();) it = it->second.node == e.node ? stalls_.erase(it) : std::next(it);
+  }
+  if ((e.type == event_type::kStallEnd || e.type == event_type::kFailStop || e.type == event_type::kAgentStop) &&
+      !from_master) {
     stalls_.erase(e.rank);
     if (stalls_.empty()) {
       stalls_since_s_ = -1;
@@ -620,9 +624,6 @@ void Controller::refresh_costs() {
   }
 }
 
-// What confirming a fail-slow with a pause is expected to cost it under --validate auto: the median of the
-// job's measured pauses, else --pause-estimate-s; nothing when no pause will be made (another mode, or a job
-// that marks no iterations: its validation is given up at once).
 // The agents' stall reports against the groups: a collective some members wait in and others never joined
 // is a hang, named once (with a `hang` event, in the state for greyhoundctl status, and in /metrics). The
 // members it waits for report a stall too (a rank stuck outside NCCL makes no call): it is named once they
@@ -652,6 +653,9 @@ void Controller::check_hangs(const JobInputs& in, const Now& now, Intents& out) 
   }
 }
 
+// What confirming a fail-slow with a pause is expected to cost it under --validate auto: the median of the
+// job's measured pauses, else --pause-estimate-s; nothing when no pause will be made (another mode, or a job
+// that marks no iterations: its validation is given up at once).
 double Controller::expected_pause_s() const {
   if (cfg_.validate != ValidateMode::kAuto || !last_pace_ || last_pace_->mark < 0) return 0.0;
   return pauses_s_.empty() ? cfg_.pause.expected_pause_s : median_of(pauses_s_);

@@ -19,7 +19,8 @@ struct RankStall {
   StallDetail detail;
 };
 
-// For each group of `groups` in which a stalled member waits inside a call: the call with the highest number
+// For each group of `groups` in which a stalled member waits inside a collective (a call with a number: a
+// send or receive has none and waits for its peer alone): the collective with the highest number
 // any member waits in, its waiting members, and the members not inside it (`missing`, ascending), with
 // their newest completed call on the group when they reported one (else -1). A member not inside it but
 // blocked inside another call is waiting for someone else (a consequence, as a pipeline stage waiting for

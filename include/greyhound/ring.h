@@ -124,7 +124,9 @@ class RingReader {
   std::string job() const;
   const std::string& path() const noexcept { return path_; }
   bool writer_alive() const noexcept;  // the writer's pid still exists and is not a zombie
-  bool writer_exited_normally() const noexcept;  // its process ended through exit() (RingLife)
+  bool writer_exited_normally() const noexcept;  // its process ended through exit() with status 0 (RingLife)
+  // The status its process passed to exit(), or nullopt when it did not end through exit().
+  std::optional<int> writer_exit_status() const noexcept;
   // The NCCL call the writer is inside now (RingInCall), or nullopt when none (or it changed while read).
   std::optional<InCall> in_call() const noexcept;
 

@@ -63,7 +63,8 @@ struct RecordPayload {
   std::uint8_t measured_op;  // Timing records: the op of the measured record; else 0
   std::int32_t color;        // CommSplit color, else -1
   std::uint64_t dur_ns;      // Timing records: device time of the measured call (or group); else 0
-  std::uint64_t group_seq;   // this rank's calls on the communicator so far, this one included (1, 2, ...); 0: no group
+  std::uint64_t group_seq;   // this rank's collectives on the communicator so far, this one included (1, 2, ...);
+                             // 0: not a collective (send, receive, lifecycle) or no communicator
   std::uint64_t reserved;
   std::uint64_t check;       // record_check() of the words before it, written by the ring writer
 };
@@ -199,26 +200,29 @@ static_assert(offsetof(PauseControl, transfers) == 168);
 static_assert(sizeof(PauseControl) == 168 + 56 * kPauseMaxTransfers);
 
 // The NCCL call the writer is inside now (offset 3968): a rank blocked in a collective is seen while it waits
-// (its record is written only once the call returns). The hook stores the fields, then `enter_ns` (release)
-// when a recorded call begins, and `enter_ns` = 0 when it returns. With several threads calling NCCL at once
-// it holds the latest call to begin (best effort). A reader copies the fields between two loads of
-// `enter_ns` and keeps them only when both loads agree.
+// (its record is written only once the call returns). When a recorded call begins the hook stores
+// `enter_ns` = 0, then the fields, then `enter_ns` (release); when it returns, `enter_ns` = 0 if it still
+// holds that call's entry time (with several threads calling NCCL at once it shows the latest call to begin,
+// best effort: one that returns at the very moment another begins may clear the other's). A reader copies
+// the fields between two loads of `enter_ns` and keeps them only when both loads agree and are not 0.
 struct RingInCall {
   std::atomic<std::uint64_t> enter_ns;  // CLOCK_MONOTONIC at the call's entry; 0: in no call
   std::uint64_t group_id;               // its communicator's group (for ncclGroupEnd: the group's last call's)
-  std::uint64_t group_seq;              // its number on that communicator (RecordPayload::group_seq)
+  std::uint64_t group_seq;              // its number on that communicator (RecordPayload::group_seq; 0: a send
+                                        // or receive, or a group of those)
   std::uint32_t op;                     // greyhound::Op
   std::uint32_t tid;
 };
 inline constexpr std::size_t kRingInCallOffset = 3968;
 
 // How the writer's process ended (offset 4032): the agent tells a rank that died (a fail-stop) from one that
-// finished. The hook stores `exited_ns` then `exited` = 1 (release) when the process ends through exit() or a
-// return from main; a process killed by a signal, crashed or ended with _exit() leaves it 0. Rings of
-// writers older than this field (all zeros) read as never exited.
+// finished. The hook stores `exit_status` and `exited_ns`, then `exited` = 1 (release), when the process ends
+// through exit() or a return from main (glibc's on_exit hands it the status); a process killed by a signal,
+// crashed or ended with _exit() leaves `exited` 0. Rings of writers older than this field (all zeros) read
+// as never exited.
 struct RingLife {
-  std::atomic<std::uint32_t> exited;  // 1: the process ended normally
-  std::uint32_t reserved;
+  std::atomic<std::uint32_t> exited;  // 1: the process ended through exit()
+  std::int32_t exit_status;           // ... with this status (0: it finished; else it failed, e.g. an exception)
   std::uint64_t exited_ns;            // CLOCK_MONOTONIC at that moment
 };
 inline constexpr std::size_t kRingLifeOffset = 4032;

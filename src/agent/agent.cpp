@@ -27,6 +27,16 @@ Agent::Agent(AgentConfig config)
   }
 }
 
+// An event of this agent's at `mono_ns` (job time and wall clock), of `rank` when it is a rank's.
+Event Agent::event_at(std::string type, std::uint64_t mono_ns, int rank) const {
+  Event e;
+  e.type = std::move(type);
+  e.t_s = job_time_s(mono_ns);
+  e.t_unix_ms = unix_ms_of(mono_ns);
+  e.rank = rank;
+  return e;
+}
+
 double Agent::job_time_s(std::uint64_t mono_ns) const {
   const std::uint64_t epoch = cfg_.epoch_ns != 0 ? cfg_.epoch_ns : started_ns_;  // no ring yet: our own start
   return (static_cast<double>(mono_ns) - static_cast<double>(epoch)) * 1e-9;
@@ -115,10 +125,7 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
       for (const auto& [gid, g] : t->groups()) update.group_member(gid, g.group_size, g.group_rank, t->rank(), g.created_by);
     }
     if (!started_event_sent_) {
-      Event e;
-      e.type = event_type::kAgentStart;
-      e.t_s = job_time_s(now_ns);
-      e.t_unix_ms = unix_ms_of(now_ns);
+      Event e = event_at(event_type::kAgentStart, now_ns);
       queue_event(e);
       started_event_sent_ = true;
     }
@@ -242,11 +249,7 @@ void Agent::step(std::uint64_t now_ns) {
       pending_iters_[u.rank] = u;
     }
     if (auto prof = t->finish_profile(now_ns)) {
-      Event e;
-      e.type = event_type::kProfile;
-      e.t_s = job_time_s(now_ns);
-      e.t_unix_ms = unix_ms_of(now_ns);
-      e.rank = t->rank();
+      Event e = event_at(event_type::kProfile, now_ns, t->rank());
       ProfileReport report;
       report.request = profile_request_;
       report.window_s = prof->window_s;
@@ -260,20 +263,12 @@ void Agent::step(std::uint64_t now_ns) {
       queue_event(e);
     }
     if (obs.period_changed) {
-      Event e;
-      e.type = event_type::kPeriodChange;
-      e.t_s = job_time_s(now_ns);
-      e.t_unix_ms = unix_ms_of(now_ns);
-      e.rank = t->rank();
+      Event e = event_at(event_type::kPeriodChange, now_ns, t->rank());
       e.detail = to_json(PeriodChangeDetail{static_cast<int>(obs.period)});
       queue_event(e);
     }
     for (const TrackedChange& c : obs.changes) {
-      Event e;
-      e.type = std::string(analysis::direction_name(c.change.direction));
-      e.t_s = job_time_s(c.onset_start_t_ns);
-      e.t_unix_ms = unix_ms_of(c.onset_start_t_ns);
-      e.rank = t->rank();
+      Event e = event_at(std::string(analysis::direction_name(c.change.direction)), c.onset_start_t_ns, t->rank());
       e.index = static_cast<std::int64_t>(c.change.index);
       e.detected_index = static_cast<std::int64_t>(c.change.detected_index);
       e.detected_t_s = job_time_s(now_ns);
@@ -301,8 +296,8 @@ void Agent::watch_stalls(std::uint64_t now_ns) {
   // A validation pause holds the ranks on purpose (up to its deadline): no stall is counted meanwhile.
   if (pause_) return;
   for (const auto& [path, t] : trackers_) {
-    if (!t->writer_alive()) {
-      stalls_.erase(path);
+    if (!t->writer_alive()) {  // gone (its end, or a fail-stop, is reported apart): its stall is over
+      if (stalls_.erase(path) != 0) queue_event(event_at(event_type::kStallEnd, now_ns, t->rank()));
       continue;
     }
     const std::optional<InCall> call = t->in_call();
@@ -313,11 +308,7 @@ void Agent::watch_stalls(std::uint64_t now_ns) {
     auto it = stalls_.find(path);
     if (quiet_s > threshold_s && it == stalls_.end()) {
       stalls_[path] = since;
-      Event e;
-      e.type = event_type::kStall;
-      e.t_s = job_time_s(now_ns);
-      e.t_unix_ms = unix_ms_of(now_ns);
-      e.rank = t->rank();
+      Event e = event_at(event_type::kStall, now_ns, t->rank());
       StallDetail d;
       d.in_call = call.has_value();
       if (call) {
@@ -338,11 +329,7 @@ void Agent::watch_stalls(std::uint64_t now_ns) {
                    quiet_s, threshold_s);
       queue_event(e);
     } else if (it != stalls_.end() && since != it->second) {  // a new record or a new call: it went on
-      Event e;
-      e.type = event_type::kStallEnd;
-      e.t_s = job_time_s(now_ns);
-      e.t_unix_ms = unix_ms_of(now_ns);
-      e.rank = t->rank();
+      Event e = event_at(event_type::kStallEnd, now_ns, t->rank());
       spdlog::info("rank {}: going on again after {:.1f} s", e.rank, static_cast<double>(now_ns - it->second) * 1e-9);
       stalls_.erase(it);
       queue_event(e);
@@ -350,24 +337,23 @@ void Agent::watch_stalls(std::uint64_t now_ns) {
   }
 }
 
-// A rank whose process is gone without having ended through exit() (killed by a signal, crashed): a
-// fail-stop, reported once. One that finished normally (the hook marked its ring at exit) is not one.
+// A rank whose process is gone without having finished (killed by a signal, crashed, or exit() with a status
+// other than 0): a fail-stop, reported once. One that finished (the hook marked its ring at exit with
+// status 0) is not one.
 void Agent::report_fail_stops(std::uint64_t now_ns) {
   for (const auto& [path, t] : trackers_) {
     if (fail_stops_.count(path) != 0 || t->writer_alive() || t->writer_exited_normally()) continue;
     fail_stops_.insert(path);
-    Event e;
-    e.type = event_type::kFailStop;
-    e.t_s = job_time_s(now_ns);
-    e.t_unix_ms = unix_ms_of(now_ns);
-    e.rank = t->rank();
+    Event e = event_at(event_type::kFailStop, now_ns, t->rank());
     FailStopDetail d;
     d.pid = t->pid();
+    d.exit_status = t->writer_exit_status().value_or(-1);
     d.last_record_t_s = t->last_record_ns() != 0 ? job_time_s(t->last_record_ns()) : -1;
     e.detail = to_json(d);
-    spdlog::warn("rank {} (pid {}) is gone without having exited normally (killed or crashed): a fail-stop; its "
-                 "last NCCL call at {:.2f} s",
-                 e.rank, d.pid, d.last_record_t_s);
+    spdlog::warn("rank {} (pid {}) {}: a fail-stop; its last NCCL call at {:.2f} s", e.rank, d.pid,
+                 d.exit_status >= 0 ? "exited with status " + std::to_string(d.exit_status)
+                                    : std::string("is gone without exiting (killed or crashed)"),
+                 d.last_record_t_s);
     queue_event(e);
   }
 }
@@ -513,11 +499,7 @@ void Agent::watch_pause(std::uint64_t now_ns) {
         r.transfers.push_back(std::move(res));
       }
     }
-    Event e;
-    e.type = event_type::kPause;
-    e.t_s = job_time_s(now_ns);
-    e.t_unix_ms = unix_ms_of(now_ns);
-    e.rank = t->second->rank();
+    Event e = event_at(event_type::kPause, now_ns, t->second->rank());
     e.detail = to_json(r);
     queue_event(e);
     spdlog::info("pause {}: rank {} {}{}{}", pause_->id, e.rank, r.state, r.reason.empty() ? "" : " ", r.reason);
@@ -535,10 +517,7 @@ bool Agent::idle(std::uint64_t now_ns) const {
 
 void Agent::shutdown(std::uint64_t now_ns, std::uint64_t deadline_ns) {
   step(now_ns);  // what the rings hold now
-  Event e;
-  e.type = event_type::kAgentStop;
-  e.t_s = job_time_s(now_ns);
-  e.t_unix_ms = unix_ms_of(now_ns);
+  Event e = event_at(event_type::kAgentStop, now_ns);
   e.detail = to_json(AgentStopDetail{events_dropped_});
   queue_event(e);
   while (!events_.empty() && clock_ns(CLOCK_MONOTONIC) < deadline_ns) {

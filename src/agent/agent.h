@@ -64,6 +64,7 @@ class Agent {
   void read_settings();
   void tune(RankTracker& t) const;
   double job_time_s(std::uint64_t mono_ns) const;
+  Event event_at(std::string type, std::uint64_t mono_ns, int rank = -1) const;
   std::int64_t unix_ms_of(std::uint64_t mono_ns) const;
 
   AgentConfig cfg_;

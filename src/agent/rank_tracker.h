@@ -89,6 +89,7 @@ class RankTracker {
   std::uint64_t created_real_ns() const { return reader_->header().created_real_ns; }
   bool writer_alive() const { return reader_->writer_alive(); }
   bool writer_exited_normally() const { return reader_->writer_exited_normally(); }
+  std::optional<int> writer_exit_status() const { return reader_->writer_exit_status(); }
   // CLOCK_MONOTONIC of the newest record read (0: none yet).
   std::uint64_t last_record_ns() const { return last_record_ns_; }
   // The NCCL call the rank is inside now (nullopt: none).

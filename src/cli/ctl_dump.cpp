@@ -28,7 +28,10 @@ int cmd_dump(const Argv& argv) {
     std::unique_ptr<RingReader> reader;
   };
   std::vector<Ring> rings;
-  for (const auto& path : list_ring_files(dir, job)) {
+  std::vector<std::string> refused;  // named like a ring, not read: another user's, a link, corrupt
+  const std::vector<std::string> paths = list_ring_files(dir, job, &refused);
+  for (const std::string& why : refused) std::fprintf(stderr, "greyhoundctl dump: skipping %s\n", why.c_str());
+  for (const auto& path : paths) {
     std::string err;
     auto r = RingReader::open(path, &err);
     if (!r) {

@@ -79,9 +79,10 @@ namespace {
 
 // [begin, end) of the credentials (everything before the URL's last '@', as parse_redis_url reads it: a
 // password may hold '/') of the redis:// URL starting at `at` in `text`; begin == end when there are none.
-std::pair<std::size_t, std::size_t> credentials_at(std::string_view text, std::size_t at) {
+std::pair<std::size_t, std::size_t> credentials_at(std::string_view text, std::size_t at, bool whole = false) {
   const std::size_t begin = at + 8;  // after "redis://"
-  std::size_t end = text.find(' ', begin);  // a URL inside a message ends at a blank
+  // A URL inside a message ends at a blank; a command-line argument is the URL whole (a password may hold one).
+  std::size_t end = whole ? std::string_view::npos : text.find(' ', begin);
   if (end == std::string_view::npos) end = text.size();
   const std::size_t last_at = text.substr(0, end).rfind('@');
   if (last_at == std::string_view::npos || last_at < begin) return {begin, begin};
@@ -104,7 +105,7 @@ bool hide_redis_passwords(int argc, char** argv, const char* program) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg(argv[i]);
     for (std::size_t at = arg.find("redis://"); at != std::string_view::npos; at = arg.find("redis://", at + 8)) {
-      const auto [b, e] = credentials_at(arg, at);
+      const auto [b, e] = credentials_at(arg, at, true);
       for (std::size_t k = b; k < e; ++k) argv[i][k] = '*';
       found = found || b != e;
     }

@@ -278,8 +278,14 @@ std::optional<InCall> RingReader::in_call() const noexcept {
   return out;
 }
 
+std::optional<int> RingReader::writer_exit_status() const noexcept {
+  if (header_->life.exited.load(std::memory_order_acquire) != 1) return std::nullopt;
+  return __atomic_load_n(&header_->life.exit_status, __ATOMIC_RELAXED);
+}
+
 bool RingReader::writer_exited_normally() const noexcept {
-  return header_->life.exited.load(std::memory_order_acquire) == 1;
+  const std::optional<int> status = writer_exit_status();
+  return status && *status == 0;
 }
 
 std::size_t RingReader::poll(std::vector<RecordPayload>& out, std::size_t max, RingPollStats& stats,

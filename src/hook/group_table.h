@@ -19,7 +19,7 @@ class GroupTable {
     std::atomic<std::int32_t> rank{-1};
     std::atomic<std::int32_t> size{-1};
     std::atomic<std::uint32_t> splits{0};  // children made by CommSplit/CommShrink so far
-    std::atomic<std::uint64_t> calls{0};   // recorded calls on it so far (the records' group_seq)
+    std::atomic<std::uint64_t> calls{0};   // collectives recorded on it so far (the records' group_seq)
   };
 
   // Returns the entry of `comm`, or nullptr. Lock-free.

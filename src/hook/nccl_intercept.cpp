@@ -94,7 +94,10 @@ __attribute__((always_inline)) inline RecordPayload call_and_record(ghh::Runtime
                                                                     Fill& fill, int* saved_errno, const CallTag& tag,
                                                                     Args... args) {
   // The in-call marker: a rank blocked inside this call is seen while it waits (its record comes after).
+  // A seqlock of one word: enter_ns 0 while the fields change, the entry time once they are whole.
   gh::RingInCall& in_call = rt.ring->header()->in_call;
+  in_call.enter_ns.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
   in_call.group_id = tag.group_id;
   in_call.group_seq = tag.group_seq;
   in_call.op = tag.op;
@@ -103,11 +106,12 @@ __attribute__((always_inline)) inline RecordPayload call_and_record(ghh::Runtime
   ghh::t_in_hook = true;
   const ncclResult_t rc = real(args...);
   ghh::t_in_hook = false;
-  in_call.enter_ns.store(0, std::memory_order_release);
+  // Cleared only when it still shows this call (another thread's later call may be inside NCCL now).
+  if (in_call.enter_ns.load(std::memory_order_relaxed) == t0) in_call.enter_ns.store(0, std::memory_order_release);
   *saved_errno = errno;
   RecordPayload p = blank_record(t0, rc);
   fill(p, rc);
-  p.group_seq = p.group_id != 0 ? tag.group_seq : 0;  // ncclGroupEnd's (its group's last call) is the marker's only
+  p.group_seq = p.group_id != 0 ? tag.group_seq : 0;  // ncclGroupEnd's group (its last call's) is the marker's only
   rt.ring->append(p);
   return p;
 }
@@ -184,13 +188,16 @@ inline ncclResult_t traced_on(ncclComm_t comm, Op op, Real real, Timed kind, voi
   if (comm != nullptr) {
     if (auto* e = rt.groups.find(comm)) {
       tag.group_id = e->group_id.load(std::memory_order_relaxed);
-      // Not a read-modify-write: NCCL does not allow two threads to use one communicator at once, so a
-      // plain increment (no lock prefix on the hot path) is exact.
-      tag.group_seq = e->calls.load(std::memory_order_relaxed) + 1;
-      e->calls.store(tag.group_seq, std::memory_order_relaxed);
+      // Collectives only: every member issues each of them, so their numbers agree across the group; a send
+      // or a receive involves two members and keeps 0. Not a read-modify-write: NCCL does not allow two
+      // threads to use one communicator at once, so a plain increment (no lock prefix) is exact.
+      if (op != Op::kSend && op != Op::kRecv) {
+        tag.group_seq = e->calls.load(std::memory_order_relaxed) + 1;
+        e->calls.store(tag.group_seq, std::memory_order_relaxed);
+      }
     }
     if (ghh::t_group_depth > 0) t_group_last = tag;
-  } else if (kind == Timed::kGroupEnd) {
+  } else if (kind == Timed::kGroupEnd && ghh::t_group_depth == 0) {  // the outermost end: where it blocks
     tag.group_id = t_group_last.group_id;
     tag.group_seq = t_group_last.group_seq;
     t_group_last = CallTag{};

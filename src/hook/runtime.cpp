@@ -105,12 +105,13 @@ void* resolve_real(const char* name, void* self) noexcept {
   return fn;
 }
 
-// At exit() (or a return from main): the ring says this process ended normally, so that the agent does not
-// take it for a fail-stop. A process killed by a signal never gets here.
-void mark_exited() {
+// At exit() (or a return from main): the ring says this process ended, and with which status, so that the
+// agent tells a finished rank from one that failed. A process killed by a signal never gets here.
+void mark_exited(int status, void*) {
   Runtime& r = g_runtime;
   if (r.ring == nullptr) return;  // a forked child without a ring of its own (atfork_child cleared it)
   RingHeader* h = r.ring->header();
+  h->life.exit_status = status & 0xff;  // what the parent sees
   h->life.exited_ns = monotonic_ns();
   h->life.exited.store(1, std::memory_order_release);
 }
@@ -148,7 +149,7 @@ int ensure_init() noexcept {
       if (writer) {
         r.ring = writer.release();  // lives for the process
         static std::atomic<bool> exit_hook{false};
-        if (!exit_hook.exchange(true)) std::atexit(&mark_exited);
+        if (!exit_hook.exchange(true)) on_exit(&mark_exited, nullptr);
         log_line(LogLevel::kInfo, "recording NCCL calls into %s", r.ring->path().c_str());
         result = kRecording;
       } else {

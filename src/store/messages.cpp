@@ -1108,12 +1108,15 @@ std::optional<AgentStopDetail> parse_agent_stop_detail(const json& detail, std::
   });
 }
 
-json to_json(const FailStopDetail& d) { return {{"pid", d.pid}, {"last_record_t_s", d.last_record_t_s}}; }
+json to_json(const FailStopDetail& d) {
+  return {{"pid", d.pid}, {"exit_status", d.exit_status}, {"last_record_t_s", d.last_record_t_s}};
+}
 
 std::optional<FailStopDetail> parse_fail_stop_detail(const json& detail, std::string* error) {
   return build_from<FailStopDetail>(detail, error, [](const Fields& f, const json&) {
     FailStopDetail d;
     d.pid = f.integer_or("pid", 0, 0, INT32_MAX);
+    d.exit_status = static_cast<int>(f.integer_or("exit_status", -1, -1, 255));
     d.last_record_t_s = f.num_or("last_record_t_s", -1);
     return d;
   });

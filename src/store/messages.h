@@ -456,10 +456,12 @@ struct AgentStopDetail {
 nlohmann::json to_json(const AgentStopDetail& d);
 std::optional<AgentStopDetail> parse_agent_stop_detail(const nlohmann::json& detail, std::string* error);
 
-// fail_stop (agent, one per rank): the rank's process is gone without having ended through exit() (killed by
-// a signal, crashed, _exit): the job cannot go on without it.
+// fail_stop (agent, one per rank): the rank's process is gone without having finished: killed by a signal,
+// crashed, left by _exit(), or ended through exit() with a status other than 0 (an uncaught exception): the
+// job cannot go on without it.
 struct FailStopDetail {
   std::int64_t pid = 0;
+  int exit_status = -1;         // the status it passed to exit() (not 0); -1: it did not exit (killed, crashed)
   double last_record_t_s = -1;  // job time of the rank's newest NCCL record; -1: none
 };
 nlohmann::json to_json(const FailStopDetail& d);

@@ -63,6 +63,11 @@ TEST(RedisUrl, PasswordsAreHiddenFromTheProcessCommandLine) {
   EXPECT_STREQ(argv[5], "--redis=redis://*****@h/1");
   EXPECT_STREQ(argv[6], "plain");
   EXPECT_EQ(std::strlen(argv[2]), std::strlen("redis://:s3cret@db:6379/0"));  // in place: same length
+  std::vector<std::string> spaced = {"x", "--redis", "redis://:pass word@db/0"};
+  std::vector<char*> sv;
+  for (auto& a : spaced) sv.push_back(a.data());
+  EXPECT_TRUE(hide_redis_passwords(static_cast<int>(sv.size()), sv.data()));
+  EXPECT_STREQ(sv[2], "redis://**********@db/0");
   std::vector<std::string> clean = {"x", "--redis", "redis://db:6379/0"};
   std::vector<char*> cv;
   for (auto& a : clean) cv.push_back(a.data());

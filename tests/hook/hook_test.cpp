@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -199,11 +200,11 @@ TEST_F(HookTest, RecordsEveryEntryPointWithItsFields) {
   EXPECT_EQ(recs[19].group_size, 2);
   EXPECT_EQ(recs[20].aux, gid);
   EXPECT_EQ(recs[20].group_size, 3);
-  // Calls on a communicator are numbered on it (1, 2, ...; the same on every member); a group's end (no
-  // communicator of its own) and lifecycle calls carry none.
+  // Collectives on a communicator are numbered on it (1, 2, ...; the same on every member); sends and
+  // receives (two members), a group's end (no communicator of its own) and lifecycle calls carry none.
   for (std::size_t i = 2; i <= 10; ++i) EXPECT_EQ(recs[i].group_seq, i - 1) << i;
-  EXPECT_EQ(recs[12].group_seq, 10u);
-  EXPECT_EQ(recs[13].group_seq, 11u);
+  EXPECT_EQ(recs[12].group_seq, 0u);
+  EXPECT_EQ(recs[13].group_seq, 0u);
   EXPECT_EQ(recs[14].group_seq, 0u);
   EXPECT_EQ(recs[1].group_seq, 0u);
   EXPECT_EQ(recs[15].group_seq, 0u);
@@ -267,25 +268,28 @@ TEST_F(HookTest, ReturnCodeAndErrnoOfTheRealNcclPassThrough) {
 // The ring says how its writer ended (the agent tells a fail-stop from a finished rank by it), and whether it
 // is inside a call now (none, once the calls returned).
 TEST_F(HookTest, TheRingSaysWhetherItsProcessExitedNormally) {
-  for (const bool normal : {true, false}) {
-    const auto r = run_child(env(normal ? 1 : 2), [normal] {
+  // exit(0): finished; exit(3): failed (an uncaught exception ends so); _exit: no exit handler ran.
+  for (const int how : {0, 3, -1}) {
+    const int rank = how == 0 ? 1 : how == 3 ? 2 : 3;
+    const auto r = run_child(env(rank), [how] {
       ncclUniqueId id;
       CHILD_CHECK(ncclGetUniqueId(&id) == ncclSuccess);
       ncclComm_t c = nullptr;
       CHILD_CHECK(ncclCommInitRank(&c, 4, id, 1) == ncclSuccess);
       float buf[8];
       ncclAllReduce(buf, buf, 8, ncclFloat32, ncclSum, c, nullptr);
-      if (normal) std::exit(0);  // atexit handlers run: the hook marks its ring
-      return 0;                  // run_child leaves by _exit(): they do not
+      if (how >= 0) std::exit(how);  // exit handlers run: the hook marks its ring with the status
+      return 0;                      // run_child leaves by _exit(): they do not
     });
-    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    ASSERT_EQ(r.exit_code, how >= 0 ? how : 0) << r.stderr_text;
     std::string err;
-    auto reader = RingReader::open(ring(normal ? 1 : 2), &err);
+    auto reader = RingReader::open(ring(rank), &err);
     ASSERT_TRUE(reader) << err;
     EXPECT_FALSE(reader->writer_alive());
-    EXPECT_EQ(reader->writer_exited_normally(), normal);
+    EXPECT_EQ(reader->writer_exited_normally(), how == 0) << how;
+    EXPECT_EQ(reader->writer_exit_status(), how >= 0 ? std::optional<int>(how) : std::nullopt) << how;
     EXPECT_FALSE(reader->in_call());
-    const auto recs = read_all(ring(normal ? 1 : 2));
+    const auto recs = read_all(ring(rank));
     ASSERT_EQ(recs.size(), 3u);
     EXPECT_EQ(recs[2].group_seq, 1u);
   }

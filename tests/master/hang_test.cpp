@@ -15,7 +15,7 @@ RankStall inside(std::uint64_t group, std::uint64_t seq, double since_t_s = 10, 
   s.detail.group = group;
   s.detail.group_seq = seq;
   s.detail.since_t_s = since_t_s;
-  s.detail.last_seq[group] = seq - 1;
+  if (seq > 0) s.detail.last_seq[group] = seq - 1;
   return s;
 }
 
@@ -58,21 +58,20 @@ TEST(Hang, AMemberWithoutAReportIsMissingOneBlockedInAnotherCallIsNot) {
 }
 
 TEST(Hang, AChainOfWaitsIsTracedToTheRankInNoCall) {
-  // Rank 5 hangs outside NCCL. Its TP peer 4 waits in group B's call 9 for it; rank 1, 4's pipeline peer,
-  // waits in group C's Send for 5... and ranks 0, 2, 3 wait in group A's call 20 for 1, blocked in C.
+  // Rank 5 hangs outside NCCL. Its TP peer 4 waits in group B's collective 9 for it; rank 1, 5's pipeline
+  // peer, is blocked in a Send on group C (a send has no collective number: it names no hang of its own but
+  // is blocked); ranks 0, 2, 3 wait in group A's collective 20 for 1.
   const std::vector<GroupMembers> groups = {GroupMembers{0xA, {0, 1, 2, 3}, "dp"}, GroupMembers{0xB, {4, 5}, "tp"},
                                             GroupMembers{0xC, {1, 5}, "pp"}};
   std::map<int, RankStall> stalls = {{0, inside(0xA, 20)}, {2, inside(0xA, 20)}, {3, inside(0xA, 20)},
-                                     {1, inside(0xC, 4, 10, "Send")}, {4, inside(0xB, 9)},
-                                     {5, outside({{0xB, 8}, {0xC, 3}})}};
+                                     {1, inside(0xC, 0, 10, "Send")}, {4, inside(0xB, 9)},
+                                     {5, outside({{0xB, 8}})}};
   const auto hangs = find_hangs(stalls, groups);
-  ASSERT_EQ(hangs.size(), 2u);  // the two groups that wait for 5 directly; not A (it waits for 1)
+  ASSERT_EQ(hangs.size(), 1u);  // the group that waits for 5 directly; not A (it waits for 1, blocked elsewhere)
   EXPECT_EQ(hangs[0].group, 0xBu);
   EXPECT_EQ(hangs[0].missing, (std::vector<int>{5}));
+  EXPECT_EQ(hangs[0].waiting, (std::vector<int>{4}));
   EXPECT_EQ(hangs[0].missing_last_seq.at(5), 8);
-  EXPECT_EQ(hangs[1].group, 0xCu);
-  EXPECT_EQ(hangs[1].missing, (std::vector<int>{5}));
-  EXPECT_EQ(hangs[1].waiting, (std::vector<int>{1}));
 }
 
 TEST(Hang, ACycleOfWaitsIsReportedWholeWhenNoRankIsOutsideNccl) {
@@ -85,9 +84,11 @@ TEST(Hang, ACycleOfWaitsIsReportedWholeWhenNoRankIsOutsideNccl) {
   EXPECT_EQ(hangs[1].missing, (std::vector<int>{1}));
 }
 
-TEST(Hang, NothingWhenEveryMemberIsInsideTheSameCallOrNoneWaits) {
-  std::map<int, RankStall> all_in = {{1, inside(0xC, 7, 10, "Send")}, {5, inside(0xC, 7, 10, "Recv")}};
+TEST(Hang, NothingWhenEveryMemberIsInsideTheSameCallOrNoneWaitsInACollective) {
+  std::map<int, RankStall> all_in = {{1, inside(0xC, 7, 10, "AllReduce")}, {5, inside(0xC, 7, 10, "AllReduce")}};
   EXPECT_TRUE(find_hangs(all_in, {kGroups[2]}).empty());
+  std::map<int, RankStall> p2p = {{1, inside(0xC, 0, 10, "Send")}};  // a send waits for its peer alone
+  EXPECT_TRUE(find_hangs(p2p, {kGroups[2]}).empty());
   std::map<int, RankStall> none_in = {{0, outside({{0xA, 3}})}, {1, outside({{0xA, 3}})}};
   EXPECT_TRUE(find_hangs(none_in, kGroups).empty());
   EXPECT_TRUE(find_hangs({}, kGroups).empty());

@@ -129,7 +129,7 @@ TEST(IncidentTracker, FailStopsAreKeptInTheStateAcrossARestart) {
     e.source = "agent:1";
     e.rank = i % 8;
     e.node = 1;
-    e.detail = to_json(FailStopDetail{4000 + i, 9.5 + i});
+    e.detail = to_json(FailStopDetail{4000 + i, -1, 9.5 + i});
     Decision d;
     t.apply(e, d);
     EXPECT_TRUE(d.emit.empty());

@@ -66,7 +66,7 @@ TEST(Metrics, AJobsControllerAndStatusGiveItsSamples) {
   dead.source = "agent:1";
   dead.rank = 5;
   dead.node = 1;
-  dead.detail = to_json(FailStopDetail{77, 2.9});
+  dead.detail = to_json(FailStopDetail{77, -1, 2.9});
   c.apply({{"1-0", dead, ""}}, Now{});
   c.adopt(Now{});
   const json status = json::parse(R"({

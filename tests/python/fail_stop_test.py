@@ -1,7 +1,8 @@
 """Fail-stop: a rank whose process dies (here killed by SIGKILL in the simulated cluster, a `kill` fault) is
-reported by its node's agent as a `fail_stop` event naming the rank, within the launcher's grace, kept in the
-master's state (greyhoundctl status) and counted in its metrics; ranks that end normally (the hook marks
-their rings at exit) are never reported.
+reported by its node's agent as a `fail_stop` event naming the rank, within the launcher's grace; its peers,
+which the stand-in NCCL fails with an error once it is gone (exit status 1), are fail-stops too, no earlier
+and with their status; ranks that end normally (the hook marks their rings at exit with status 0) are never
+reported.
 
 usage: /usr/bin/python3 fail_stop_test.py SIMCLUSTER
 """
@@ -38,7 +39,7 @@ class FailStop(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.work, ignore_errors=True)
 
-    def test_a_killed_rank_is_reported_first_and_alone_before_the_launcher_stops_the_rest(self):
+    def test_a_killed_rank_is_reported_first_before_the_launcher_stops_the_rest(self):
         faults = os.path.join(self.work, "faults.json")
         with open(faults, "w") as f:
             json.dump({"faults": [{"kind": "kill", "rank": 5, "start_s": KILL_AT_S}]}, f)
@@ -46,21 +47,28 @@ class FailStop(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stderr[-2000:])
         self.assertIn("rank 5 exited with 137", r.stderr)  # 128 + SIGKILL
         stops = fail_stops(report)
-        self.assertTrue(stops, "no fail_stop event")
-        first = min(stops, key=lambda e: e["t_s"])
-        self.assertEqual(first["rank"], 5, stops)
+        killed = [e for e in stops if e["rank"] == 5]
+        self.assertEqual(len(killed), 1, stops)
+        first = killed[0]
         self.assertEqual(first["node"], 1)
         self.assertEqual(first["source"], "agent:1")
+        self.assertEqual(first["detail"]["exit_status"], -1)  # it did not exit: killed
         # Seen within the poll of its agent after the kill: before the launcher stops the others 2 s later.
         self.assertGreaterEqual(first["t_s"], KILL_AT_S)
         self.assertLess(first["t_s"], KILL_AT_S + 2.0)
         self.assertGreater(first["detail"]["pid"], 0)
         self.assertLessEqual(first["detail"]["last_record_t_s"], first["t_s"])
         self.assertGreater(first["detail"]["last_record_t_s"], KILL_AT_S - 2.0)
-        # The ranks the launcher stopped afterwards (SIGTERM: they did not exit normally either) come later.
+        # The others: failed by the stand-in NCCL once their peer was gone (exit status 1), or stopped by the
+        # launcher later; none before it.
         for e in stops:
-            if e is not first:
+            if e is first:
+                continue
+            self.assertGreaterEqual(e["t_s"], first["t_s"], e)
+            if e["detail"]["exit_status"] == -1:
                 self.assertGreaterEqual(e["t_s"], first["t_s"] + 1.0, e)
+            else:
+                self.assertEqual(e["detail"]["exit_status"], 1, e)
 
     def test_ranks_that_end_normally_are_no_fail_stops(self):
         r, report = simcluster(self.work, "--duration-s", "5")

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -117,7 +118,10 @@ std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vecto
         if (fail_fast && exits[i].exit_code != 0 && exits[i].exit_code != also_fine) {
           // The others go on for the grace (their own exits are collected meanwhile), then are stopped.
           const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(fail_grace_s);
-          while (std::chrono::steady_clock::now() < until && !(stop_requested != nullptr && *stop_requested)) {
+          const auto running = [&] {
+            return std::any_of(exits.begin(), exits.end(), [](const ChildExit& x) { return x.exit_code == -1; });
+          };
+          while (running() && std::chrono::steady_clock::now() < until && !(stop_requested != nullptr && *stop_requested)) {
             int st = 0;
             const pid_t q = waitpid(-1, &st, WNOHANG);
             for (std::size_t j = 0; q > 0 && j < pids.size(); ++j) {
