@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/record_json.h"
 #include "store/messages.h"
 
 namespace greyhound::store {
@@ -61,9 +62,37 @@ std::string format_timeline(const nlohmann::json& faults, const nlohmann::json& 
       }
       continue;
     }
-    // Per-rank profiles and acknowledgements are the evidence behind the master's lines, not lines of their own.
+    // Per-rank profiles, acknowledgements and stalls are the evidence behind the master's lines, not lines of
+    // their own.
     if (type == event_type::kAgentStart || type == event_type::kAgentStop || type == event_type::kCommandAck ||
-        type == event_type::kProfile || type == event_type::kPause) {
+        type == event_type::kProfile || type == event_type::kPause || type == event_type::kStall ||
+        type == event_type::kStallEnd) {
+      continue;
+    }
+    if (type == event_type::kFailStop) {
+      const auto d = parse_fail_stop_detail(e.detail, &err);
+      std::string how = !d ? "died" : d->exit_status >= 0 ? "exited with status " + std::to_string(d->exit_status)
+                                                          : std::string("was killed or crashed");
+      std::snprintf(buf, sizeof buf, "FAILSTOP rank %d (node %d) %s", e.rank, e.node, how.c_str());
+      std::string text = buf;
+      if (d && d->last_record_t_s >= 0) {
+        std::snprintf(buf, sizeof buf, "; its last NCCL call t=%.2fs", d->last_record_t_s);
+        text += buf;
+      }
+      master_lines.push_back({e.t_s, text});
+      continue;
+    }
+    if (type == event_type::kHang) {
+      std::string text;
+      if (const auto h = parse_hang_detail(e.detail, &err)) {
+        std::snprintf(buf, sizeof buf, "HANG   group %s call %llu (%s): ranks %s wait since t=%.2fs for ranks %s",
+                      group_id_hex(h->group).c_str(), static_cast<unsigned long long>(h->seq), h->op.c_str(),
+                      nlohmann::json(h->waiting).dump().c_str(), h->since_t_s, nlohmann::json(h->missing).dump().c_str());
+        text = buf;
+      } else {
+        text = "HANG   (malformed detail: " + err + ")";
+      }
+      master_lines.push_back({e.t_s, text});
       continue;
     }
     if (type == event_type::kValidated) {

@@ -313,5 +313,46 @@ TEST(RunReport, TimelineMarksTheOraclesPlans) {
   EXPECT_NE(tl.find("t=   5.00s  PLAN   epoch 2 S2 apply"), std::string::npos) << tl;
 }
 
+TEST(RunReport, TheTimelineNamesFailStopsAndHangsAndLeavesStallsOut) {
+  Event dead;
+  dead.type = event_type::kFailStop;
+  dead.t_s = 8.25;
+  dead.source = "agent:1";
+  dead.rank = 5;
+  dead.node = 1;
+  dead.detail = to_json(FailStopDetail{4711, -1, 8.1});
+  Event stall;
+  stall.type = event_type::kStall;
+  stall.t_s = 11;
+  stall.source = "agent:0";
+  stall.rank = 0;
+  stall.node = 0;
+  stall.detail = to_json(StallDetail{});
+  Event hang;
+  hang.type = event_type::kHang;
+  hang.t_s = 12.5;
+  hang.source = "master";
+  HangDetail h;
+  h.group = 0xab;
+  h.op = "AllReduce";
+  h.seq = 41;
+  h.waiting = {4};
+  h.missing = {5};
+  h.since_t_s = 8.2;
+  hang.detail = to_json(h);
+  Event failed = dead;
+  failed.rank = 4;
+  failed.detail = to_json(FailStopDetail{4712, 1, 8.2});
+  const nlohmann::json report = {{"events", {to_json(dead), to_json(stall), to_json(hang), to_json(failed)}}};
+  const std::string tl = format_timeline(report);
+  EXPECT_NE(tl.find("t=   8.25s  FAILSTOP rank 5 (node 1) was killed or crashed; its last NCCL call t=8.10s"),
+            std::string::npos) << tl;
+  EXPECT_NE(tl.find("FAILSTOP rank 4 (node 1) exited with status 1"), std::string::npos) << tl;
+  EXPECT_NE(tl.find("t=  12.50s  HANG   group 00000000000000ab call 41 (AllReduce): ranks [4] wait since t=8.20s "
+                    "for ranks [5]"),
+            std::string::npos) << tl;
+  EXPECT_EQ(tl.find("stall"), std::string::npos) << tl;
+}
+
 }  // namespace
 }  // namespace greyhound::sim
