@@ -218,33 +218,10 @@ void Controller::react(const Event& e, const Now& now) {
       warn_once("pause-report", "a malformed pause report: " + err);
     }
   }
-  if (e.type == event_type::kStall && !from_master) {
-    std::string err;
-    if (auto d = parse_stall_detail(e.detail, &err)) {
-      stalls_[e.rank] = RankStall{e.node, std::move(*d)};
-      if (stalls_since_s_ < 0) stalls_since_s_ = now.mono_s;
-    } else {
-      warn_once("stall", "a malformed stall report: " + err);
-    }
+  if (!from_master) {
+    react_to_rank_health(e, now);
+    return;
   }
-  if (e.type == event_type::kAgentStop && !from_master) {  // its ranks' stalls end with it (a new agent reports anew)
-    for (auto it = stalls_.begin(); it != stalls_.end();) it = it->second.node == e.node ? stalls_.erase(it) : std::next(it);
-  }
-  if ((e.type == event_type::kStallEnd || e.type == event_type::kFailStop || e.type == event_type::kAgentStop) &&
-      !from_master) {
-    stalls_.erase(e.rank);
-    if (stalls_.empty()) {
-      stalls_since_s_ = -1;
-      hangs_named_.clear();
-    }
-  }
-  if (e.type == event_type::kFailStop && !from_master) {
-    ++stats_.fail_stops[e.rank];
-    spdlog::warn("rank {} on node {} died (a fail-stop, reported by its agent at {:.2f} s): the job cannot go on "
-                 "without it",
-                 e.rank, e.node, e.t_s);
-  }
-  if (!from_master) return;
   if (e.type == event_type::kIncidentOpen || e.type == event_type::kIncidentUpdate) {
     if (profiling_ && profiling_->baseline) profiling_.reset();  // not healthy any more: no reference
     // A slowdown that began before the baseline's window ended was in it: the reference is not healthy.
@@ -332,10 +309,10 @@ Needs Controller::needs(const Now& now) const {
   if (!tracker_) return n;
   const bool resume = resume_open_incident_ && tracker_->open_incident() && !profiling_;
   n.registry = !profiling_ && (want_profile_ || resume || due_reprofile(now) || due_baseline(now));
-  n.groups = profiling_complete(now);
-  n.layout = n.groups || layout_wanted_;
+  // The registry's groups: for a profile's verdict, and for who a hung collective waits for.
+  n.groups = profiling_complete(now) || (!stalls_.empty() && now.mono_s >= next_hang_check_s_);
+  n.layout = profiling_complete(now) || layout_wanted_;
   n.acks = pending_.has_value();
-  n.groups = n.groups || (!stalls_.empty() && now.mono_s >= next_hang_check_s_);  // who a hung collective waits for
   return n;
 }
 
@@ -621,6 +598,37 @@ void Controller::refresh_costs() {
     if (!a.ski) continue;
     a.ski->set_overhead(mitigate::Strategy::kS3Topology, c.s3_pause_s);
     a.ski->set_overhead(mitigate::Strategy::kS4Restart, c.s4_restart_s);
+  }
+}
+
+// Agents' stall and fail-stop reports: the stalls held (for check_hangs) and the fail-stop counts.
+void Controller::react_to_rank_health(const Event& e, const Now& now) {
+  if (e.type == event_type::kStall) {
+    std::string err;
+    if (auto d = parse_stall_detail(e.detail, &err)) {
+      stalls_[e.rank] = RankStall{e.node, std::move(*d)};
+      if (stalls_since_s_ < 0) stalls_since_s_ = now.mono_s;
+    } else {
+      warn_once("stall", "a malformed stall report: " + err);
+    }
+    return;
+  }
+  if (e.type == event_type::kAgentStop) {  // its ranks' stalls end with it (a new agent reports anew)
+    for (auto it = stalls_.begin(); it != stalls_.end();) it = it->second.node == e.node ? stalls_.erase(it) : std::next(it);
+  } else if (e.type == event_type::kStallEnd || e.type == event_type::kFailStop) {
+    stalls_.erase(e.rank);
+  } else {
+    return;
+  }
+  if (stalls_.empty()) {
+    stalls_since_s_ = -1;
+    hangs_named_.clear();
+  }
+  if (e.type == event_type::kFailStop) {
+    ++stats_.fail_stops[e.rank];
+    spdlog::warn("rank {} on node {} died (a fail-stop, reported by its agent at {:.2f} s): the job cannot go on "
+                 "without it",
+                 e.rank, e.node, e.t_s);
   }
 }
 
@@ -1309,7 +1317,6 @@ void Controller::step_validation(const Now& now, Intents& out) {
   if (!s.finished) return;
   const ValidatedReport v = validating_->outcome();
   validating_.reset();
-
   for (std::int64_t id : validating_for_) {
     validated_.insert(id);
     if (!v.aborted && v.cause == "none") not_confirmed_.insert(id);

@@ -285,6 +285,7 @@ class Controller {
   void refresh_costs();
   void charge_confirmation();
   void check_hangs(const JobInputs& in, const Now& now, Intents& out);
+  void react_to_rank_health(const Event& e, const Now& now);
   double expected_pause_s() const;
   void check_acks(const JobInputs& in, const Now& now, Intents& out);
   void observe_iterations(const JobInputs& in, const Now& now, Intents& out);

@@ -281,8 +281,16 @@ void Agent::step(std::uint64_t now_ns) {
       queue_event(e);
     }
   }
-  report_fail_stops(now_ns);
-  watch_stalls(now_ns);
+  // Each rank's health, its liveness read once: gone (a fail-stop unless it finished; its stall is over), or
+  // stalled. A validation pause holds the ranks on purpose (up to its deadline): no stall counts meanwhile.
+  for (const auto& [path, t] : trackers_) {
+    if (t->writer_alive()) {
+      if (!pause_) watch_stall(path, *t, now_ns);
+      continue;
+    }
+    if (stalls_.erase(path) != 0) queue_event(event_at(event_type::kStallEnd, now_ns, t->rank()));
+    if (fail_stops_.count(path) == 0 && !t->writer_exited_normally()) report_fail_stop(path, *t, now_ns);
+  }
   publish_state(now_ns, false);
   poll_commands(now_ns);
   watch_pause(now_ns);
@@ -292,70 +300,59 @@ void Agent::step(std::uint64_t now_ns) {
 // NCCL: in a kernel that never ends, a deadlock, a debugger), for longer than the threshold: a `stall`
 // event, once, with what it waits in and the newest call it completed in each group, for the master to name
 // the ranks that never joined; `stall_end` once it goes on.
-void Agent::watch_stalls(std::uint64_t now_ns) {
-  // A validation pause holds the ranks on purpose (up to its deadline): no stall is counted meanwhile.
-  if (pause_) return;
-  for (const auto& [path, t] : trackers_) {
-    if (!t->writer_alive()) {  // gone (its end, or a fail-stop, is reported apart): its stall is over
-      if (stalls_.erase(path) != 0) queue_event(event_at(event_type::kStallEnd, now_ns, t->rank()));
-      continue;
+void Agent::watch_stall(const std::string& path, const RankTracker& t, std::uint64_t now_ns) {
+  const std::optional<InCall> call = t.in_call();
+  const std::uint64_t since = call ? call->enter_ns : t.last_record_ns();
+  if (since == 0 || since > now_ns) return;  // no NCCL call yet
+  const double threshold_s = std::max(cfg_.hang_min_s, cfg_.hang_iterations * t.last_iter_ms() * 1e-3);
+  const double quiet_s = static_cast<double>(now_ns - since) * 1e-9;
+  auto it = stalls_.find(path);
+  if (quiet_s > threshold_s && it == stalls_.end()) {
+    stalls_[path] = since;
+    Event e = event_at(event_type::kStall, now_ns, t.rank());
+    StallDetail d;
+    d.in_call = call.has_value();
+    if (call) {
+      d.op = std::string(op_name(static_cast<Op>(call->op)));
+      d.group = call->group_id;
+      d.group_seq = call->group_seq;
     }
-    const std::optional<InCall> call = t->in_call();
-    const std::uint64_t since = call ? call->enter_ns : t->last_record_ns();
-    if (since == 0 || since > now_ns) continue;  // no NCCL call yet
-    const double threshold_s = std::max(cfg_.hang_min_s, cfg_.hang_iterations * t->last_iter_ms() * 1e-3);
-    const double quiet_s = static_cast<double>(now_ns - since) * 1e-9;
-    auto it = stalls_.find(path);
-    if (quiet_s > threshold_s && it == stalls_.end()) {
-      stalls_[path] = since;
-      Event e = event_at(event_type::kStall, now_ns, t->rank());
-      StallDetail d;
-      d.in_call = call.has_value();
-      if (call) {
-        d.op = std::string(op_name(static_cast<Op>(call->op)));
-        d.group = call->group_id;
-        d.group_seq = call->group_seq;
-      }
-      d.since_t_s = job_time_s(since);
-      d.threshold_s = threshold_s;
-      for (const auto& [g, s] : t->last_group_seq()) {
-        if (d.last_seq.size() >= 64) break;
-        d.last_seq[g] = s;
-      }
-      e.detail = to_json(d);
-      spdlog::warn("rank {}: {} for {:.1f} s (threshold {:.1f} s): stalled", e.rank,
-                   call ? "inside " + d.op + " (call " + std::to_string(d.group_seq) + " of group " + group_id_hex(d.group) + ")"
-                        : std::string("no NCCL call"),
-                   quiet_s, threshold_s);
-      queue_event(e);
-    } else if (it != stalls_.end() && since != it->second) {  // a new record or a new call: it went on
-      Event e = event_at(event_type::kStallEnd, now_ns, t->rank());
-      spdlog::info("rank {}: going on again after {:.1f} s", e.rank, static_cast<double>(now_ns - it->second) * 1e-9);
-      stalls_.erase(it);
-      queue_event(e);
+    d.since_t_s = job_time_s(since);
+    d.threshold_s = threshold_s;
+    for (const auto& [g, s] : t.last_group_seq()) {
+      if (d.last_seq.size() >= 64) break;
+      d.last_seq[g] = s;
     }
+    e.detail = to_json(d);
+    spdlog::warn("rank {}: {} for {:.1f} s (threshold {:.1f} s): stalled", e.rank,
+                 call ? "inside " + d.op + " (call " + std::to_string(d.group_seq) + " of group " + group_id_hex(d.group) + ")"
+                      : std::string("no NCCL call"),
+                 quiet_s, threshold_s);
+    queue_event(e);
+  } else if (it != stalls_.end() && since != it->second) {  // a new record or a new call: it went on
+    Event e = event_at(event_type::kStallEnd, now_ns, t.rank());
+    spdlog::info("rank {}: going on again after {:.1f} s", e.rank, static_cast<double>(now_ns - it->second) * 1e-9);
+    stalls_.erase(it);
+    queue_event(e);
   }
 }
 
 // A rank whose process is gone without having finished (killed by a signal, crashed, or exit() with a status
 // other than 0): a fail-stop, reported once. One that finished (the hook marked its ring at exit with
 // status 0) is not one.
-void Agent::report_fail_stops(std::uint64_t now_ns) {
-  for (const auto& [path, t] : trackers_) {
-    if (fail_stops_.count(path) != 0 || t->writer_alive() || t->writer_exited_normally()) continue;
-    fail_stops_.insert(path);
-    Event e = event_at(event_type::kFailStop, now_ns, t->rank());
-    FailStopDetail d;
-    d.pid = t->pid();
-    d.exit_status = t->writer_exit_status().value_or(-1);
-    d.last_record_t_s = t->last_record_ns() != 0 ? job_time_s(t->last_record_ns()) : -1;
-    e.detail = to_json(d);
-    spdlog::warn("rank {} (pid {}) {}: a fail-stop; its last NCCL call at {:.2f} s", e.rank, d.pid,
-                 d.exit_status >= 0 ? "exited with status " + std::to_string(d.exit_status)
-                                    : std::string("is gone without exiting (killed or crashed)"),
-                 d.last_record_t_s);
-    queue_event(e);
-  }
+void Agent::report_fail_stop(const std::string& path, const RankTracker& t, std::uint64_t now_ns) {
+  fail_stops_.insert(path);
+  Event e = event_at(event_type::kFailStop, now_ns, t.rank());
+  FailStopDetail d;
+  d.pid = t.pid();
+  d.exit_status = t.writer_exit_status().value_or(-1);
+  d.last_record_t_s = t.last_record_ns() != 0 ? job_time_s(t.last_record_ns()) : -1;
+  e.detail = to_json(d);
+  spdlog::warn("rank {} (pid {}) {}: a fail-stop; its last NCCL call at {:.2f} s", e.rank, d.pid,
+               d.exit_status >= 0 ? "exited with status " + std::to_string(d.exit_status)
+                                  : std::string("is gone without exiting (killed or crashed)"),
+               d.last_record_t_s);
+  queue_event(e);
 }
 
 namespace {

@@ -96,8 +96,8 @@ class Agent {
   void start_pause(const Command& cmd, std::uint64_t now_ns);
   void steer_pause(const Command& cmd);
   void watch_pause(std::uint64_t now_ns);
-  void report_fail_stops(std::uint64_t now_ns);
-  void watch_stalls(std::uint64_t now_ns);
+  void report_fail_stop(const std::string& path, const RankTracker& t, std::uint64_t now_ns);
+  void watch_stall(const std::string& path, const RankTracker& t, std::uint64_t now_ns);
   std::map<std::string, std::uint64_t> stalls_;  // rings whose rank is stalled, by path: since when (mono ns)
   std::set<std::string> fail_stops_;  // rings whose writer died (reported), by path
   bool started_event_sent_ = false;

@@ -88,6 +88,10 @@ struct CallTag {
 
 // The last call of this thread's open ncclGroupStart/End: what its ncclGroupEnd waits on.
 GH_TLS CallTag t_group_last;
+// The communicator of the call in progress and its group table entry, looked up once per call (traced_on)
+// and read again by fill_group.
+GH_TLS const void* t_call_comm = nullptr;
+GH_TLS ghh::GroupTable::Entry* t_call_entry = nullptr;
 
 template <typename Real, typename Fill, typename... Args>
 __attribute__((always_inline)) inline RecordPayload call_and_record(ghh::Runtime& rt, std::uint64_t t0, Real real,
@@ -185,8 +189,10 @@ inline ncclResult_t traced_on(ncclComm_t comm, Op op, Real real, Timed kind, voi
   }
   CallTag tag;
   tag.op = static_cast<std::uint8_t>(op);
+  t_call_comm = comm;
+  t_call_entry = comm != nullptr ? rt.groups.find(comm) : nullptr;
   if (comm != nullptr) {
-    if (auto* e = rt.groups.find(comm)) {
+    if (auto* e = t_call_entry) {
       tag.group_id = e->group_id.load(std::memory_order_relaxed);
       // Collectives only: every member issues each of them, so their numbers agree across the group; a send
       // or a receive involves two members and keeps 0. Not a read-modify-write: NCCL does not allow two
@@ -233,7 +239,7 @@ void query_rank_size(ncclComm_t comm, int* rank, int* size) {
 }
 
 inline void fill_group(RecordPayload& p, ncclComm_t comm) {
-  auto* e = ghh::runtime().groups.find(comm);
+  auto* e = comm == t_call_comm ? t_call_entry : ghh::runtime().groups.find(comm);
   if (e == nullptr) return;
   p.group_id = e->group_id.load(std::memory_order_relaxed);
   p.group_rank = e->rank.load(std::memory_order_relaxed);
