@@ -312,6 +312,7 @@ Needs Controller::needs(const Now& now) const {
   // The registry's groups: for a profile's verdict, and for who a hung collective waits for.
   n.groups = profiling_complete(now) || (!stalls_.empty() && now.mono_s >= next_hang_check_s_);
   n.layout = profiling_complete(now) || layout_wanted_;
+  if (preflight_ && !preflight_->running) n.registry = n.groups = n.layout = true;  // who is there to test
   n.acks = pending_.has_value();
   return n;
 }
@@ -367,6 +368,7 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
     for (const FailSlow& f : open) open_account(f);
   }
   if (!stalls_.empty() && !in.groups.empty()) check_hangs(in, now, out);
+  if (preflight_ && !preflight_->running) maybe_start_preflight(in, now, out);
   if (profiling_complete(now)) finish_profiling(in, now, out);
   // An incident left open by an earlier run of this master (or across a Redis restart): localise it again.
   if (resume_open_incident_) {
@@ -1190,15 +1192,21 @@ bool Controller::start_validation(const Localisation& loc, std::set<std::int64_t
 }
 
 void Controller::launch_pause(const Localisation& loc, ValidationPlan plan, const std::string& id, const std::string& why,
-                              const Now& now, Intents& out) {
+                              const Now& now, Intents& out, std::optional<std::int64_t> at_given) {
   // The cut: far enough ahead that every rank is still before it when its agent arms it.
   const double iter_s = last_iteration_s_ > 0 ? last_iteration_s_ : 1.0;
-  const double stale_s = std::max(0.0, now.job_s - last_pace_->t_s);
-  const std::int64_t ahead = cfg_.pause.lead_iterations + static_cast<std::int64_t>(std::ceil(stale_s / iter_s));
-  const std::int64_t at = last_pace_->mark + ahead;
+  std::int64_t at = 0;
+  double arm_timeout_s = cfg_.pause.arm_timeout_s;
+  if (at_given) {  // the job's first iteration: the ranks get there when their setup is over (the run's cap)
+    at = *at_given;
+    if (arm_timeout_s <= 0) arm_timeout_s = cfg_.pause.deadline_s;
+  } else {
+    const double stale_s = std::max(0.0, now.job_s - last_pace_->t_s);
+    const std::int64_t ahead = cfg_.pause.lead_iterations + static_cast<std::int64_t>(std::ceil(stale_s / iter_s));
+    at = last_pace_->mark + ahead;
+    if (arm_timeout_s <= 0) arm_timeout_s = (static_cast<double>(ahead) + 3.0) * iter_s + 5.0;
+  }
   const PauseSpec spec = pause_spec(plan, last_groups_, last_ranks_, at, cfg_.pause);
-  const double arm_timeout_s =
-      cfg_.pause.arm_timeout_s > 0 ? cfg_.pause.arm_timeout_s : (static_cast<double>(ahead) + 3.0) * iter_s + 5.0;
   spdlog::info("{}: pause {} at iteration {} ({} ranks; {})", why, id, at, spec.ranks.size(), plan.why);
   validating_.emplace(id, std::move(plan), spec, last_groups_, loc, now.job_s, now.mono_s, arm_timeout_s,
                       cfg_.pause.min_link_excess_ms);
@@ -1316,6 +1324,7 @@ void Controller::step_validation(const Now& now, Intents& out) {
   }
   if (!s.finished) return;
   const ValidatedReport v = validating_->outcome();
+  const bool told_to_exit = validating_->told_to_exit();
   validating_.reset();
   for (std::int64_t id : validating_for_) {
     validated_.insert(id);
@@ -1326,10 +1335,16 @@ void Controller::step_validation(const Now& now, Intents& out) {
   probing_ = 0;
   // The job stood still this long: taken off the iteration that held it, and (a validation's, not a link
   // probe's: those test one link) what the next validation is expected to cost.
+  const bool preflight = preflight_ && preflight_->running && preflight_->report.pause == v.id;
   if (v.pause_s > 0) {
     pause_credit_s_ = v.pause_s;
-    if (probed == 0) pauses_s_.push_back(v.pause_s);
+    if (probed == 0 && !preflight) pauses_s_.push_back(v.pause_s);
     if (pauses_s_.size() > 5) pauses_s_.erase(pauses_s_.begin());
+  }
+  if (preflight) {
+    last_profile_end_s_ = now.mono_s;
+    preflight_finished(v, told_to_exit, now, out);
+    return;
   }
   ++(probed != 0 ? stats_.probes : stats_.validations);
   Event e = master_event(event_type::kValidated, now);
@@ -1359,6 +1374,142 @@ bool Controller::validate_first(const std::set<std::int64_t>& ids_in, const char
   }
   if (todo.empty()) return false;
   return start_validation(*last_loc_, todo, std::string("before ") + remedy + " for fail-slow(s) " + ids(todo), now, out);
+}
+
+// Pre-flight (docs/validation.md, "Pre-flight").
+Intents Controller::offer_preflight(const PreflightRequest& req, bool answered, const Now& now) {
+  Intents out;
+  if (req.id == preflight_seen_) return out;
+  preflight_seen_ = req.id;
+  if (answered) return out;  // an earlier run of this master answered it
+  if (preflight_ && preflight_->running) {
+    warn_once("preflight-busy", "pre-flight " + req.id + " arrived while " + preflight_->request.id +
+                                    " is running: it is served after that one");
+    preflight_seen_ = preflight_->request.id;  // seen again at the next read, once this one is over
+    return out;
+  }
+  Preflight p;
+  p.request = req;
+  p.report.id = req.id;
+  p.report.fail_on_slow = req.fail_on_slow;
+  p.report.state = "waiting";
+  p.report.reason = "waiting for the job's ranks, groups and first iterations";
+  p.report.t_unix_ms = now.unix_ms;
+  p.waiting_since_s = now.mono_s;
+  spdlog::info("pre-flight {} requested{}: waiting for the job's ranks", req.id, req.fail_on_slow ? " (fail on slow)" : "");
+  out.preflight = p.report;
+  preflight_ = std::move(p);
+  return out;
+}
+
+void Controller::maybe_start_preflight(const JobInputs& in, const Now& now, Intents& out) {
+  Preflight& p = *preflight_;
+  const auto answer = [&](const std::string& state, const std::string& reason) {
+    if (p.report.state == state && p.report.reason == reason) return;
+    p.report.state = state;
+    p.report.reason = reason;
+    p.report.t_unix_ms = now.unix_ms;
+    out.preflight = p.report;
+    if (state == "failed") {
+      Event e = master_event(event_type::kPreflight, now);
+      e.detail = to_json(p.report);
+      out.events.push_back(std::move(e));
+      spdlog::warn("pre-flight {} failed: {}", p.request.id, reason);
+      preflight_.reset();
+    }
+  };
+  if (validating_ || profiling_ || restarting_ || pending_ || out.plan || out.profile) return;
+  std::vector<int> ranks;
+  for (int r : in.ranks) {
+    if (!in.layout || r < in.layout->world) ranks.push_back(r);  // the registry keeps a restarted job's old ranks
+  }
+  std::vector<GroupMembers> groups;
+  std::set<int> grouped;
+  for (const GroupMembers& g : in.groups) {
+    if (std::all_of(g.members.begin(), g.members.end(),
+                    [&](int r) { return std::binary_search(ranks.begin(), ranks.end(), r); })) {
+      groups.push_back(g);
+      grouped.insert(g.members.begin(), g.members.end());
+    }
+  }
+  std::vector<std::uint64_t> ids;
+  for (const GroupMembers& g : groups) ids.push_back(g.group);
+  std::sort(ids.begin(), ids.end());
+  if (ranks != p.ranks || ids != p.groups) {  // still coming up
+    p.ranks = ranks;
+    p.groups = ids;
+    p.stable_since_s = now.mono_s;
+  }
+  const bool marks = last_pace_ && last_pace_->mark >= 0;
+  if (ranks.empty() || in.agents.empty()) return answer("waiting", "waiting for the job's ranks to register");
+  if (in.layout && static_cast<int>(ranks.size()) < in.layout->world) {
+    return answer("waiting", "waiting for the job's ranks: " + std::to_string(ranks.size()) + " of " +
+                                 std::to_string(in.layout->world) + " registered");
+  }
+  if (grouped.size() < ranks.size()) {
+    return answer("waiting", "waiting for the job's groups: " + std::to_string(ranks.size() - grouped.size()) +
+                                 " rank(s) in no complete group yet");
+  }
+  if (now.mono_s - p.stable_since_s < 1.0) return answer("waiting", "waiting for the job's ranks and groups to settle");
+  // Before the job's pace is known, one try at its very first iteration (0): a job that still sets up (builds
+  // its model, loads a checkpoint) after making its communicators traps there before training at all; ranks
+  // already past it refuse, and the pause is tried again at the job's pace.
+  std::optional<std::int64_t> first;
+  if (!marks) {
+    if (p.attempts == 0) {
+      first = 0;
+      p.waiting_since_s = now.mono_s;  // the marks are waited for from here
+    } else if (now.mono_s - p.waiting_since_s > kPreflightMarkWaitS) {
+      return answer("failed", "the job marks no iterations (greyhound_job_mark_iteration_v1): no rank can be paused");
+    } else {
+      return answer("waiting", "waiting for the job's first iterations");
+    }
+  }
+  last_agents_ = in.agents;
+  last_ranks_ = ranks;
+  last_groups_ = groups;
+  ValidationPlan plan = plan_preflight(groups);
+  const int groups_tested = static_cast<int>(plan.p2p.size());
+  const std::string id = "preflight-" + std::to_string(++preflights_started_) + "." + run_tag_;
+  ++p.attempts;
+  launch_pause(Localisation{}, std::move(plan), id, "pre-flight " + p.request.id, now, out, first);
+  if (p.request.fail_on_slow) validating_->exit_on_slow();
+  p.running = true;
+  p.report.pause = id;
+  p.report.groups_tested = groups_tested;
+  p.report.ranks = static_cast<int>(ranks.size());
+  p.report.at_iteration = validating_->spec().at_iteration;
+  answer("running", "pausing " + std::to_string(ranks.size()) + " ranks at iteration " +
+                        std::to_string(p.report.at_iteration) + " to test every GPU and " +
+                        std::to_string(groups_tested) + " group(s)");
+}
+
+void Controller::preflight_finished(const ValidatedReport& v, bool told_to_exit, const Now& now, Intents& out) {
+  Preflight& p = *preflight_;
+  p.running = false;
+  if (v.aborted && p.attempts < kPreflightAttempts) {  // e.g. a rank still warming up missed the cut: again
+    spdlog::warn("pre-flight {}: pause {} aborted ({}); trying again", p.request.id, v.id, v.reason);
+    p.report.state = "waiting";
+    p.report.reason = "pause " + v.id + " aborted (" + v.reason + "); trying again";
+    p.report.t_unix_ms = now.unix_ms;
+    p.stable_since_s = now.mono_s;
+    out.preflight = p.report;
+    return;
+  }
+  PreflightReport r = preflight_report(v, p.request, p.report.groups_tested);
+  r.exit = told_to_exit;
+  r.t_unix_ms = now.unix_ms;
+  Event e = master_event(event_type::kPreflight, now);
+  e.detail = to_json(r);
+  out.events.push_back(std::move(e));
+  out.preflight = r;
+  out.persist_state = true;
+  if (r.state == "slow") {
+    spdlog::warn("pre-flight {}: {}{}", r.id, r.reason, r.exit ? "; the job's ranks were told to exit" : "");
+  } else {
+    spdlog::info("pre-flight {}: {} ({})", r.id, r.state, r.reason);
+  }
+  preflight_.reset();
 }
 
 }  // namespace greyhound::master

@@ -67,6 +67,11 @@ enum class ValidateMode { kNever, kAuto, kAlways };
 const char* validate_mode_name(ValidateMode m);
 std::optional<ValidateMode> parse_validate_mode(std::string_view s);
 
+// A pre-flight waits this long for the job's first iteration marks once its ranks are there, and tries this
+// many pauses (one aborted, e.g. by a rank that missed the cut while warming up, is tried again).
+inline constexpr double kPreflightMarkWaitS = 120.0;
+inline constexpr int kPreflightAttempts = 3;
+
 struct ControllerConfig {
   bool mitigate = false;                       // drive the planner and publish plans
   ValidateMode validate = ValidateMode::kNever;
@@ -162,8 +167,10 @@ struct Intents {
   std::optional<ProfileRequest> profile;
   std::vector<ProfileRequest> commands;  // other commands to every agent (a validation pause's), in order
   std::optional<Plan> plan;          // to publish (epoch assigned); then plan_published() or plan_failed()
+  std::optional<PreflightReport> preflight;  // the pre-flight's answer to write (key preflight:result)
   bool empty() const {
-    return events.empty() && incidents.empty() && !persist_state && !profile && !plan && commands.empty();
+    return events.empty() && incidents.empty() && !persist_state && !profile && !plan && commands.empty() &&
+           !preflight;
   }
 };
 
@@ -200,6 +207,13 @@ class Controller {
   // the pause deadline follow them at once; an unset one goes back to this master's flag.
   void apply_settings(const JobSettings& settings);
   const JobSettings& settings() const { return settings_; }
+
+  // An operator's pre-flight request (greyhoundctl preflight), as the driver read it; `answered`: the store
+  // holds a final answer to it already (an earlier run of this master answered it). A request seen before
+  // is ignored; a new one is served as soon as the job's ranks, groups and first iterations are known: one
+  // pause tests every GPU and every group's ring (docs/validation.md, "Pre-flight").
+  Intents offer_preflight(const PreflightRequest& req, bool answered, const Now& now);
+  bool preflight_pending() const { return preflight_.has_value(); }
 
   // Whose iteration times pace the planner and give the job clock.
   int pace_rank() const { return 0; }
@@ -274,8 +288,9 @@ class Controller {
   // auto: the fail-slows of `ids` not validated yet are validated first (true: wait for it).
   bool validate_first(const std::set<std::int64_t>& ids, const char* remedy, const Now& now, Intents& out);
   // A pause that runs `plan` (a validation, or a link probe), its cut from the job's latest mark.
+  // `at`: the cut itself (a pre-flight's first iteration, before the job's pace is known).
   void launch_pause(const Localisation& loc, ValidationPlan plan, const std::string& id, const std::string& why,
-                    const Now& now, Intents& out);
+                    const Now& now, Intents& out, std::optional<std::int64_t> at = std::nullopt);
   // Link fail-slows nothing crosses: when to probe them, the probe, and what it says.
   void schedule_probes(const Localisation& loc, const Now& now);
   void maybe_probe(const Now& now, Intents& out);
@@ -285,6 +300,8 @@ class Controller {
   void refresh_costs();
   void charge_confirmation();
   void check_hangs(const JobInputs& in, const Now& now, Intents& out);
+  void maybe_start_preflight(const JobInputs& in, const Now& now, Intents& out);
+  void preflight_finished(const ValidatedReport& v, bool told_to_exit, const Now& now, Intents& out);
   void react_to_rank_health(const Event& e, const Now& now);
   double expected_pause_s() const;
   void check_acks(const JobInputs& in, const Now& now, Intents& out);
@@ -352,6 +369,21 @@ class Controller {
   double stalls_since_s_ = -1;
   double next_hang_check_s_ = 0;
   std::set<std::pair<std::uint64_t, std::uint64_t>> hangs_named_;  // (group, call number)
+  // Pre-flight: the request being served, its answer so far, when the job's ranks and groups were last seen
+  // to change (they must hold still a second before the pause is planned), and the pauses tried.
+  struct Preflight {
+    PreflightRequest request;
+    PreflightReport report;
+    std::vector<int> ranks;
+    std::vector<std::uint64_t> groups;
+    double stable_since_s = -1;
+    double waiting_since_s = 0;
+    int attempts = 0;
+    bool running = false;
+  };
+  std::optional<Preflight> preflight_;
+  std::string preflight_seen_;       // the latest request taken (served or being served)
+  int preflights_started_ = 0;
   std::vector<double> pauses_s_;   // the job's latest measured pauses (at most 5): what the next one may cost
   double pause_credit_s_ = 0;        // a pause that ended: taken off the next iteration the job reports
   std::int64_t paused_index_ = -1;   // that iteration (its index) ...

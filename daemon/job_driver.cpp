@@ -95,6 +95,17 @@ int JobDriver::tick() {
     } else if (s.code() != Errc::kUnavailable) {
       warn_once("settings:" + s.error(), "ignoring the job's settings: " + s.error());
     }
+    // An operator's pre-flight request: served once (the store's answer to it says whether it was).
+    if (auto req = store_.preflight_request(); req && *req) {
+      auto answer = store_.preflight_result();
+      if (!answer && answer.code() != Errc::kUnavailable) {
+        warn_once("preflight-result:" + answer.error(), "the pre-flight answer is malformed (" + answer.error() + ")");
+      }
+      const bool answered = answer && *answer && (*answer)->id == (*req)->id && (*answer)->done();
+      if (answer || answer.code() != Errc::kUnavailable) carry_out(ctl_.offer_preflight(**req, answered, t), t);
+    } else if (!req && req.code() != Errc::kUnavailable) {
+      warn_once("preflight:" + req.error(), "ignoring the job's pre-flight request: " + req.error());
+    }
   }
 
   int consumed = 0;
@@ -198,6 +209,14 @@ void JobDriver::carry_out(Intents it, const Now& t) {
       it.persist_state = true;
     } else {
       ctl_.plan_failed(plan);
+    }
+  }
+  if (it.preflight) unsent_preflight_ = std::move(it.preflight);  // the newest answer replaces one not written
+  if (unsent_preflight_) {
+    if (const Status s = store_.write_preflight_result(*unsent_preflight_); s) {
+      unsent_preflight_.reset();
+    } else {
+      warn_once("preflight-write", "cannot write the pre-flight's answer (" + s.error() + "); will retry");
     }
   }
   // What an earlier step could not commit goes first (the controller has already acted on it).

@@ -187,6 +187,79 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
   return plan;
 }
 
+ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups,
+                              const std::map<std::uint64_t, std::vector<int>>& ring_orders) {
+  ValidationPlan plan;
+  std::set<int> everyone;
+  std::set<std::vector<int>> tested;  // member sets already timed
+  for (const GroupMembers& g : groups) {
+    everyone.insert(g.members.begin(), g.members.end());
+    if (g.members.size() < 2) continue;
+    std::vector<int> key = g.members;
+    std::sort(key.begin(), key.end());
+    if (!tested.insert(key).second) continue;
+    P2pTest t;
+    t.group = g.group;
+    const auto known = ring_orders.find(g.group);
+    t.order = known != ring_orders.end() && std::is_permutation(known->second.begin(), known->second.end(),
+                                                                  g.members.begin(), g.members.end())
+                  ? known->second
+                  : g.members;
+    t.passes = validate::ring_passes(t.order);
+    plan.p2p.push_back(std::move(t));
+  }
+  if (everyone.size() >= 2) plan.gemm_ranks.assign(everyone.begin(), everyone.end());  // one GPU: nothing to compare
+  plan.why = "pre-flight: GEMM on " + std::to_string(plan.gemm_ranks.size()) + " ranks, P2P over " +
+             std::to_string(plan.p2p.size()) + " group(s)";
+  return plan;
+}
+
+PreflightReport preflight_report(const ValidatedReport& v, const PreflightRequest& req, int groups_tested) {
+  PreflightReport r;
+  r.id = req.id;
+  r.fail_on_slow = req.fail_on_slow;
+  r.pause = v.id;
+  r.at_iteration = v.at_iteration;
+  r.ranks = v.ranks;
+  r.pause_s = v.pause_s;
+  r.tests_s = v.tests_s;
+  r.groups_tested = groups_tested;
+  if (v.aborted) {
+    r.state = "failed";
+    r.reason = "the pause was aborted: " + v.reason;
+    return r;
+  }
+  for (const ValidatedGpu& g : v.gpus) {
+    r.gpus_tested += g.peers_ms > 0;
+    if (g.slow) r.slow_gpus.push_back(g);
+  }
+  std::map<std::pair<int, int>, PreflightLink> links;
+  for (const ValidatedLink& l : v.links) {
+    r.transfers_tested += l.peers_ms > 0;
+    if (!l.slow) continue;
+    const std::pair<int, int> key{std::min(l.src_node, l.dst_node), std::max(l.src_node, l.dst_node)};
+    PreflightLink& k = links[key];
+    k.node_a = key.first;
+    k.node_b = key.second;
+    k.link_class = l.link_class;
+    ++k.transfers;
+    if (l.ratio > k.ratio) {
+      k.ratio = l.ratio;
+      k.gb_per_s = l.gb_per_s;
+      k.peers_gb_per_s = l.peers_ms > 0 ? l.gb_per_s * l.ratio : 0;
+    }
+  }
+  for (auto& [key, k] : links) r.slow_links.push_back(std::move(k));
+  std::sort(r.slow_gpus.begin(), r.slow_gpus.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  r.state = r.slow_gpus.empty() && r.slow_links.empty() ? "passed" : "slow";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%zu of %d GPUs slower than the others' median by more than 10 %%, %zu link(s) of %d "
+                "transfers slower than their class's median by more than 50 %%", r.slow_gpus.size(), r.gpus_tested,
+                r.slow_links.size(), r.transfers_tested);
+  r.reason = buf;
+  return r;
+}
+
 const char* validated_cause_name(ValidatedCause c) {
   switch (c) {
     case ValidatedCause::kNone: return "none";
@@ -372,7 +445,12 @@ ValidationRun::Step ValidationRun::step(double now_s) {
   } else if (phase_ == Phase::kRunning) {
     if (done_.size() == spec_.ranks.size()) {
       phase_ = Phase::kResuming;
-      pending_command_ = "pause_resume";
+      if (exit_on_slow_) {
+        const ValidatedReport v = outcome();
+        told_to_exit_ = std::any_of(v.gpus.begin(), v.gpus.end(), [](const ValidatedGpu& g) { return g.slow; }) ||
+                        std::any_of(v.links.begin(), v.links.end(), [](const ValidatedLink& l) { return l.slow; });
+      }
+      pending_command_ = told_to_exit_ ? "pause_exit" : "pause_resume";
       resume_sent_s_ = now_s;
       resume_deadline_s_ = now_s + 5.0;
     } else if (now_s >= run_deadline_s_) {

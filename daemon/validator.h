@@ -75,6 +75,18 @@ ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMe
                                const std::map<int, int>& node_of, const std::set<std::pair<int, int>>& avoid,
                                int references = 2);
 
+// A pre-flight check (greyhoundctl preflight): GEMM on every rank of the groups, each judged against the median
+// of all the others; every group of two ranks or more timed in its ring passes (a group whose members are
+// those of one tested already is not tested again). Nothing is suspect: every GPU and every link is judged
+// against the fleet.
+ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups,
+                              const std::map<std::uint64_t, std::vector<int>>& ring_orders = {});
+
+// What a pre-flight pause's verdict names: every GPU judged slow, and every pair of nodes with a transfer
+// judged slow (its slowest, and how many), with what was tested; the state "slow" or "passed" ("failed" when
+// the pause was aborted).
+PreflightReport preflight_report(const ValidatedReport& v, const PreflightRequest& req, int groups_tested);
+
 enum class ValidatedCause { kNone, kGpu, kLink, kHost };
 const char* validated_cause_name(ValidatedCause c);
 
@@ -133,7 +145,7 @@ class ValidationRun {
   const PauseSpec& spec() const { return spec_; }
   void report(int rank, int node, const PauseReport& r, double now_s);
   struct Step {
-    std::optional<std::string> command;  // "pause_run", "pause_resume", "pause_abort"
+    std::optional<std::string> command;  // "pause_run", "pause_resume", "pause_abort", "pause_exit"
     bool finished = false;
   };
   Step step(double now_s);
@@ -141,6 +153,10 @@ class ValidationRun {
   ValidatedReport outcome() const;
   // A rank has trapped: the job stands still (at least in part) until the pause ends.
   bool any_trapped() const { return first_trap_s_ >= 0; }
+  // A pre-flight's --fail-on-slow: once every rank's results are in, ranks are told to exit ("pause_exit")
+  // instead of resuming when the tests find a GPU or a link slow.
+  void exit_on_slow() { exit_on_slow_ = true; }
+  bool told_to_exit() const { return told_to_exit_; }
 
  private:
   enum class Phase { kArming, kRunning, kResuming, kDone };
@@ -162,6 +178,7 @@ class ValidationRun {
   std::map<int, PauseReport> done_;
   double longest_pause_ms_ = 0;
   double first_trap_s_ = -1, resume_sent_s_ = 0;
+  bool exit_on_slow_ = false, told_to_exit_ = false;
 };
 
 }  // namespace greyhound::master

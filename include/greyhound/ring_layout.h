@@ -150,6 +150,9 @@ inline constexpr std::uint32_t kPauseCmdArm = 1;     // trap at the cut, drain, 
 inline constexpr std::uint32_t kPauseCmdRun = 2;     // run the tests, report kPauseDone, wait
 inline constexpr std::uint32_t kPauseCmdResume = 3;  // resume training
 inline constexpr std::uint32_t kPauseCmdAbort = 4;   // resume at once (or never trap)
+inline constexpr std::uint32_t kPauseCmdExit = 5;    // (after kPauseDone) end the process: a pre-flight check with
+                                                     // fail-on-slow found the job's hardware slow
+inline constexpr int kPauseExitStatus = 75;          // ... with this status (EX_TEMPFAIL)
 inline constexpr std::uint32_t kPauseIdle = 0;
 inline constexpr std::uint32_t kPauseTrapped = 1;   // at the cut, stream drained
 inline constexpr std::uint32_t kPauseRunning = 2;

@@ -204,7 +204,9 @@ void Agent::poll_commands(std::uint64_t now_ns) {
     const Command* cmd = &*entry.value;
     if (cmd->cmd == "resync") published_reconnects_ = ~0ull;
     if (cmd->cmd == "pause") start_pause(*cmd, now_ns);
-    if (cmd->cmd == "pause_run" || cmd->cmd == "pause_resume" || cmd->cmd == "pause_abort") steer_pause(*cmd);
+    if (cmd->cmd == "pause_run" || cmd->cmd == "pause_resume" || cmd->cmd == "pause_abort" || cmd->cmd == "pause_exit") {
+      steer_pause(*cmd);
+    }
     if (cmd->cmd == "profile") {
       const double secs = cmd->duration_s;
       profile_request_ = cmd->id;
@@ -289,7 +291,13 @@ void Agent::step(std::uint64_t now_ns) {
       continue;
     }
     if (stalls_.erase(path) != 0) queue_event(event_at(event_type::kStallEnd, now_ns, t->rank()));
-    if (fail_stops_.count(path) == 0 && !t->writer_exited_normally()) report_fail_stop(path, *t, now_ns);
+    if (fail_stops_.count(path) != 0 || t->writer_exited_normally()) continue;
+    if (told_to_exit_ && t->writer_exit_status() == kPauseExitStatus) {  // as the pre-flight told it: no fail-stop
+      fail_stops_.insert(path);
+      spdlog::info("rank {} exited on the pre-flight's verdict (status {})", t->rank(), kPauseExitStatus);
+      continue;
+    }
+    report_fail_stop(path, *t, now_ns);
   }
   publish_state(now_ns, false);
   poll_commands(now_ns);
@@ -449,8 +457,15 @@ void Agent::start_pause(const Command& cmd, std::uint64_t now_ns) {
 
 void Agent::steer_pause(const Command& cmd) {
   if (!pause_ || pause_->id != cmd.id) return;  // not ours, or already forgotten
-  const std::uint32_t c = cmd.cmd == "pause_run" ? kPauseCmdRun : cmd.cmd == "pause_resume" ? kPauseCmdResume
-                                                                                             : kPauseCmdAbort;
+  const std::uint32_t c = cmd.cmd == "pause_run"      ? kPauseCmdRun
+                          : cmd.cmd == "pause_resume" ? kPauseCmdResume
+                          : cmd.cmd == "pause_exit"   ? kPauseCmdExit
+                                                      : kPauseCmdAbort;
+  if (c == kPauseCmdExit) {
+    told_to_exit_ = true;
+    spdlog::warn("pause {}: the master's pre-flight check found the job's hardware slow (--fail-on-slow): its ranks "
+                 "exit with status {}", cmd.id, kPauseExitStatus);
+  }
   for (const auto& [path, state] : pause_->reported) {
     const auto t = trackers_.find(path);
     if (t == trackers_.end()) continue;

@@ -63,6 +63,16 @@ int cmd_status(const Argv& argv) {
                   f.value("pid", 0LL), f.value("t_s", 0.0));
     }
   }
+  if (const json& p = out["preflight"]; p.is_object()) {
+    std::printf("\nPRE-FLIGHT %s: %s (%s)", p.value("id", std::string("?")).c_str(), p.value("state", std::string("?")).c_str(),
+                p.value("reason", std::string()).c_str());
+    for (const auto& g : p.value("slow_gpus", json::array())) {
+      std::printf("\n  slow GPU: rank %d (node %d) %.2fx", g.value("rank", -1), g.value("node", -1), g.value("ratio", 0.0));
+    }
+    for (const auto& l : p.value("slow_links", json::array())) {
+      std::printf("\n  slow link: nodes %d-%d %.2fx", l.value("node_a", -1), l.value("node_b", -1), l.value("ratio", 0.0));
+    }
+  }
   std::printf("\n\nRANK  NODE  HOST              PID     ITER     ITER_MS  PERIOD   AGE_S\n");
   for (const auto& r : out["ranks"]) {
     if (r.contains("malformed")) {

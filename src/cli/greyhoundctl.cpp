@@ -39,6 +39,9 @@ const Command kCommands[] = {
      "--job J [--redis URL] [--reset] KEY=VALUE ..."},
     {"pause-detection", &greyhound::ctl::cmd_pause_detection, "the job's agents report no slowdown until resumed",
      "--job J [--redis URL]"},
+    {"preflight", &greyhound::ctl::cmd_preflight,
+     "test every GPU and link of a job at its first iteration; exit 3 when something is slow",
+     "--job J [--redis URL] [--fail-on-slow] [--timeout-s S] [--json] [--no-wait]"},
     {"resume-detection", &greyhound::ctl::cmd_resume_detection, "... and report them again (each detector relearns the level)",
      "--job J [--redis URL]"},
 };

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <unistd.h>
 
 #include "cuda_api.h"
 
@@ -197,6 +199,22 @@ void run_tests(const Request& req, PauseControl& pc, std::uint64_t deadline_ns) 
   c.clear_error();
 }
 
+// A pre-flight check with fail-on-slow found the job's hardware slow: the process ends here, at the cut (every
+// rank of the job is told at once, each at the same point), with kPauseExitStatus, so that the scheduler can
+// replace the node before training goes on. _exit, not exit: the job's atexit handlers would tear down
+// communicators whose peers are gone, and may hang; what it has written to stdio is flushed first.
+[[noreturn]] void exit_on_verdict(const CudaApi& c, Request& req, std::uint64_t id) {
+  release(c, req);
+  log_line(LogLevel::kError,
+           "pause %llu: greyhound's pre-flight check found this job's GPUs or links slow (greyhoundctl preflight "
+           "and the master's 'preflight' event name them); exiting with status %d (--fail-on-slow) so that the "
+           "scheduler can replace the node",
+           static_cast<unsigned long long>(id), kPauseExitStatus);
+  mark_exited(kPauseExitStatus, nullptr);
+  std::fflush(nullptr);
+  _exit(kPauseExitStatus);
+}
+
 }  // namespace
 
 void pause_gate(Runtime& rt, void* stream, bool group_end) noexcept {
@@ -317,8 +335,9 @@ void pause_gate(Runtime& rt, void* stream, bool group_end) noexcept {
     set_state(pc, id, kPauseRunning, kPauseWhyNone);
     run_tests(req, pc, deadline);
     set_state(pc, id, kPauseDone, kPauseWhyNone);
-    got = wait_for(pc, id, (1u << kPauseCmdResume) | (1u << kPauseCmdAbort), deadline);
+    got = wait_for(pc, id, (1u << kPauseCmdResume) | (1u << kPauseCmdAbort) | (1u << kPauseCmdExit), deadline);
   }
+  if (got == kPauseCmdExit) exit_on_verdict(c, req, id);
   release(c, req);
   c.clear_error();  // ours: none of the job's was pending at the trap, and its work had completed
   const std::uint32_t why = got == kPauseCmdResume ? kPauseWhyTold : got == kPauseCmdAbort ? kPauseWhyAborted

@@ -34,6 +34,9 @@ inline Runtime& runtime() noexcept { return g_runtime; }
 // Called by every wrapper before doing anything else; cheap after the first call. Preserves errno.
 // Returns the mode to act on.
 int ensure_init() noexcept;
+// The ring says this process ended with `status` (registered with on_exit; also called before an _exit of
+// the hook's own, a pre-flight's exit).
+void mark_exited(int status, void*);
 
 // Per-thread state. initial-exec TLS: no allocation or lock on first access from a preloaded library.
 #define GH_TLS __thread __attribute__((tls_model("initial-exec")))

@@ -100,6 +100,9 @@ json build(JobStore& st, std::int64_t now_ms, Reader& reader) {
   // The operator's run-time settings (greyhoundctl set); null when none were ever set.
   const std::optional<JobSettings> settings = reader.take(st.settings());
   out["settings"] = settings ? to_json(*settings) : json(nullptr);
+  // The latest pre-flight check's answer (greyhoundctl preflight); null when none was asked for.
+  const std::optional<PreflightReport> preflight = reader.take(st.preflight_result());
+  out["preflight"] = preflight ? to_json(*preflight) : json(nullptr);
 
   // Ranks with their registration and current iteration time.
   out["ranks"] = json::array();

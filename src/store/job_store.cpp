@@ -524,6 +524,26 @@ Status JobStore::write_settings(const JobSettings& st) {
   return ok_status();
 }
 
+Status JobStore::request_preflight(const PreflightRequest& req) {
+  auto r = run({"SET", keys::preflight(job_), to_json(req).dump()});
+  if (!r) return r.status();
+  return ok_status();
+}
+
+Result<std::optional<PreflightRequest>> JobStore::preflight_request() {
+  return get_as<PreflightRequest>(keys::preflight(job_), parse_preflight_request);
+}
+
+Status JobStore::write_preflight_result(const PreflightReport& rep) {
+  auto r = run({"SET", keys::preflight_result(job_), to_json(rep).dump()});
+  if (!r) return r.status();
+  return ok_status();
+}
+
+Result<std::optional<PreflightReport>> JobStore::preflight_result() {
+  return get_as<PreflightReport>(keys::preflight_result(job_), parse_preflight_report_text);
+}
+
 Status JobStore::request_restart(const RestartRequest& req) {
   // The job is going down: its layout no longer describes a running job (the restarted one publishes its
   // own, so the master never plans on the old one).

@@ -99,6 +99,11 @@ class JobStore {
   // The operator's run-time settings (JobSettings): absent until the first `greyhoundctl set`.
   Result<std::optional<JobSettings>> settings();
   Status write_settings(const JobSettings& s);
+  // A pre-flight check (greyhoundctl preflight): the operator's request, and the master's answer to it.
+  Status request_preflight(const PreflightRequest& r);
+  Result<std::optional<PreflightRequest>> preflight_request();
+  Status write_preflight_result(const PreflightReport& r);
+  Result<std::optional<PreflightReport>> preflight_result();
   Status request_restart(const RestartRequest& r);  // and removes the layout (the job is going down)
   Result<std::optional<RestartRequest>> restart_request();
 

@@ -33,6 +33,8 @@ inline std::string plan_acks(std::string_view j) { return job(j) + "plan:acks"; 
 
 inline std::string restart(std::string_view j) { return job(j) + "restart"; }              // JSON, by the job
 inline std::string settings(std::string_view j) { return job(j) + "settings"; }            // JSON, by an operator
+inline std::string preflight(std::string_view j) { return job(j) + "preflight"; }          // JSON, by an operator
+inline std::string preflight_result(std::string_view j) { return job(j) + "preflight:result"; }  // JSON, by the master
 
 // Expiry of the keys that say "alive": an agent's heartbeat outlives a few missed beats, an iteration time
 // a stalled rank by a minute (absent: nothing current).

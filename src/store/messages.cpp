@@ -6,6 +6,7 @@
 #include "store/bounded_json.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -223,7 +224,7 @@ Event build_event(const Fields& f, const json& j) {
         event_type::kPlanApplied, event_type::kPlanTimeout, event_type::kPlanRejected,
         event_type::kBaseline,    event_type::kFailSlowOpen, event_type::kFailSlowEnd,   event_type::kRemedyCheck,
         event_type::kJobRestart,     event_type::kPause,          event_type::kValidated,      event_type::kFailStop,
-        event_type::kStall,          event_type::kStallEnd,       event_type::kHang};
+        event_type::kStall,          event_type::kStallEnd,       event_type::kHang,           event_type::kPreflight};
     Event e;
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");
@@ -386,7 +387,7 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
     Command c;
     c.cmd = f.str("cmd", 64);
     static const std::set<std::string> known = {"ping", "resync", "profile", "pause", "pause_run", "pause_resume",
-                                                 "pause_abort"};
+                                                 "pause_abort", "pause_exit"};
     if (known.count(c.cmd) == 0) throw Invalid("cmd: unknown command '" + c.cmd + "'");
     c.id = f.str("id", 128);
     if (c.cmd.rfind("pause", 0) == 0 && c.id.empty()) throw Invalid("id: a pause needs one");
@@ -1095,6 +1096,135 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
       }
     }
     return v;
+  });
+}
+
+json to_json(const PreflightRequest& r) {
+  return {{"id", r.id}, {"fail_on_slow", r.fail_on_slow}, {"t_unix_ms", r.t_unix_ms}};
+}
+
+namespace {
+bool flag_of(const Fields& x, const char* k) {
+  const json& b = x.raw(k);
+  if (!b.is_boolean()) throw Invalid(std::string(k) + ": must be true or false");
+  return b.get<bool>();
+}
+std::string request_id(const Fields& f) {
+  std::string id = f.str("id", 64);
+  if (id.empty()) throw Invalid("id: must not be empty");
+  for (unsigned char c : id) {
+    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.')) throw Invalid("id: only letters, digits, '-', '_', '.'");
+  }
+  return id;
+}
+}  // namespace
+
+std::optional<PreflightRequest> parse_preflight_request(const std::string& text, std::string* error) {
+  return parse_with<PreflightRequest>(text, error, [](const Fields& f, const json&) {
+    PreflightRequest r;
+    r.id = request_id(f);
+    r.fail_on_slow = f.has("fail_on_slow") && flag_of(f, "fail_on_slow");
+    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
+    return r;
+  });
+}
+
+json to_json(const PreflightReport& r) {
+  json gpus = json::array(), links = json::array();
+  for (const auto& g : r.slow_gpus) {
+    gpus.push_back({{"rank", g.rank}, {"node", g.node}, {"ms", g.ms}, {"peers_ms", g.peers_ms}, {"ratio", g.ratio},
+                    {"tflops", g.tflops}, {"slow", g.slow}});
+  }
+  for (const auto& l : r.slow_links) {
+    links.push_back({{"node_a", l.node_a}, {"node_b", l.node_b}, {"class", l.link_class}, {"ratio", l.ratio},
+                     {"gb_per_s", l.gb_per_s}, {"peers_gb_per_s", l.peers_gb_per_s}, {"transfers", l.transfers}});
+  }
+  return {{"id", r.id},
+          {"state", r.state},
+          {"fail_on_slow", r.fail_on_slow},
+          {"exit", r.exit},
+          {"slow_gpus", gpus},
+          {"slow_links", links},
+          {"gpus_tested", r.gpus_tested},
+          {"transfers_tested", r.transfers_tested},
+          {"groups_tested", r.groups_tested},
+          {"reason", r.reason},
+          {"pause", r.pause},
+          {"at_iteration", r.at_iteration},
+          {"ranks", r.ranks},
+          {"pause_s", r.pause_s},
+          {"tests_s", r.tests_s},
+          {"t_unix_ms", r.t_unix_ms}};
+}
+
+std::optional<PreflightReport> parse_preflight_report(const json& detail, std::string* error) {
+  return build_from<PreflightReport>(detail, error, [](const Fields& f, const json&) {
+    static const std::set<std::string> states = {"waiting", "running", "passed", "slow", "failed"};
+    PreflightReport r;
+    r.id = request_id(f);
+    r.state = f.str("state", 16);
+    if (states.count(r.state) == 0) throw Invalid("state: '" + store::printable(r.state, 16) + "' is not a pre-flight state");
+    r.fail_on_slow = f.has("fail_on_slow") && flag_of(f, "fail_on_slow");
+    r.exit = f.has("exit") && flag_of(f, "exit");
+    const auto nonneg = [](double x, const char* k) {
+      if (x < 0) throw Invalid(std::string(k) + ": must not be negative");
+      return x;
+    };
+    // An item's error names its array and place.
+    const auto item = [](const char* key, std::size_t i, const auto& parse) {
+      try {
+        parse();
+      } catch (const Invalid& e) {
+        throw Invalid(std::string(key) + "[" + std::to_string(i) + "]: " + e.what());
+      }
+    };
+    std::size_t i = 0;
+    if (f.has("slow_gpus")) {
+      for (const auto& x : array_of(f, "slow_gpus", 4096)) item("slow_gpus", i++, [&] {
+        const Fields g(x);
+        r.slow_gpus.push_back({static_cast<int>(g.integer("rank", 0, kMaxRank)),
+                               static_cast<int>(g.integer_or("node", -1, -1, kMaxRank)), nonneg(g.num("ms"), "ms"),
+                               nonneg(g.num_or("peers_ms", 0), "peers_ms"), nonneg(g.num_or("ratio", 0), "ratio"),
+                               nonneg(g.num_or("tflops", 0), "tflops"), g.has("slow") ? flag_of(g, "slow") : true});
+      });
+    }
+    i = 0;
+    if (f.has("slow_links")) {
+      for (const auto& x : array_of(f, "slow_links", 4096)) item("slow_links", i++, [&] {
+        const Fields l(x);
+        PreflightLink k;
+        k.node_a = static_cast<int>(l.integer("node_a", 0, kMaxRank));
+        k.node_b = static_cast<int>(l.integer("node_b", 0, kMaxRank));
+        k.link_class = l.str_or("class", "");
+        if (k.link_class.size() > 16) throw Invalid("class: longer than 16");
+        k.ratio = nonneg(l.num_or("ratio", 0), "ratio");
+        k.gb_per_s = nonneg(l.num_or("gb_per_s", 0), "gb_per_s");
+        k.peers_gb_per_s = nonneg(l.num_or("peers_gb_per_s", 0), "peers_gb_per_s");
+        k.transfers = static_cast<int>(l.integer_or("transfers", 0, 0, kMaxCount));
+        r.slow_links.push_back(std::move(k));
+      });
+    }
+    r.gpus_tested = static_cast<int>(f.integer_or("gpus_tested", 0, 0, kMaxRank));
+    r.transfers_tested = static_cast<int>(f.integer_or("transfers_tested", 0, 0, kMaxCount));
+    r.groups_tested = static_cast<int>(f.integer_or("groups_tested", 0, 0, kMaxCount));
+    r.reason = f.str_or("reason", "");
+    r.pause = f.str_or("pause", "");
+    if (r.pause.size() > 128) throw Invalid("pause: longer than 128");
+    r.at_iteration = f.integer_or("at_iteration", 0, 0, kMaxCount);
+    r.ranks = static_cast<int>(f.integer_or("ranks", 0, 0, kMaxRank));
+    r.pause_s = nonneg(f.num_or("pause_s", 0), "pause_s");
+    r.tests_s = nonneg(f.num_or("tests_s", 0), "tests_s");
+    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
+    return r;
+  });
+}
+
+std::optional<PreflightReport> parse_preflight_report_text(const std::string& text, std::string* error) {
+  return parse_with<PreflightReport>(text, error, [](const Fields&, const json& j) {
+    std::string err;
+    auto r = parse_preflight_report(j, &err);
+    if (!r) throw Invalid(err);
+    return *r;
   });
 }
 

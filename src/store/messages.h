@@ -61,6 +61,7 @@ inline constexpr const char* kStall = "stall";                     // agent: a r
 inline constexpr const char* kStallEnd = "stall_end";              // agent: ... and went on again
 inline constexpr const char* kHang = "hang";                       // master: a collective some members never joined
 inline constexpr const char* kValidated = "validated";             // master: what a validation pause measured
+inline constexpr const char* kPreflight = "preflight";             // master: what a pre-flight check measured
 }  // namespace event_type
 
 struct Event {
@@ -157,7 +158,7 @@ struct PauseSpec {
 };
 
 struct Command {
-  std::string cmd;  // "ping", "resync", "profile", "pause", "pause_run", "pause_resume", "pause_abort"
+  std::string cmd;  // "ping", "resync", "profile", "pause", "pause_run", "pause_resume", "pause_abort", "pause_exit"
   std::string id;   // pause_*: the pause's id
   double duration_s = kDefaultProfileWindowS;  // "profile": args.duration_s, clamped to the accepted range
   std::optional<PauseSpec> pause;              // "pause": args
@@ -453,6 +454,45 @@ std::optional<ValidatedReport> parse_validated_report(const nlohmann::json& deta
 struct AgentStopDetail {
   std::uint64_t events_dropped = 0;
 };
+// Pre-flight (docs/validation.md, "Pre-flight"): `greyhoundctl preflight` asks (key "preflight"), the master
+// runs the validation tests on every GPU and over every group's ring at the job's first iteration it can
+// reach, and answers (key "preflight:result", and a "preflight" event with the same detail).
+struct PreflightRequest {
+  std::string id;             // the request (the answer names it)
+  bool fail_on_slow = false;  // something slow: the job's ranks exit (kPauseExitStatus, 75) instead of training on
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const PreflightRequest& r);
+std::optional<PreflightRequest> parse_preflight_request(const std::string& text, std::string* error);
+
+struct PreflightLink {
+  int node_a = -1, node_b = -1;  // node_a < node_b
+  std::string link_class;        // "intra-node", "inter-node"
+  double ratio = 0;              // its slowest transfer's time over the median of its class
+  double gb_per_s = 0, peers_gb_per_s = 0;
+  int transfers = 0;             // its transfers judged slow
+};
+struct PreflightReport {
+  std::string id;                 // the request's
+  std::string state = "waiting";  // waiting (for the job's ranks), running (the pause), passed, slow, failed
+                                  // (no verdict: `reason` says why)
+  bool fail_on_slow = false;
+  bool exit = false;              // the ranks were told to exit (fail_on_slow and something slow)
+  std::vector<ValidatedGpu> slow_gpus;    // against the median of every other GPU
+  std::vector<PreflightLink> slow_links;  // against the median of their class
+  int gpus_tested = 0, transfers_tested = 0, groups_tested = 0;
+  std::string reason;
+  std::string pause;              // the pause's id ("" until it starts)
+  std::int64_t at_iteration = 0;
+  int ranks = 0;
+  double pause_s = 0, tests_s = 0;
+  std::int64_t t_unix_ms = 0;     // of this state
+  bool done() const { return state == "passed" || state == "slow" || state == "failed"; }
+};
+nlohmann::json to_json(const PreflightReport& r);
+std::optional<PreflightReport> parse_preflight_report(const nlohmann::json& detail, std::string* error);
+std::optional<PreflightReport> parse_preflight_report_text(const std::string& text, std::string* error);
+
 nlohmann::json to_json(const AgentStopDetail& d);
 std::optional<AgentStopDetail> parse_agent_stop_detail(const nlohmann::json& detail, std::string* error);
 

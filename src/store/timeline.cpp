@@ -95,6 +95,26 @@ std::string format_timeline(const nlohmann::json& faults, const nlohmann::json& 
       master_lines.push_back({e.t_s, text});
       continue;
     }
+    if (type == event_type::kPreflight) {
+      const auto p = parse_preflight_report(e.detail, &err);
+      if (!p) {
+        master_lines.push_back({e.t_s, "PREFLIGHT (malformed detail: " + err + ")"});
+        continue;
+      }
+      std::string text = "PREFLIGHT " + p->id + " " + p->state + ": " + p->reason;
+      for (const ValidatedGpu& g : p->slow_gpus) {
+        std::snprintf(buf, sizeof buf, "; GPU of rank %d (node %d) %.2fx", g.rank, g.node, g.ratio);
+        text += buf;
+      }
+      for (const PreflightLink& l : p->slow_links) {
+        std::snprintf(buf, sizeof buf, "; link %d-%d %.3g GB/s against %.3g", l.node_a, l.node_b, l.gb_per_s,
+                      l.peers_gb_per_s);
+        text += buf;
+      }
+      if (p->exit) text += "; the ranks were told to exit";
+      master_lines.push_back({e.t_s, text});
+      continue;
+    }
     if (type == event_type::kValidated) {
       const auto v = parse_validated_report(e.detail, &err);
       if (!v) {

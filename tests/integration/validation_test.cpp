@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -296,6 +297,98 @@ TEST_F(Validation, ARankThatNeverReachesTheCutAbortsThePauseForAll) {
   EXPECT_EQ(got.size(), 7u);
   for (const auto& [rank, how] : got) EXPECT_EQ(how.front(), "aborted") << "rank " << rank;
   expect_same_training(r, 90);
+}
+
+// Pre-flight (docs/validation.md, "Pre-flight"): `greyhoundctl preflight` is asked before the ranks start; the
+// job sets up for 4 s after making its communicators (as a real one builds its model), so the pause traps at
+// its very first iteration. A slow GPU and a slow link present from the start are named, and nothing else.
+constexpr const char* kSlowFromStart = R"({"faults":[{"kind":"gpu","rank":5,"start_s":0,"end_s":600,"slowdown":1.6},
+  {"kind":"link","nodes":[1,2],"start_s":0,"end_s":600,"bandwidth_factor":0.05}]})";
+
+struct PreflightSeen {
+  int ctl_exit = -1;
+  std::optional<PreflightReport> verdict;
+  std::set<int> gpus;
+  std::set<std::pair<int, int>> links;
+};
+
+PreflightSeen preflight_of(const SimRun& r) {
+  PreflightSeen s;
+  const json& p = r.report["preflight"];
+  EXPECT_TRUE(p.is_object()) << r.report.dump(1);
+  if (!p.is_object()) return s;
+  s.ctl_exit = p["exit_code"].is_number() ? p["exit_code"].get<int>() : -1;
+  std::string err;
+  s.verdict = parse_preflight_report(p["verdict"], &err);
+  EXPECT_TRUE(s.verdict) << err << "\n" << slurp(r.dir + "/preflight.err");
+  if (!s.verdict) return s;
+  for (const auto& g : s.verdict->slow_gpus) s.gpus.insert(g.rank);
+  for (const auto& l : s.verdict->slow_links) s.links.insert({l.node_a, l.node_b});
+  // The master's event says the same as the answer the command printed.
+  const auto events = r.events("preflight");
+  EXPECT_EQ(events.size(), 1u) << r.report.dump(1);
+  if (!events.empty()) {
+    const auto e = parse_preflight_report(events.back()["detail"], &err);
+    EXPECT_TRUE(e && to_json(*e) == to_json(*s.verdict)) << err;
+  }
+  return s;
+}
+
+TEST_F(Validation, APreflightNamesTheSlowGpuAndTheSlowLinkAndNothingElse) {
+  const SimRun r = run("preflight", kSlowFromStart, 40, "--preflight --rank-env GREYHOUND_SIM_SETUP_S=4");
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  const PreflightSeen p = preflight_of(r);
+  ASSERT_TRUE(p.verdict);
+  EXPECT_EQ(p.ctl_exit, 3) << "greyhoundctl preflight exits 3 when something is slow";
+  EXPECT_EQ(p.verdict->state, "slow") << p.verdict->reason;
+  EXPECT_EQ(p.gpus, (std::set<int>{5}));
+  EXPECT_EQ(p.links, (std::set<std::pair<int, int>>{{1, 2}}));
+  EXPECT_EQ(p.verdict->at_iteration, 0) << "before the job's first iteration";
+  EXPECT_EQ(p.verdict->gpus_tested, 8);
+  EXPECT_EQ(p.verdict->ranks, 8);
+  EXPECT_GT(p.verdict->transfers_tested, 8);
+  EXPECT_FALSE(p.verdict->exit);
+  for (const auto& g : p.verdict->slow_gpus) {
+    EXPECT_GT(g.ratio, 1.4);
+    EXPECT_LT(g.ratio, 1.8);
+  }
+  for (const auto& l : p.verdict->slow_links) EXPECT_GT(l.ratio, 5);  // 20x the bytes' time at 5 %, less latency
+  EXPECT_TRUE(r.events("validated").empty()) << "a pre-flight is no validation";
+  expect_same_training(r, 40);
+}
+
+TEST_F(Validation, APreflightOnAHealthyClusterPassesAndNamesNothing) {
+  const SimRun r = run("preflight-healthy", R"({"faults":[]})", 40, "--preflight --rank-env GREYHOUND_SIM_SETUP_S=4");
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  const PreflightSeen p = preflight_of(r);
+  ASSERT_TRUE(p.verdict);
+  EXPECT_EQ(p.ctl_exit, 0);
+  EXPECT_EQ(p.verdict->state, "passed") << p.verdict->reason;
+  EXPECT_TRUE(p.gpus.empty());
+  EXPECT_TRUE(p.links.empty());
+  EXPECT_EQ(p.verdict->gpus_tested, 8);
+  expect_same_training(r, 40);
+}
+
+TEST_F(Validation, APreflightFailOnSlowEndsTheJobWithItsReasonAndNoFailStops) {
+  // No setup time: the job is past its first iteration before the master knows it, so the first try is
+  // refused and the pause comes at the job's pace.
+  const SimRun r = run("preflight-fail", kSlowFromStart, 200, "--preflight-fail-on-slow");
+  EXPECT_NE(r.exit_code, 0) << "the job exits early";
+  const PreflightSeen p = preflight_of(r);
+  ASSERT_TRUE(p.verdict);
+  EXPECT_EQ(p.ctl_exit, 3);
+  EXPECT_EQ(p.verdict->state, "slow");
+  EXPECT_TRUE(p.verdict->exit);
+  EXPECT_EQ(p.gpus, (std::set<int>{5}));
+  EXPECT_EQ(p.links, (std::set<std::pair<int, int>>{{1, 2}}));
+  EXPECT_LT(r.rank_iterations(0).size(), 100u) << "the job went on training";
+  for (int rank = 0; rank < 8; ++rank) {
+    const std::string err = slurp(r.dir + "/rank" + std::to_string(rank) + ".err");
+    EXPECT_NE(err.find("exiting with status 75"), std::string::npos) << "rank " << rank << ":\n" << err;
+  }
+  EXPECT_NE(r.log().find("exited with 75"), std::string::npos) << r.log();
+  EXPECT_TRUE(r.events("fail_stop").empty()) << "ranks that exit as told are no fail-stops";
 }
 
 }  // namespace

@@ -1087,5 +1087,52 @@ TEST(Controller, ComparableGroupsFromTheRegistry) {
   EXPECT_EQ(out[0].signature, "2|AllReduce:8192|Broadcast:4");
 }
 
+// A pre-flight request is served once: answered "waiting" at once, a pause of every rank planned once the
+// job's ranks and groups have held still a second, at its first iteration (0) while its pace is unknown.
+// The same request again, or one the store shows answered already, is ignored.
+TEST(Controller, APreflightIsServedOnceAtTheJobsFirstIteration) {
+  Controller c(ControllerConfig{}, "t");
+  c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  PreflightRequest req;
+  req.id = "pf-1";
+  Intents it = c.offer_preflight(req, false, at(0));
+  ASSERT_TRUE(it.preflight);
+  EXPECT_EQ(it.preflight->state, "waiting");
+  EXPECT_TRUE(c.preflight_pending());
+  EXPECT_TRUE(c.offer_preflight(req, false, at(0.1)).empty()) << "the same request again";
+  EXPECT_TRUE(c.needs(at(0.1)).registry && c.needs(at(0.1)).groups);
+
+  JobInputs none;  // nothing registered yet
+  it = c.step(at(0.2), none);
+  EXPECT_TRUE(it.commands.empty());
+  JobInputs in = registry();
+  in.groups = two_groups();
+  in.groups.push_back(GroupMembers{0x20, {0, 2}, "2|AllReduce:8"});
+  in.groups.push_back(GroupMembers{0x21, {1, 3}, "2|AllReduce:8"});
+  it = c.step(at(0.5), in);
+  EXPECT_TRUE(it.commands.empty()) << "the ranks and groups must hold still a second first";
+  it = c.step(at(1.6), in);
+  ASSERT_EQ(it.commands.size(), 1u);
+  const Command& pause = it.commands[0].command;
+  EXPECT_EQ(pause.cmd, "pause");
+  ASSERT_TRUE(pause.pause);
+  EXPECT_EQ(pause.pause->at_iteration, 0);
+  EXPECT_EQ(pause.pause->ranks.size(), 4u);
+  for (const auto& [rank, tests] : pause.pause->ranks) {
+    EXPECT_TRUE(tests.gemm) << rank;
+    EXPECT_FALSE(tests.transfers.empty()) << rank;
+  }
+  EXPECT_EQ(it.commands[0].nodes, (std::vector<int>{0, 1}));
+  ASSERT_TRUE(it.preflight);
+  EXPECT_EQ(it.preflight->state, "running");
+  EXPECT_EQ(it.preflight->groups_tested, 4);
+  EXPECT_TRUE(c.validating());
+
+  Controller later(ControllerConfig{}, "u");  // a restarted master: the store shows the request answered
+  later.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  EXPECT_TRUE(later.offer_preflight(req, true, at(0)).empty());
+  EXPECT_FALSE(later.preflight_pending());
+}
+
 }  // namespace
 }  // namespace greyhound::master

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace greyhound::master {
 namespace {
 
@@ -298,6 +300,100 @@ TEST(Validator, AValidationRunAbortsOnARefusalOrARankThatDoesNotArrive) {
     ValidationRun run("v4", plan, spec, groups(), Localisation{}, 0, 100.0, 1000.0);
     EXPECT_FALSE(run.step(114.9).command);
     EXPECT_TRUE(run.step(115.0).command);
+  }
+}
+
+// Pre-flight: every rank's GEMM, every group's ring once (a group with the members of one tested already is
+// not tested again; a group of one rank has nothing to send).
+TEST(Validator, APreflightTestsEveryGpuAndEveryGroupOnce) {
+  std::vector<GroupMembers> g = groups();
+  g.push_back({0x40, {2, 0}, "dp-again"});  // the members of 0x10 in another order
+  g.push_back({0x41, {7}, "alone"});
+  const ValidationPlan plan = plan_preflight(g, {{0x30, {4, 0}}});
+  EXPECT_EQ(plan.gemm_ranks, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  ASSERT_EQ(plan.p2p.size(), 12u);
+  std::set<std::uint64_t> tested;
+  for (const P2pTest& t : plan.p2p) {
+    tested.insert(t.group);
+    EXPECT_FALSE(t.passes.empty()) << t.group;
+  }
+  EXPECT_EQ(tested.count(0x40), 0u);
+  EXPECT_EQ(tested.count(0x41), 0u);
+  EXPECT_EQ(plan.p2p[8].order, (std::vector<int>{4, 0}));  // NCCL's ring order, when the graph dump gives it
+  // One GPU alone has nothing to be compared with: no GEMM.
+  EXPECT_TRUE(plan_preflight({{0x1, {0}, "x"}}).gemm_ranks.empty());
+}
+
+TEST(Validator, APreflightReportNamesEverySlowGpuAndEachSlowLinkOnce) {
+  ValidatedReport v;
+  v.id = "preflight-1.x";
+  v.cause = "gpu";
+  v.at_iteration = 0;
+  v.ranks = 8;
+  v.pause_s = 1.5;
+  for (int r = 0; r < 8; ++r) {
+    v.gpus.push_back({r, r / 2, r == 5 || r == 1 ? 16.0 : 10.0, 10.0, r == 5 || r == 1 ? 1.6 : 1.0, 1.0, r == 5 || r == 1});
+  }
+  v.links.push_back({2, 4, 1, 2, "inter-node", 20, 1, 20, 0.05, true});
+  v.links.push_back({5, 3, 2, 1, "inter-node", 10, 1, 10, 0.1, true});  // the same link, the other way
+  v.links.push_back({0, 2, 0, 1, "inter-node", 1, 1, 1, 1, false});
+  v.links.push_back({6, 7, 3, 3, "intra-node", 1, 0, 0, 1, false});  // alone in its class: not judged
+  PreflightRequest req;
+  req.id = "pf-1";
+  req.fail_on_slow = true;
+  const PreflightReport r = preflight_report(v, req, 12);
+  EXPECT_EQ(r.id, "pf-1");
+  EXPECT_EQ(r.state, "slow");
+  EXPECT_TRUE(r.fail_on_slow);
+  EXPECT_EQ(r.pause, "preflight-1.x");
+  ASSERT_EQ(r.slow_gpus.size(), 2u);
+  EXPECT_EQ(r.slow_gpus[0].rank, 1);
+  EXPECT_EQ(r.slow_gpus[1].rank, 5);
+  ASSERT_EQ(r.slow_links.size(), 1u);
+  EXPECT_EQ(r.slow_links[0].node_a, 1);
+  EXPECT_EQ(r.slow_links[0].node_b, 2);
+  EXPECT_EQ(r.slow_links[0].transfers, 2);
+  EXPECT_DOUBLE_EQ(r.slow_links[0].ratio, 20);
+  EXPECT_DOUBLE_EQ(r.slow_links[0].peers_gb_per_s, 1.0);
+  EXPECT_EQ(r.gpus_tested, 8);
+  EXPECT_EQ(r.transfers_tested, 3);
+  EXPECT_EQ(r.groups_tested, 12);
+  // Nothing slow: passed; an aborted pause: failed, with its reason.
+  for (auto& g : v.gpus) g.slow = false;
+  for (auto& l : v.links) l.slow = false;
+  EXPECT_EQ(preflight_report(v, req, 12).state, "passed");
+  v.aborted = true;
+  v.reason = "1 of 8 ranks did not reach the cut in time";
+  const PreflightReport f = preflight_report(v, req, 12);
+  EXPECT_EQ(f.state, "failed");
+  EXPECT_NE(f.reason.find("did not reach the cut"), std::string::npos);
+}
+
+// --fail-on-slow: once every result is in, the ranks are told to exit when the tests find something slow, and
+// to resume when they do not.
+TEST(Validator, AFailOnSlowPreflightTellsRanksToExitOnlyWhenSomethingIsSlow) {
+  ValidationPlan plan;
+  plan.gemm_ranks = {0, 1, 2};
+  PauseSettings s;
+  s.sizes = {1000};
+  const PauseSpec spec = pause_spec(plan, groups(), {0, 1, 2}, 0, s);
+  for (const bool slow : {true, false}) {
+    ValidationRun run("pf", plan, spec, groups(), Localisation{}, 0, 100.0, 8.0);
+    run.exit_on_slow();
+    for (int r : {0, 1, 2}) run.report(r, r, report("pf", "trapped"), 100.1);
+    ASSERT_EQ(*run.step(100.2).command, "pause_run");
+    for (int r : {0, 1, 2}) {
+      PauseReport d = report("pf", "done");
+      d.gemm_ms = {slow && r == 2 ? 16.0 : 10.0, 5.0};
+      run.report(r, r, d, 100.5);
+    }
+    const ValidationRun::Step st = run.step(100.6);
+    ASSERT_TRUE(st.command);
+    EXPECT_EQ(*st.command, slow ? "pause_exit" : "pause_resume");
+    EXPECT_EQ(run.told_to_exit(), slow);
+    // Ranks that exit say nothing more: the pause is over after the grace.
+    EXPECT_TRUE(run.step(105.7).finished);
+    EXPECT_FALSE(run.outcome().aborted);
   }
 }
 

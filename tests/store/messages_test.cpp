@@ -369,6 +369,61 @@ namespace {
 
 // A validation pause's command, its ranks' reports and the master's verdict: round trips, and what a
 // reader refuses (docs/redis-keys.md, "Validation").
+// A pre-flight's request (an operator's) and answer (the master's): both round-trip, and hostile values are
+// refused with a reason, never trusted.
+TEST(Messages, PreflightRequestAndReportRoundTripAndChecks) {
+  PreflightRequest q;
+  q.id = "pf-1796279513902-10622";
+  q.fail_on_slow = true;
+  q.t_unix_ms = 1796279513902;
+  std::string err;
+  auto qb = parse_preflight_request(to_json(q).dump(), &err);
+  ASSERT_TRUE(qb) << err;
+  EXPECT_EQ(qb->id, q.id);
+  EXPECT_TRUE(qb->fail_on_slow);
+  EXPECT_EQ(qb->t_unix_ms, q.t_unix_ms);
+  for (const char* bad : {R"({"id":""})", R"({"id":"a b"})", R"({"id":"x:y"})", R"({"id":5})", R"({"fail_on_slow":true})",
+                          R"({"id":"p","fail_on_slow":"yes"})", R"([1])", "not json"}) {
+    EXPECT_FALSE(parse_preflight_request(bad, &err)) << bad;
+  }
+  EXPECT_FALSE(parse_preflight_request(R"({"id":")" + std::string(65, 'a') + R"("})", &err));
+
+  PreflightReport r;
+  r.id = q.id;
+  r.state = "slow";
+  r.fail_on_slow = true;
+  r.exit = true;
+  r.slow_gpus = {{5, 2, 16.0, 10.0, 1.6, 2.0, true}};
+  r.slow_links = {{1, 2, "inter-node", 19.2, 0.1, 2.0, 1}};
+  r.gpus_tested = 8;
+  r.transfers_tested = 24;
+  r.groups_tested = 13;
+  r.reason = "1 of 8 GPUs ...";
+  r.pause = "preflight-1.x";
+  r.ranks = 8;
+  r.pause_s = 1.3;
+  r.tests_s = 1.0;
+  auto rb = parse_preflight_report_text(to_json(r).dump(), &err);
+  ASSERT_TRUE(rb) << err;
+  EXPECT_EQ(to_json(*rb), to_json(r));
+  EXPECT_TRUE(rb->done());
+  const auto refused = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json bad = to_json(r);
+    bad[key] = value;
+    std::string e;
+    EXPECT_FALSE(parse_preflight_report(bad, &e)) << key << " = " << value.dump();
+    EXPECT_NE(e.find(key), std::string::npos) << e;
+  };
+  refused("state", "sleeping");
+  refused("exit", 1);
+  refused("pause_s", -1.0);
+  refused("slow_gpus", nlohmann::json::array({{{"rank", -3}, {"ms", 1.0}}}));
+  refused("slow_links", nlohmann::json::array({{{"node_a", "x"}, {"node_b", 1}}}));
+  refused("slow_links", nlohmann::json::array({{{"node_a", 1}, {"node_b", 2}, {"ratio", -2.0}}}));
+  refused("id", "");
+  EXPECT_FALSE(parse_preflight_report_text(std::string(1 << 22, '{'), &err));
+}
+
 TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
   Command c;
   c.cmd = "pause";
@@ -390,7 +445,7 @@ TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
   EXPECT_EQ(back->id, "validate-1.x");
   ASSERT_TRUE(back->pause);
   EXPECT_EQ(*back->pause, p);
-  for (const char* steer : {"pause_run", "pause_resume", "pause_abort"}) {
+  for (const char* steer : {"pause_run", "pause_resume", "pause_abort", "pause_exit"}) {
     Command s;
     s.cmd = steer;
     s.id = "validate-1.x";

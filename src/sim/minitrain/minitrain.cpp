@@ -820,6 +820,12 @@ int main(int argc, char** argv) {
   if (const char* e = std::getenv("GREYHOUND_SIM_UNMARKED_RANK"); e != nullptr && *e != '\0') {
     mark_iterations = std::atoi(e) != g_rank;
   }
+  // GREYHOUND_SIM_SETUP_S (a test fixture): seconds between making the communicators and the first iteration,
+  // as a real job spends them building its model and loading its data.
+  if (const char* e = std::getenv("GREYHOUND_SIM_SETUP_S"); e != nullptr && *e != '\0') {
+    const double s = std::strtod(e, nullptr);
+    if (s > 0 && s <= 600) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+  }
   int stop = iterations > 0 && static_cast<std::int64_t>(start_iter) >= iterations;  // resumed with nothing left
   constexpr std::uint64_t kS3EstimateIterations = 3;  // iterations after the first that the S3 estimate measures
   double fastest_sync_s = 1e9;

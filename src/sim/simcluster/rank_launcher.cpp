@@ -95,6 +95,25 @@ void stop_all(const std::vector<pid_t>& pids, double grace_s) {
   }
 }
 
+namespace {
+// Children wait_all reaped that were not among those it waited for (its waitpid(-1) takes any): their exit
+// codes, for wait_child.
+std::map<pid_t, int> g_reaped_elsewhere;
+int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+}  // namespace
+
+int wait_child(pid_t pid, double wait_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  for (;;) {
+    if (const auto it = g_reaped_elsewhere.find(pid); it != g_reaped_elsewhere.end()) return it->second;
+    int status = 0;
+    const pid_t p = waitpid(pid, &status, WNOHANG);
+    if (p == pid) return exit_code_of(status);
+    if (p < 0 || std::chrono::steady_clock::now() >= until) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vector<std::string>& names,
                                 volatile bool* stop_requested, bool fail_fast,
                                 const std::function<void()>& on_tick, int also_fine, double fail_grace_s) {
@@ -109,6 +128,7 @@ std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vecto
   while (remaining > 0) {
     int status = 0;
     const pid_t p = waitpid(-1, &status, WNOHANG);
+    if (p > 0 && std::find(pids.begin(), pids.end(), p) == pids.end()) g_reaped_elsewhere[p] = exit_code_of(status);
     if (p > 0) {
       for (std::size_t i = 0; i < pids.size(); ++i) {
         if (pids[i] != p || exits[i].exit_code != -1) continue;
@@ -124,6 +144,7 @@ std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vecto
           while (running() && std::chrono::steady_clock::now() < until && !(stop_requested != nullptr && *stop_requested)) {
             int st = 0;
             const pid_t q = waitpid(-1, &st, WNOHANG);
+            if (q > 0 && std::find(pids.begin(), pids.end(), q) == pids.end()) g_reaped_elsewhere[q] = exit_code_of(st);
             for (std::size_t j = 0; q > 0 && j < pids.size(); ++j) {
               if (pids[j] == q && exits[j].exit_code == -1) {
                 exits[j].exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);

@@ -42,6 +42,10 @@ std::vector<ChildExit> wait_all(const std::vector<pid_t>& pids, const std::vecto
                                 const std::function<void()>& on_tick = {}, int also_fine = 0,
                                 double fail_grace_s = 0);
 
+// The exit code of child `pid` (128 + signal when killed), waiting up to `wait_s` for it; -1 when it is still
+// running then (or is no child of this process). Children that wait_all reaped meanwhile are answered too.
+int wait_child(pid_t pid, double wait_s);
+
 // Last `lines` lines of a text file ("" if unreadable).
 std::string tail_file(const std::string& path, int lines);
 

@@ -99,6 +99,9 @@ void usage() {
       "         [--external-master] [--oracle] [--time-scale X] [--s3-pause-s S] [--s4-restart-s S] [--quiet]\n"
       "         [--master-args 'ARGS'] [--capabilities S2,S3,S4] [--max-restarts N]\n"
       "         [--validate never|auto|always] [--pause-deadline-s S] [--hang-min-s S]\n"
+      "         [--preflight | --preflight-fail-on-slow]\n"
+      "--preflight: `greyhoundctl preflight` is asked before the ranks start (the verdict lands in the work dir's\n"
+      "          preflight.json and the report's \"preflight\"); --preflight-fail-on-slow: with --fail-on-slow\n"
       "--validate: the master confirms localisations with a validation pause (docs/validation.md), with tests\n"
       "          sized for the stand-ins' rates: %d^3 GEMMs, P2P of %s bytes; --pause-deadline-s: every rank\n"
       "          resumes by itself after this (default 30)\n"
@@ -136,6 +139,7 @@ struct Options {
   std::vector<gs::ChaosAction> chaos;
   bool hook = true, keep = false, call_log = false, quiet = false, mitigate = false, external_master = false;
   bool oracle = false;  // plans from the fault schedule (OracleDriver); implies !hook
+  bool preflight = false, preflight_fail_on_slow = false;  // greyhoundctl preflight, asked before the ranks start
   double time_scale = 1;                // job seconds per simulated second
   gs::RemedyCosts costs_job_s;          // --s3-pause-s, --s4-restart-s (job seconds)
   // Redis (and the plan channel) is needed with greyhound, and by the oracle.
@@ -159,7 +163,8 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
                            "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos", "time-scale",
                            "s3-pause-s", "s4-restart-s", "master-args", "capabilities", "max-restarts", "validate",
                            "pause-deadline-s", "hang-min-s"},
-                          {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master", "oracle"});
+                          {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master", "oracle",
+                           "preflight", "preflight-fail-on-slow"});
   *help = a.flag("help");
   if (*help) return o;
   o.T = static_cast<int>(a.integer_in("tp", 1, 1, 64));
@@ -193,6 +198,12 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
     o.master_args.insert(o.master_args.end(), {"--validate-gemm-n", std::to_string(kSimGemmN), "--validate-bytes",
                                                kSimP2pBytes, "--validate-min-excess-ms", kSimMinExcessMs,
                                                "--pause-estimate-s", kSimPauseEstimateS});
+  }
+  o.preflight_fail_on_slow = a.flag("preflight-fail-on-slow");
+  o.preflight = a.flag("preflight") || o.preflight_fail_on_slow;
+  if (o.preflight && !o.hook) throw greyhound::ArgError("--preflight needs greyhound (drop --no-greyhound)");
+  if (o.preflight && a.flag("external-master")) {
+    throw greyhound::ArgError("--preflight asks the master this launcher starts: drop --external-master");
   }
   if (a.has("hang-min-s")) {  // the agents' stall threshold: this many seconds, and 3 iterations
     const double h = a.number("hang-min-s", 60);
@@ -619,6 +630,24 @@ int main(int argc, char** argv) {
   // The job's incarnations: as launched, then after each S4 restart (the ranks all exit with status 3, the
   // job store holds the restart request): this launcher waits the restart's cost and starts the job again
   // on the nodes that are left, from its checkpoint.
+  // A pre-flight check, asked before the ranks start (as an operator would, beside the job's launch).
+  pid_t preflight_pid = -1;
+  if (o.preflight && services && rc == 0) {
+    gs::ChildSpec spec;
+    spec.name = "greyhoundctl preflight";
+    spec.argv = {d.bin + "/greyhoundctl", "preflight", "--job", o.job, "--redis", redis_url, "--json", "--timeout-s", "600"};
+    if (o.preflight_fail_on_slow) spec.argv.push_back("--fail-on-slow");
+    spec.stdout_path = d.work_dir + "/preflight.json";
+    spec.stderr_path = d.work_dir + "/preflight.err";
+    std::string err;
+    preflight_pid = gs::spawn(spec, &err);
+    if (preflight_pid < 0) {
+      std::fprintf(stderr, "greyhound-simcluster: %s\n", err.c_str());
+      rc = 1;
+    } else {  // the request is in the store before the first rank starts
+      for (int i = 0; i < 100 && !greyhound::sim::tail_file(spec.stderr_path, 1).size(); ++i) usleep(20000);
+    }
+  }
   std::vector<gs::Incarnation> incs{gs::first_incarnation(o.T, o.D, o.P)};
   json restarts = json::array();
   std::string rank0_out = d.work_dir + "/rank0.out";
@@ -732,6 +761,18 @@ int main(int argc, char** argv) {
     shown = 0;
   }
 
+  // The pre-flight's verdict: given by now, or within a few seconds (the job ended before one: none).
+  json preflight;
+  if (preflight_pid > 0) {
+    const int code = gs::wait_child(preflight_pid, 10.0);
+    if (code < 0) gs::stop_all({preflight_pid}, 1.0);
+    preflight["exit_code"] = code < 0 ? json(nullptr) : json(code);
+    try {
+      preflight["verdict"] = json::parse(std::ifstream(d.work_dir + "/preflight.json"));
+    } catch (const std::exception&) {
+      preflight["verdict"] = nullptr;  // none printed: preflight.err says why
+    }
+  }
   json events = json::array(), chaos;
   if (services) {
     if (rc == 0 && !o.oracle) services->finish();  // the oracle's job has no agents or master to wait for
@@ -757,6 +798,7 @@ int main(int argc, char** argv) {
   }
   json report = make_report(o, its, std::move(events), std::move(chaos), rc);
   if (o.s4) report["restarts"] = std::move(restarts);
+  if (o.preflight) report["preflight"] = std::move(preflight);
   report["validations"] = gs::validation_summary(report["events"]);
   if (!o.report_path.empty()) {
     std::ofstream out(o.report_path);
