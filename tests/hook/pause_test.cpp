@@ -149,6 +149,30 @@ TEST_F(HookPause, TrapsAtTheMarkedIterationRunsTheTestsAndResumesWhenTold) {
   EXPECT_EQ(p2p, 0);
 }
 
+// A pre-flight with --fail-on-slow: told to exit once its results are in, the rank's process ends at the cut
+// with status 75, and its ring says so (the agent tells that exit from a fail-stop).
+TEST_F(HookPause, ExitsWithItsStatusWhenTheVerdictSaysSo) {
+  const int rc = in_child(dir_, [&](PauseControl* pc, ncclComm_t c) {
+    float x = 1;
+    greyhound_job_mark_iteration_v1(0);
+    arm(pc, 11, 0, 30, 32, 0, false);
+    std::thread agent([&] {
+      if (!wait_state(pc, 11, kPauseTrapped)) return;
+      pc->command.store(kPauseCmdRun, std::memory_order_release);
+      if (!wait_state(pc, 11, kPauseDone)) return;
+      pc->command.store(kPauseCmdExit, std::memory_order_release);
+    });
+    agent.detach();
+    ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr);  // the cut: iteration 0's first call
+    return 40;  // never here: the process ended at the cut
+  });
+  EXPECT_EQ(rc, kPauseExitStatus);
+  std::string err;
+  auto r = RingReader::open(dir_ + "/greyhound.pause.0", &err);
+  ASSERT_TRUE(r) << err;
+  EXPECT_EQ(r->writer_exit_status(), kPauseExitStatus);
+}
+
 TEST_F(HookPause, ResumesByItselfAtTheDeadline) {
   const int rc = in_child(dir_, [&](PauseControl* pc, ncclComm_t c) {
     float x = 1;
