@@ -1,5 +1,7 @@
 #include "daemon/controller.h"
 
+#include "daemon/operator_plan.h"
+
 #include "common/record_json.h"
 
 #include "greyhound/analysis/robust_stats.h"
@@ -313,6 +315,7 @@ Needs Controller::needs(const Now& now) const {
   n.groups = profiling_complete(now) || (!stalls_.empty() && now.mono_s >= next_hang_check_s_);
   n.layout = profiling_complete(now) || layout_wanted_;
   if (preflight_ && !preflight_->running) n.registry = n.groups = n.layout = true;  // who is there to test
+  if (operator_req_) n.layout = true;  // what an operator's plan is checked against
   n.acks = pending_.has_value();
   return n;
 }
@@ -369,6 +372,7 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
   }
   if (!stalls_.empty() && !in.groups.empty()) check_hangs(in, now, out);
   if (preflight_ && !preflight_->running) maybe_start_preflight(in, now, out);
+  if (operator_req_) serve_operator_plan(in, now, out);
   if (profiling_complete(now)) finish_profiling(in, now, out);
   // An incident left open by an earlier run of this master (or across a Redis restart): localise it again.
   if (resume_open_incident_) {
@@ -832,7 +836,7 @@ void Controller::judge(const Now& now, Intents& out) {
 
 // The remedies in force follow the fail-slows that want them.
 void Controller::reconcile(const Now& now, Intents& out) {
-  if (!cfg_.mitigate || !planner_ || !settled_ || pending_ || out.plan || check_) return;
+  if (!cfg_.mitigate || !planner_ || !settled_ || pending_ || out.plan || check_ || operator_hold_) return;
   // The open incident, else the last one (whose remedy a revert undoes).
   const std::int64_t incident = tracker_->open_incident() ? tracker_->open_incident()->id
                                                           : (tracker_->state().incidents_total > 0 ? tracker_->state().incidents_total : -1);
@@ -976,6 +980,16 @@ void Controller::propose_plan(Plan plan, std::set<std::int64_t> fail_slows, bool
 
 Intents Controller::plan_published(const Plan& plan, const Now& now) {
   Intents out;
+  if (pending_meta_ && !pending_meta_->operator_id.empty()) {
+    OperatorPlanReport a;
+    a.id = pending_meta_->operator_id;
+    a.state = "published";
+    a.epoch = plan.epoch;
+    a.reason = plan.reason;
+    a.t_unix_ms = now.unix_ms;
+    out.operator_plan = std::move(a);
+    spdlog::info("{} published as plan {}", plan.reason, plan.epoch);
+  }
   Event e = master_event(event_type::kPlan, now);
   e.t_unix_ms = plan.t_unix_ms != 0 ? plan.t_unix_ms : now.unix_ms;
   e.incident = plan.incident;
@@ -992,6 +1006,7 @@ Intents Controller::plan_published(const Plan& plan, const Now& now) {
 
 void Controller::plan_failed(const Plan& plan) {
   if (plan.epoch == epoch_) --epoch_;
+  if (pending_meta_ && !pending_meta_->operator_id.empty()) operator_seen_.clear();  // served again at the next read
   pending_meta_.reset();
   warn_once("plan", "could not publish a plan");
 }
@@ -1510,6 +1525,65 @@ void Controller::preflight_finished(const ValidatedReport& v, bool told_to_exit,
     spdlog::info("pre-flight {}: {} ({})", r.id, r.state, r.reason);
   }
   preflight_.reset();
+}
+
+// An operator's manual plan (docs/operations.md, "Manual plans").
+Intents Controller::offer_operator_plan(const std::optional<OperatorPlanRequest>& req, bool answered, const Now& now) {
+  Intents out;
+  const bool hold = req && req->action != "release";
+  if (hold && !operator_hold_) {
+    // From now on the configuration is the operator's: no remedy of greyhound's is checked or proposed.
+    check_.reset();
+    split_for_.clear();
+    placement_for_.clear();
+  } else if (!hold && operator_hold_) {
+    // Back to greyhound's remedies: what the operator left in force serves no fail-slow, so reconcile
+    // reverts it or replaces it with what the open fail-slows want.
+    if (planner_ && planner_->split_in_force()) split_for_ = {0};
+    if (planner_ && planner_->moved()) placement_for_ = {0};
+    spdlog::info("the operator released the job's configuration: greyhound's remedies again");
+  }
+  operator_hold_ = hold;
+  if (!req || req->id == operator_seen_ || answered) {
+    if (req) operator_seen_ = req->id;
+    return out;
+  }
+  operator_seen_ = req->id;
+  if (req->action == "release") {
+    OperatorPlanReport a;
+    a.id = req->id;
+    a.state = "released";
+    a.reason = "greyhound's own remedies again";
+    a.t_unix_ms = now.unix_ms;
+    out.operator_plan = std::move(a);
+    return out;
+  }
+  operator_req_ = *req;  // served at the next step, with the job's layout
+  return out;
+}
+
+void Controller::serve_operator_plan(const JobInputs& in, const Now& now, Intents& out) {
+  if (pending_ || out.plan || restarting_) return;  // a plan in flight first: the operator's follows it
+  const OperatorPlanRequest req = std::move(*operator_req_);
+  operator_req_.reset();
+  OperatorPlanReport a;
+  a.id = req.id;
+  a.t_unix_ms = now.unix_ms;
+  const std::optional<JobLayout>& layout = in.layout ? in.layout : layout_;
+  if (!layout) {
+    a.state = "refused";
+    a.reason = "the job publishes no layout: it applies no plans (a job launched without the plugin or --plan)";
+  } else if (OperatorPlanCheck c = check_operator_plan(req, *layout); !c.plan) {
+    a.state = "refused";
+    a.reason = c.error;
+  } else {
+    c.plan->incident = tracker_->open_incident() ? tracker_->open_incident()->id : -1;
+    propose_plan(std::move(*c.plan), {}, false, out);
+    pending_meta_->operator_id = req.id;
+    return;  // answered once published
+  }
+  spdlog::warn("operator's plan {} refused: {}", req.id, a.reason);
+  out.operator_plan = std::move(a);
 }
 
 }  // namespace greyhound::master

@@ -168,9 +168,10 @@ struct Intents {
   std::vector<ProfileRequest> commands;  // other commands to every agent (a validation pause's), in order
   std::optional<Plan> plan;          // to publish (epoch assigned); then plan_published() or plan_failed()
   std::optional<PreflightReport> preflight;  // the pre-flight's answer to write (key preflight:result)
+  std::optional<OperatorPlanReport> operator_plan;  // the answer to an operator's plan (operator_plan:result)
   bool empty() const {
     return events.empty() && incidents.empty() && !persist_state && !profile && !plan && commands.empty() &&
-           !preflight;
+           !preflight && !operator_plan;
   }
 };
 
@@ -214,6 +215,12 @@ class Controller {
   // pause tests every GPU and every group's ring (docs/validation.md, "Pre-flight").
   Intents offer_preflight(const PreflightRequest& req, bool answered, const Now& now);
   bool preflight_pending() const { return preflight_.has_value(); }
+  // An operator's manual plan (greyhoundctl plan), as the driver reads it once a second (nullopt: none in
+  // the store); `answered`: the store holds the answer to it already. A new apply or revert is checked
+  // against the job's layout and published at the next step (docs/operations.md); while one stands the
+  // master proposes no remedy of its own, and a release gives the configuration back to them.
+  Intents offer_operator_plan(const std::optional<OperatorPlanRequest>& req, bool answered, const Now& now);
+  bool operator_hold() const { return operator_hold_; }
 
   // Whose iteration times pace the planner and give the job clock.
   int pace_rank() const { return 0; }
@@ -263,6 +270,7 @@ class Controller {
     bool remedy = false;                // a remedy to check once in force
     JobConfig replaced;                 // the configuration it replaces
     std::optional<Check> undo;          // an undo: the check to run once in force
+    std::string operator_id;            // an operator's plan: its request
   };
   // A fail-slow's ski rental.
   struct Account {
@@ -301,6 +309,7 @@ class Controller {
   void charge_confirmation();
   void check_hangs(const JobInputs& in, const Now& now, Intents& out);
   void maybe_start_preflight(const JobInputs& in, const Now& now, Intents& out);
+  void serve_operator_plan(const JobInputs& in, const Now& now, Intents& out);
   void preflight_finished(const ValidatedReport& v, bool told_to_exit, const Now& now, Intents& out);
   void react_to_rank_health(const Event& e, const Now& now);
   double expected_pause_s() const;
@@ -382,6 +391,10 @@ class Controller {
     bool running = false;
   };
   std::optional<Preflight> preflight_;
+  // An operator's plan: the request to serve, the latest one taken, and whether one holds the configuration.
+  std::optional<OperatorPlanRequest> operator_req_;
+  std::string operator_seen_;
+  bool operator_hold_ = false;
   std::string preflight_seen_;       // the latest request taken (served or being served)
   int preflights_started_ = 0;
   std::vector<double> pauses_s_;   // the job's latest measured pauses (at most 5): what the next one may cost

@@ -95,6 +95,16 @@ int JobDriver::tick() {
     } else if (s.code() != Errc::kUnavailable) {
       warn_once("settings:" + s.error(), "ignoring the job's settings: " + s.error());
     }
+    // An operator's manual plan: it holds the configuration while it stands; served once.
+    if (auto req = store_.operator_plan(); req || req.code() != Errc::kUnavailable) {
+      if (!req) warn_once("operator-plan:" + req.error(), "ignoring the operator's plan: " + req.error());
+      const std::optional<OperatorPlanRequest> r = req ? *req : std::nullopt;
+      auto answer = r ? store_.operator_plan_result() : Result<std::optional<OperatorPlanReport>>(std::nullopt);
+      if (answer || answer.code() != Errc::kUnavailable) {  // else read both again next second
+        const bool answered = answer && *answer && (*answer)->id == r->id;
+        carry_out(ctl_.offer_operator_plan(r, answered, t), t);
+      }
+    }
     // An operator's pre-flight request: served once (the store's answer to it says whether it was).
     if (auto req = store_.preflight_request(); req && *req) {
       auto answer = store_.preflight_result();
@@ -206,9 +216,15 @@ void JobDriver::carry_out(Intents it, const Now& t) {
     if (const Status s = store_.publish_plan(plan); s) {
       Intents published = ctl_.plan_published(plan, t);
       for (Event& e : published.events) it.events.push_back(std::move(e));
+      if (published.operator_plan) it.operator_plan = std::move(published.operator_plan);
       it.persist_state = true;
     } else {
       ctl_.plan_failed(plan);
+    }
+  }
+  if (it.operator_plan) {
+    if (const Status s = store_.write_operator_plan_result(*it.operator_plan); !s) {
+      warn_once("operator-plan-write", "cannot write the answer to the operator's plan: " + s.error());
     }
   }
   if (it.preflight) unsent_preflight_ = std::move(it.preflight);  // the newest answer replaces one not written

@@ -21,6 +21,7 @@ int cmd_incidents(const Argv& args);           // ctl_events.cpp: a job's latest
 int cmd_set(const Argv& args);                 // ctl_settings.cpp: a job's run-time settings
 int cmd_pause_detection(const Argv& args);     // ctl_settings.cpp: detection_paused=true
 int cmd_resume_detection(const Argv& args);    // ctl_settings.cpp: ... unset
+int cmd_operator_plan(const Argv& args);       // ctl_operator_plan.cpp: an operator's manual plan, revert, release
 int cmd_preflight(const Argv& args);           // ctl_preflight.cpp: a pre-flight check of every GPU and link
 
 }  // namespace greyhound::ctl

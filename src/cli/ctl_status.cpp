@@ -63,6 +63,16 @@ int cmd_status(const Argv& argv) {
                   f.value("pid", 0LL), f.value("t_s", 0.0));
     }
   }
+  if (const json& p = out["operator_plan"]; p.is_object()) {
+    const json& q = p["request"];
+    std::printf("\nOPERATOR'S PLAN %s: %s%s", q.value("id", std::string("?")).c_str(), q.value("action", std::string("?")).c_str(),
+                p.value("holds", false) ? " (greyhound's own remedies wait until `greyhoundctl plan --release`)" : "");
+    if (const json& a = p["answer"]; a.is_object()) {
+      std::printf(": %s%s %s", a.value("state", std::string("?")).c_str(),
+                  a.value("epoch", 0LL) > 0 ? (" as plan " + std::to_string(a.value("epoch", 0LL))).c_str() : "",
+                  a.value("reason", std::string()).c_str());
+    }
+  }
   if (const json& p = out["preflight"]; p.is_object()) {
     std::printf("\nPRE-FLIGHT %s: %s (%s)", p.value("id", std::string("?")).c_str(), p.value("state", std::string("?")).c_str(),
                 p.value("reason", std::string()).c_str());

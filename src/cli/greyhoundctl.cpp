@@ -39,6 +39,10 @@ const Command kCommands[] = {
      "--job J [--redis URL] [--reset] KEY=VALUE ..."},
     {"pause-detection", &greyhound::ctl::cmd_pause_detection, "the job's agents report no slowdown until resumed",
      "--job J [--redis URL]"},
+    {"plan", &greyhound::ctl::cmd_operator_plan,
+     "an operator's manual plan or revert (greyhound's own remedies wait until --release)",
+     "--job J (--microbatches M1,M2,.. [--placement JSON|FILE] | --placement JSON|FILE | --revert | --release) "
+     "[--reason TEXT] [--redis URL] [--timeout-s S] [--no-wait]"},
     {"preflight", &greyhound::ctl::cmd_preflight,
      "test every GPU and link of a job at its first iteration; exit 3 when something is slow",
      "--job J [--redis URL] [--fail-on-slow] [--timeout-s S] [--json] [--no-wait]"},

@@ -100,6 +100,14 @@ json build(JobStore& st, std::int64_t now_ms, Reader& reader) {
   // The operator's run-time settings (greyhoundctl set); null when none were ever set.
   const std::optional<JobSettings> settings = reader.take(st.settings());
   out["settings"] = settings ? to_json(*settings) : json(nullptr);
+  // The operator's manual plan (greyhoundctl plan) and the master's answer; null when none was given. While
+  // `request.action` is apply or revert, greyhound's own remedies wait.
+  const std::optional<OperatorPlanRequest> op = reader.take(st.operator_plan());
+  const std::optional<OperatorPlanReport> op_answer = reader.take(st.operator_plan_result());
+  out["operator_plan"] = op ? json{{"request", to_json(*op)},
+                                   {"answer", op_answer && op_answer->id == op->id ? to_json(*op_answer) : json(nullptr)},
+                                   {"holds", op->action != "release"}}
+                            : json(nullptr);
   // The latest pre-flight check's answer (greyhoundctl preflight); null when none was asked for.
   const std::optional<PreflightReport> preflight = reader.take(st.preflight_result());
   out["preflight"] = preflight ? to_json(*preflight) : json(nullptr);

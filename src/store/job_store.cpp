@@ -524,6 +524,26 @@ Status JobStore::write_settings(const JobSettings& st) {
   return ok_status();
 }
 
+Status JobStore::write_operator_plan(const OperatorPlanRequest& req) {
+  auto r = run({"SET", keys::operator_plan(job_), to_json(req).dump()});
+  if (!r) return r.status();
+  return ok_status();
+}
+
+Result<std::optional<OperatorPlanRequest>> JobStore::operator_plan() {
+  return get_as<OperatorPlanRequest>(keys::operator_plan(job_), parse_operator_plan_request);
+}
+
+Status JobStore::write_operator_plan_result(const OperatorPlanReport& rep) {
+  auto r = run({"SET", keys::operator_plan_result(job_), to_json(rep).dump()});
+  if (!r) return r.status();
+  return ok_status();
+}
+
+Result<std::optional<OperatorPlanReport>> JobStore::operator_plan_result() {
+  return get_as<OperatorPlanReport>(keys::operator_plan_result(job_), parse_operator_plan_report);
+}
+
 Status JobStore::request_preflight(const PreflightRequest& req) {
   auto r = run({"SET", keys::preflight(job_), to_json(req).dump()});
   if (!r) return r.status();

@@ -99,6 +99,11 @@ class JobStore {
   // The operator's run-time settings (JobSettings): absent until the first `greyhoundctl set`.
   Result<std::optional<JobSettings>> settings();
   Status write_settings(const JobSettings& s);
+  // An operator's manual plan (greyhoundctl plan), and the master's answer to it.
+  Status write_operator_plan(const OperatorPlanRequest& r);
+  Result<std::optional<OperatorPlanRequest>> operator_plan();
+  Status write_operator_plan_result(const OperatorPlanReport& r);
+  Result<std::optional<OperatorPlanReport>> operator_plan_result();
   // A pre-flight check (greyhoundctl preflight): the operator's request, and the master's answer to it.
   Status request_preflight(const PreflightRequest& r);
   Result<std::optional<PreflightRequest>> preflight_request();

@@ -33,6 +33,8 @@ inline std::string plan_acks(std::string_view j) { return job(j) + "plan:acks"; 
 
 inline std::string restart(std::string_view j) { return job(j) + "restart"; }              // JSON, by the job
 inline std::string settings(std::string_view j) { return job(j) + "settings"; }            // JSON, by an operator
+inline std::string operator_plan(std::string_view j) { return job(j) + "operator_plan"; }  // JSON, by an operator
+inline std::string operator_plan_result(std::string_view j) { return job(j) + "operator_plan:result"; }  // JSON, by the master
 inline std::string preflight(std::string_view j) { return job(j) + "preflight"; }          // JSON, by an operator
 inline std::string preflight_result(std::string_view j) { return job(j) + "preflight:result"; }  // JSON, by the master
 

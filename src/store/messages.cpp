@@ -1099,6 +1099,77 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
   });
 }
 
+json to_json(const OperatorPlanRequest& r) {
+  json placement = json::array();
+  for (const PlacementEntry& e : r.placement) placement.push_back({{"rank", e.rank}, {"tp", e.tp}, {"dp", e.dp}, {"pp", e.pp}});
+  return {{"id", r.id},       {"action", r.action}, {"microbatches", r.microbatches}, {"placement", placement},
+          {"reason", r.reason}, {"t_unix_ms", r.t_unix_ms}};
+}
+
+std::optional<OperatorPlanRequest> parse_operator_plan_request(const std::string& text, std::string* error) {
+  return parse_with<OperatorPlanRequest>(text, error, [](const Fields& f, const json& j) {
+    static const std::set<std::string> actions = {"apply", "revert", "release"};
+    OperatorPlanRequest r;
+    r.id = f.str("id", 64);
+    if (r.id.empty()) throw Invalid("id: must not be empty");
+    r.action = f.str("action", 16);
+    if (actions.count(r.action) == 0) {
+      throw Invalid("action: '" + store::printable(r.action, 16) + "' is not apply, revert or release");
+    }
+    r.microbatches = f.ints_or_empty("microbatches", 1 << 16);
+    for (int m : r.microbatches) {
+      if (m < 1 || m > 1'000'000) throw Invalid("microbatches: each must be in [1, 1000000]");
+    }
+    if (f.has("placement")) {
+      const json& p = j.at("placement");
+      if (!p.is_array() || p.size() > static_cast<std::size_t>(kMaxRank) + 1) {
+        throw Invalid("placement: must be an array of {rank, tp, dp, pp}");
+      }
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        PlacementEntry x;
+        try {
+          const Fields e(p[i]);
+          x.rank = static_cast<int>(e.integer("rank", 0, kMaxRank));
+          x.tp = static_cast<int>(e.integer("tp", 0, kMaxRank));
+          x.dp = static_cast<int>(e.integer("dp", 0, kMaxRank));
+          x.pp = static_cast<int>(e.integer("pp", 0, kMaxRank));
+        } catch (const Invalid& e) {
+          throw Invalid("placement[" + std::to_string(i) + "]: " + e.what());
+        }
+        r.placement.push_back(x);
+      }
+    }
+    if (r.action == "apply" && r.microbatches.empty() && r.placement.empty()) {
+      throw Invalid("apply: needs microbatches or a placement");
+    }
+    if (r.action != "apply" && (!r.microbatches.empty() || !r.placement.empty())) {
+      throw Invalid(r.action + ": takes no microbatches or placement");
+    }
+    r.reason = f.str_or("reason", "");
+    if (r.reason.size() > 256) throw Invalid("reason: longer than 256");
+    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
+    return r;
+  });
+}
+
+json to_json(const OperatorPlanReport& r) {
+  return {{"id", r.id}, {"state", r.state}, {"epoch", r.epoch}, {"reason", r.reason}, {"t_unix_ms", r.t_unix_ms}};
+}
+
+std::optional<OperatorPlanReport> parse_operator_plan_report(const std::string& text, std::string* error) {
+  return parse_with<OperatorPlanReport>(text, error, [](const Fields& f, const json&) {
+    static const std::set<std::string> states = {"published", "refused", "released"};
+    OperatorPlanReport r;
+    r.id = f.str("id", 64);
+    r.state = f.str("state", 16);
+    if (states.count(r.state) == 0) throw Invalid("state: '" + store::printable(r.state, 16) + "' is not an answer");
+    r.epoch = f.integer_or("epoch", 0, 0, kMaxCount);
+    r.reason = f.str_or("reason", "");
+    r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
+    return r;
+  });
+}
+
 json to_json(const PreflightRequest& r) {
   return {{"id", r.id}, {"fail_on_slow", r.fail_on_slow}, {"t_unix_ms", r.t_unix_ms}};
 }

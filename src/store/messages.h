@@ -361,6 +361,33 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error);
 std::int64_t plan_epoch_named(const std::string& text);
 std::optional<Plan> plan_from_json(const nlohmann::json& j, std::string* error);
 
+// An operator's manual plan (key "operator_plan", written by `greyhoundctl plan`; docs/operations.md):
+//  apply:   this split (micro-batches by DP index) and/or this placement, checked against the job's layout;
+//  revert:  back to the job's original configuration;
+//  release: greyhound's own remedies again.
+// While an apply or a revert stands, the master proposes no remedy of its own (it goes on detecting and
+// localising). The master answers in "operator_plan:result".
+struct OperatorPlanRequest {
+  std::string id;
+  std::string action = "apply";       // "apply", "revert", "release"
+  std::vector<int> microbatches;      // apply: by DP index (empty: unchanged)
+  std::vector<PlacementEntry> placement;  // apply: every launch rank's role (empty: unchanged)
+  std::string reason;                 // the operator's words, in the plan's reason
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const OperatorPlanRequest& r);
+std::optional<OperatorPlanRequest> parse_operator_plan_request(const std::string& text, std::string* error);
+
+struct OperatorPlanReport {
+  std::string id;                // the request's
+  std::string state;             // "published" (as plan `epoch`), "refused" (`reason` says why), "released"
+  std::int64_t epoch = 0;
+  std::string reason;
+  std::int64_t t_unix_ms = 0;
+};
+nlohmann::json to_json(const OperatorPlanReport& r);
+std::optional<OperatorPlanReport> parse_operator_plan_report(const std::string& text, std::string* error);
+
 struct PlanAck {
   int rank = -1;
   std::int64_t epoch = 0;

@@ -1134,5 +1134,58 @@ TEST(Controller, APreflightIsServedOnceAtTheJobsFirstIteration) {
   EXPECT_FALSE(later.preflight_pending());
 }
 
+// An operator's plan: checked against the layout and proposed at the next step, answered once published;
+// it holds the configuration until released (or gone from the store); one the layout refuses is answered
+// with the reason and proposes nothing.
+TEST(Controller, AnOperatorsPlanIsPublishedOnceAndHoldsUntilReleased) {
+  Controller c(ControllerConfig{}, "t");
+  c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  OperatorPlanRequest req;
+  req.id = "op-1";
+  req.microbatches = {2, 6};
+  EXPECT_TRUE(c.offer_operator_plan(req, false, at(0)).empty());
+  EXPECT_TRUE(c.operator_hold());
+  EXPECT_TRUE(c.needs(at(0.1)).layout);
+  JobInputs in;
+  in.layout = layout({4, 4}, {4, 4});
+  Intents it = c.step(at(0.2), in);
+  ASSERT_TRUE(it.plan);
+  EXPECT_EQ(it.plan->microbatches, (std::vector<int>{2, 6}));
+  EXPECT_EQ(it.plan->reason, "operator's plan op-1");
+  Intents published = c.plan_published(*it.plan, at(0.3));
+  ASSERT_TRUE(published.operator_plan);
+  EXPECT_EQ(published.operator_plan->state, "published");
+  EXPECT_EQ(published.operator_plan->epoch, it.plan->epoch);
+  EXPECT_TRUE(c.offer_operator_plan(req, true, at(1)).empty()) << "answered: not served again";
+  EXPECT_FALSE(c.step(at(1.1), JobInputs{}).plan);
+
+  OperatorPlanRequest bad;
+  bad.id = "op-2";
+  bad.microbatches = {2, 2};
+  c.offer_operator_plan(bad, false, at(2));
+  JobInputs acks;
+  acks.layout = layout({2, 6}, {4, 4});
+  for (int r = 0; r < 4; ++r) acks.acks.push_back(PlanAck{r, it.plan->epoch, 10, AckStatus::kApplied, "", 0, 0});
+  acks.acks_read = true;
+  Intents refused;
+  for (double t = 2.1; t < 4 && !refused.operator_plan; t += 0.5) refused = c.step(at(t), acks);
+  ASSERT_TRUE(refused.operator_plan);
+  EXPECT_EQ(refused.operator_plan->state, "refused");
+  EXPECT_NE(refused.operator_plan->reason.find("global batch is 8"), std::string::npos) << refused.operator_plan->reason;
+  EXPECT_FALSE(refused.plan);
+
+  OperatorPlanRequest release;
+  release.id = "op-3";
+  release.action = "release";
+  const Intents released = c.offer_operator_plan(release, false, at(5));
+  ASSERT_TRUE(released.operator_plan);
+  EXPECT_EQ(released.operator_plan->state, "released");
+  EXPECT_FALSE(c.operator_hold());
+  c.offer_operator_plan(req, true, at(6));
+  EXPECT_TRUE(c.operator_hold());
+  c.offer_operator_plan(std::nullopt, false, at(7));  // gone from the store
+  EXPECT_FALSE(c.operator_hold());
+}
+
 }  // namespace
 }  // namespace greyhound::master

@@ -424,6 +424,33 @@ TEST(Messages, PreflightRequestAndReportRoundTripAndChecks) {
   EXPECT_FALSE(parse_preflight_report_text(std::string(1 << 22, '{'), &err));
 }
 
+// An operator's manual plan and the master's answer round-trip; a request that is no plan is refused.
+TEST(Messages, OperatorPlanRequestAndAnswerRoundTripAndChecks) {
+  OperatorPlanRequest q;
+  q.id = "op-1";
+  q.microbatches = {6, 10};
+  q.placement = {{0, 0, 0, 0}, {1, 1, 0, 0}};
+  q.reason = "slow PSU";
+  std::string err;
+  auto qb = parse_operator_plan_request(to_json(q).dump(), &err);
+  ASSERT_TRUE(qb) << err;
+  EXPECT_EQ(to_json(*qb), to_json(q));
+  for (const char* bad : {R"({"id":"x","action":"apply"})", R"({"id":"x","action":"revert","microbatches":[1,2]})",
+                          R"({"id":"x","action":"panic"})", R"({"id":"","action":"release"})",
+                          R"({"id":"x","action":"apply","microbatches":[0,16]})",
+                          R"({"id":"x","action":"apply","microbatches":[1.5]})",
+                          R"({"id":"x","action":"apply","placement":[{"rank":0,"tp":0,"dp":"a","pp":0}]})",
+                          R"({"id":"x","action":"apply","placement":{"rank":0}})"}) {
+    EXPECT_FALSE(parse_operator_plan_request(bad, &err)) << bad;
+  }
+  EXPECT_TRUE(parse_operator_plan_request(R"({"id":"x","action":"release"})", &err)) << err;
+  OperatorPlanReport a{"op-1", "published", 7, "operator's plan op-1", 5};
+  auto ab = parse_operator_plan_report(to_json(a).dump(), &err);
+  ASSERT_TRUE(ab) << err;
+  EXPECT_EQ(to_json(*ab), to_json(a));
+  EXPECT_FALSE(parse_operator_plan_report(R"({"id":"op-1","state":"maybe"})", &err));
+}
+
 TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
   Command c;
   c.cmd = "pause";

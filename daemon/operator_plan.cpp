@@ -1,0 +1,78 @@
+#include "daemon/operator_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace greyhound::master {
+namespace {
+
+nlohmann::json placement_json(const std::vector<PlacementEntry>& entries) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PlacementEntry& e : entries) out.push_back({{"rank", e.rank}, {"tp", e.tp}, {"dp", e.dp}, {"pp", e.pp}});
+  return out;
+}
+
+bool can(const JobLayout& l, const char* strategy) {
+  return std::find(l.capabilities.begin(), l.capabilities.end(), strategy) != l.capabilities.end();
+}
+
+}  // namespace
+
+OperatorPlanCheck check_operator_plan(const OperatorPlanRequest& req, const JobLayout& layout) {
+  OperatorPlanCheck out;
+  if (req.action == "release") return out;
+  const std::string who = "operator's plan " + req.id + (req.reason.empty() ? "" : ": " + req.reason);
+  const std::vector<int>& initial = layout.initial_microbatches.empty() ? layout.microbatches : layout.initial_microbatches;
+  Plan p;
+  p.reason = who;
+  if (req.action == "revert") {
+    p.action = PlanAction::kRevert;
+    p.strategy = Strategy::kS1;
+    p.microbatches = initial;
+    if (!layout.placement.empty() && layout.placement != megatron_placement(layout) && layout.gpus_per_node > 0) {
+      p.placement = placement_json(megatron_placement(layout));
+    }
+    out.plan = std::move(p);
+    return out;
+  }
+  if (!req.microbatches.empty()) {
+    if (!can(layout, "S2")) {
+      out.error = "the job does not advertise S2: it cannot change its split";
+      return out;
+    }
+    if (static_cast<int>(req.microbatches.size()) != layout.dp) {
+      out.error = "microbatches: " + std::to_string(req.microbatches.size()) + " given, the job has " +
+                  std::to_string(layout.dp) + " DP replicas";
+      return out;
+    }
+    const long want = std::accumulate(initial.begin(), initial.end(), 0L);
+    const long got = std::accumulate(req.microbatches.begin(), req.microbatches.end(), 0L);
+    if (got != want) {
+      out.error = "microbatches: they sum to " + std::to_string(got) + ", the job's global batch is " +
+                  std::to_string(want) + " micro-batches";
+      return out;
+    }
+    p.microbatches = req.microbatches;
+    p.strategy = Strategy::kS2;
+  }
+  if (!req.placement.empty()) {
+    if (!can(layout, "S3")) {
+      out.error = "the job does not advertise S3 (it cannot move ranks)";
+      return out;
+    }
+    if (layout.gpus_per_node <= 0) {
+      out.error = "the job's layout names no gpus_per_node: a placement cannot be checked against its nodes";
+      return out;
+    }
+    if (const std::string why = placement_error(layout, req.placement); !why.empty()) {
+      out.error = why;
+      return out;
+    }
+    p.placement = placement_json(req.placement);
+    p.strategy = Strategy::kS3;
+  }
+  out.plan = std::move(p);
+  return out;
+}
+
+}  // namespace greyhound::master
