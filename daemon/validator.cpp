@@ -6,6 +6,22 @@
 
 namespace greyhound::master {
 
+namespace {
+// A group's ring test: NCCL's ring order when its graph dump names exactly the group's members, else
+// group-rank order; its ring passes.
+P2pTest ring_test_of(const GroupMembers& g, const std::map<std::uint64_t, std::vector<int>>& ring_orders) {
+  P2pTest t;
+  t.group = g.group;
+  const auto known = ring_orders.find(g.group);
+  t.order = known != ring_orders.end() && std::is_permutation(known->second.begin(), known->second.end(),
+                                                                g.members.begin(), g.members.end())
+                ? known->second
+                : g.members;
+  t.passes = validate::ring_passes(t.order);
+  return t;
+}
+}  // namespace
+
 ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMembers>& groups,
                                const std::map<int, int>& node_of, const std::set<std::pair<int, int>>& avoid,
                                int references) {
@@ -74,19 +90,7 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
     }
     return nullptr;
   };
-  // A group's ring test: NCCL's ring order when its graph dump names exactly the group's members, else
-  // group-rank order; its ring passes.
-  const auto ring_test = [&](const GroupMembers& g) {
-    P2pTest t;
-    t.group = g.group;
-    const auto known = ring_orders.find(g.group);
-    t.order = known != ring_orders.end() && std::is_permutation(known->second.begin(), known->second.end(),
-                                                                  g.members.begin(), g.members.end())
-                  ? known->second
-                  : g.members;
-    t.passes = validate::ring_passes(t.order);
-    return t;
-  };
+  const auto ring_test = [&](const GroupMembers& g) { return ring_test_of(g, ring_orders); };
   const bool gpu_suspect = loc.culprit >= 0 && loc.cause != Cause::kCommunication;
   if (gpu_suspect) {
     plan.gemm_ranks.push_back(loc.culprit);
@@ -198,15 +202,7 @@ ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups,
     std::vector<int> key = g.members;
     std::sort(key.begin(), key.end());
     if (!tested.insert(key).second) continue;
-    P2pTest t;
-    t.group = g.group;
-    const auto known = ring_orders.find(g.group);
-    t.order = known != ring_orders.end() && std::is_permutation(known->second.begin(), known->second.end(),
-                                                                  g.members.begin(), g.members.end())
-                  ? known->second
-                  : g.members;
-    t.passes = validate::ring_passes(t.order);
-    plan.p2p.push_back(std::move(t));
+    plan.p2p.push_back(ring_test_of(g, ring_orders));
   }
   if (everyone.size() >= 2) plan.gemm_ranks.assign(everyone.begin(), everyone.end());  // one GPU: nothing to compare
   plan.why = "pre-flight: GEMM on " + std::to_string(plan.gemm_ranks.size()) + " ranks, P2P over " +

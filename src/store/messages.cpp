@@ -128,6 +128,28 @@ std::optional<T> parse_with(const std::string& text, std::string* error, F&& bui
   return build_from<T>(*j, error, std::forward<F>(build));
 }
 
+// Every launch rank's role, as a layout and an operator's plan name them: [{"rank","tp","dp","pp"}...].
+std::vector<PlacementEntry> placement_entries(const json& p) {
+  if (!p.is_array() || p.size() > static_cast<std::size_t>(kMaxRank) + 1) {
+    throw Invalid("placement: must be an array of {rank, tp, dp, pp}");
+  }
+  std::vector<PlacementEntry> out;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    PlacementEntry x;
+    try {
+      const Fields e(p[i]);
+      x.rank = static_cast<int>(e.integer("rank", 0, kMaxRank));
+      x.tp = static_cast<int>(e.integer("tp", 0, kMaxRank));
+      x.dp = static_cast<int>(e.integer("dp", 0, kMaxRank));
+      x.pp = static_cast<int>(e.integer("pp", 0, kMaxRank));
+    } catch (const Invalid& e) {
+      throw Invalid("placement[" + std::to_string(i) + "]: " + e.what());
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
 std::vector<double> doubles_or_empty(const json& j, const char* k) {
   std::vector<double> out;
   if (!j.contains(k) || j.at(k).is_null()) return out;
@@ -527,25 +549,7 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
       }
     }
     l.gpus_per_node = static_cast<int>(f.integer_or("gpus_per_node", 0, 0, 1 << 16));
-    if (f.has("placement")) {
-      const json& p = j.at("placement");
-      if (!p.is_array() || p.size() > static_cast<std::size_t>(kMaxRank) + 1) {
-        throw Invalid("placement: must be an array of {rank, tp, dp, pp}");
-      }
-      for (std::size_t i = 0; i < p.size(); ++i) {
-        PlacementEntry x;
-        try {
-          const Fields e(p[i]);
-          x.rank = static_cast<int>(e.integer("rank", 0, kMaxRank));
-          x.tp = static_cast<int>(e.integer("tp", 0, kMaxRank));
-          x.dp = static_cast<int>(e.integer("dp", 0, kMaxRank));
-          x.pp = static_cast<int>(e.integer("pp", 0, kMaxRank));
-        } catch (const Invalid& e) {
-          throw Invalid("placement[" + std::to_string(i) + "]: " + e.what());
-        }
-        l.placement.push_back(x);
-      }
-    }
+    if (f.has("placement")) l.placement = placement_entries(j.at("placement"));
     if (f.has("cost_estimates_s")) {
       const json& c = j.at("cost_estimates_s");
       if (!c.is_object()) throw Invalid("cost_estimates_s: must be an object of strategy: seconds");
@@ -1120,25 +1124,7 @@ std::optional<OperatorPlanRequest> parse_operator_plan_request(const std::string
     for (int m : r.microbatches) {
       if (m < 1 || m > 1'000'000) throw Invalid("microbatches: each must be in [1, 1000000]");
     }
-    if (f.has("placement")) {
-      const json& p = j.at("placement");
-      if (!p.is_array() || p.size() > static_cast<std::size_t>(kMaxRank) + 1) {
-        throw Invalid("placement: must be an array of {rank, tp, dp, pp}");
-      }
-      for (std::size_t i = 0; i < p.size(); ++i) {
-        PlacementEntry x;
-        try {
-          const Fields e(p[i]);
-          x.rank = static_cast<int>(e.integer("rank", 0, kMaxRank));
-          x.tp = static_cast<int>(e.integer("tp", 0, kMaxRank));
-          x.dp = static_cast<int>(e.integer("dp", 0, kMaxRank));
-          x.pp = static_cast<int>(e.integer("pp", 0, kMaxRank));
-        } catch (const Invalid& e) {
-          throw Invalid("placement[" + std::to_string(i) + "]: " + e.what());
-        }
-        r.placement.push_back(x);
-      }
-    }
+    if (f.has("placement")) r.placement = placement_entries(j.at("placement"));
     if (r.action == "apply" && r.microbatches.empty() && r.placement.empty()) {
       throw Invalid("apply: needs microbatches or a placement");
     }
