@@ -1048,7 +1048,9 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
         measured_s3_s_ = o.apply_s;
         refresh_costs();
       }
-      if (pending_->undo) {
+      if (operator_hold_) {
+        // The operator holds the configuration: no remedy of greyhound's is judged (or undone) meanwhile.
+      } else if (pending_->undo) {
         check_ = std::move(*pending_->undo);
       } else if (pending_->remedy && std::all_of(pending_->fail_slows.begin(), pending_->fail_slows.end(),
                                                  [&](std::int64_t id) { return trusted_.count(id) != 0; })) {
@@ -1212,7 +1214,8 @@ void Controller::launch_pause(const Localisation& loc, ValidationPlan plan, cons
   const double iter_s = last_iteration_s_ > 0 ? last_iteration_s_ : 1.0;
   std::int64_t at = 0;
   double arm_timeout_s = cfg_.pause.arm_timeout_s;
-  if (at_given) {  // the job's first iteration: the ranks get there when their setup is over (the run's cap)
+  if (at_given) {  // the job's first iteration: the ranks get there when their setup is over (at most half the
+                   // pause deadline is waited for them: ValidationRun's cap)
     at = *at_given;
     if (arm_timeout_s <= 0) arm_timeout_s = cfg_.pause.deadline_s;
   } else {
@@ -1417,6 +1420,12 @@ Intents Controller::offer_preflight(const PreflightRequest& req, bool answered, 
   return out;
 }
 
+void Controller::preflight_withdrawn() {
+  if (!preflight_ || preflight_->running) return;
+  spdlog::info("pre-flight {} withdrawn before it ran", preflight_->request.id);
+  preflight_.reset();
+}
+
 void Controller::maybe_start_preflight(const JobInputs& in, const Now& now, Intents& out) {
   Preflight& p = *preflight_;
   const auto answer = [&](const std::string& state, const std::string& reason) {
@@ -1475,7 +1484,8 @@ void Controller::maybe_start_preflight(const JobInputs& in, const Now& now, Inte
       first = 0;
       p.waiting_since_s = now.mono_s;  // the marks are waited for from here
     } else if (now.mono_s - p.waiting_since_s > kPreflightMarkWaitS) {
-      return answer("failed", "the job marks no iterations (greyhound_job_mark_iteration_v1): no rank can be paused");
+      return answer("failed", "no iteration marks from the job within " + std::to_string(static_cast<int>(kPreflightMarkWaitS)) +
+                                  " s of the first try (does it call greyhound_job_mark_iteration_v1?): no rank can be paused");
     } else {
       return answer("waiting", "waiting for the job's first iterations");
     }
@@ -1508,6 +1518,7 @@ void Controller::preflight_finished(const ValidatedReport& v, bool told_to_exit,
     p.report.reason = "pause " + v.id + " aborted (" + v.reason + "); trying again";
     p.report.t_unix_ms = now.unix_ms;
     p.stable_since_s = now.mono_s;
+    p.waiting_since_s = now.mono_s;  // the marks are waited for from the try that failed
     out.preflight = p.report;
     return;
   }
@@ -1528,9 +1539,14 @@ void Controller::preflight_finished(const ValidatedReport& v, bool told_to_exit,
 }
 
 // An operator's manual plan (docs/operations.md, "Manual plans").
-Intents Controller::offer_operator_plan(const std::optional<OperatorPlanRequest>& req, bool answered, const Now& now) {
+Intents Controller::offer_operator_plan(const std::optional<OperatorPlanRequest>& req, const std::string& answer,
+                                        const Now& now) {
   Intents out;
-  const bool hold = req && req->action != "release";
+  if (req && answer == "refused") operator_refused_ = req->id;  // (a restarted master learns it from the store)
+  if (!req || req->action == "release") operator_req_.reset();  // an apply not yet served is withdrawn with it
+  // A refused request changes nothing: the hold stays as the requests before it left it.
+  const bool hold = req && req->action != "release" && (req->id != operator_refused_ || operator_hold_);
+  if (req && req->id != operator_seen_ && answer.empty() && req->action != "release") operator_hold_before_ = operator_hold_;
   if (hold && !operator_hold_) {
     // From now on the configuration is the operator's: no remedy of greyhound's is checked or proposed.
     check_.reset();
@@ -1544,7 +1560,7 @@ Intents Controller::offer_operator_plan(const std::optional<OperatorPlanRequest>
     spdlog::info("the operator released the job's configuration: greyhound's remedies again");
   }
   operator_hold_ = hold;
-  if (!req || req->id == operator_seen_ || answered) {
+  if (!req || req->id == operator_seen_ || !answer.empty()) {
     if (req) operator_seen_ = req->id;
     return out;
   }
@@ -1584,6 +1600,12 @@ void Controller::serve_operator_plan(const JobInputs& in, const Now& now, Intent
   }
   spdlog::warn("operator's plan {} refused: {}", req.id, a.reason);
   out.operator_plan = std::move(a);
+  operator_refused_ = req.id;
+  if (operator_hold_ && !operator_hold_before_) {  // it held nothing before this one: greyhound's remedies go on
+    operator_hold_ = false;
+    if (planner_ && planner_->split_in_force()) split_for_ = {0};
+    if (planner_ && planner_->moved()) placement_for_ = {0};
+  }
 }
 
 }  // namespace greyhound::master

@@ -214,12 +214,16 @@ class Controller {
   // is ignored; a new one is served as soon as the job's ranks, groups and first iterations are known: one
   // pause tests every GPU and every group's ring (docs/validation.md, "Pre-flight").
   Intents offer_preflight(const PreflightRequest& req, bool answered, const Now& now);
+  // The request is gone from the store (its command gave up): one not running yet is forgotten.
+  void preflight_withdrawn();
   bool preflight_pending() const { return preflight_.has_value(); }
   // An operator's manual plan (greyhoundctl plan), as the driver reads it once a second (nullopt: none in
   // the store); `answered`: the store holds the answer to it already. A new apply or revert is checked
   // against the job's layout and published at the next step (docs/operations.md); while one stands the
   // master proposes no remedy of its own, and a release gives the configuration back to them.
-  Intents offer_operator_plan(const std::optional<OperatorPlanRequest>& req, bool answered, const Now& now);
+  // `answer`: the store's answer to it ("published", "refused", "released"; "" none yet). A refused one
+  // holds nothing.
+  Intents offer_operator_plan(const std::optional<OperatorPlanRequest>& req, const std::string& answer, const Now& now);
   bool operator_hold() const { return operator_hold_; }
 
   // Whose iteration times pace the planner and give the job clock.
@@ -394,7 +398,9 @@ class Controller {
   // An operator's plan: the request to serve, the latest one taken, and whether one holds the configuration.
   std::optional<OperatorPlanRequest> operator_req_;
   std::string operator_seen_;
+  std::string operator_refused_;  // the latest request refused: it holds nothing
   bool operator_hold_ = false;
+  bool operator_hold_before_ = false;  // ... and before the request being served (a refusal goes back to it)
   std::string preflight_seen_;       // the latest request taken (served or being served)
   int preflights_started_ = 0;
   std::vector<double> pauses_s_;   // the job's latest measured pauses (at most 5): what the next one may cost

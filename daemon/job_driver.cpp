@@ -96,13 +96,15 @@ int JobDriver::tick() {
       warn_once("settings:" + s.error(), "ignoring the job's settings: " + s.error());
     }
     // An operator's manual plan: it holds the configuration while it stands; served once.
-    if (auto req = store_.operator_plan(); req || req.code() != Errc::kUnavailable) {
-      if (!req) warn_once("operator-plan:" + req.error(), "ignoring the operator's plan: " + req.error());
-      const std::optional<OperatorPlanRequest> r = req ? *req : std::nullopt;
+    // A malformed value changes nothing (the hold in force stays): only a readable request, or none, counts.
+    if (auto req = store_.operator_plan(); !req && req.code() != Errc::kUnavailable) {
+      warn_once("operator-plan:" + req.error(), "ignoring the operator's plan: " + req.error());
+    } else if (req) {
+      const std::optional<OperatorPlanRequest> r = *req;
       auto answer = r ? store_.operator_plan_result() : Result<std::optional<OperatorPlanReport>>(std::nullopt);
       if (answer || answer.code() != Errc::kUnavailable) {  // else read both again next second
-        const bool answered = answer && *answer && (*answer)->id == r->id;
-        carry_out(ctl_.offer_operator_plan(r, answered, t), t);
+        const std::string state = answer && *answer && (*answer)->id == r->id ? (*answer)->state : "";
+        carry_out(ctl_.offer_operator_plan(r, state, t), t);
       }
     }
     // An operator's pre-flight request: served once (the store's answer to it says whether it was).
@@ -113,7 +115,9 @@ int JobDriver::tick() {
       }
       const bool answered = answer && *answer && (*answer)->id == (*req)->id && (*answer)->done();
       if (answer || answer.code() != Errc::kUnavailable) carry_out(ctl_.offer_preflight(**req, answered, t), t);
-    } else if (!req && req.code() != Errc::kUnavailable) {
+    } else if (req) {
+      ctl_.preflight_withdrawn();  // none in the store (its command gave up on it)
+    } else if (req.code() != Errc::kUnavailable) {
       warn_once("preflight:" + req.error(), "ignoring the job's pre-flight request: " + req.error());
     }
   }
@@ -222,9 +226,12 @@ void JobDriver::carry_out(Intents it, const Now& t) {
       ctl_.plan_failed(plan);
     }
   }
-  if (it.operator_plan) {
-    if (const Status s = store_.write_operator_plan_result(*it.operator_plan); !s) {
-      warn_once("operator-plan-write", "cannot write the answer to the operator's plan: " + s.error());
+  if (it.operator_plan) unsent_operator_plan_ = std::move(it.operator_plan);
+  if (unsent_operator_plan_) {
+    if (const Status s = store_.write_operator_plan_result(*unsent_operator_plan_); s) {
+      unsent_operator_plan_.reset();
+    } else {
+      warn_once("operator-plan-write", "cannot write the answer to the operator's plan (" + s.error() + "); will retry");
     }
   }
   if (it.preflight) unsent_preflight_ = std::move(it.preflight);  // the newest answer replaces one not written

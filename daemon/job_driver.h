@@ -57,7 +57,8 @@ class JobDriver {
   std::set<std::string> warned_;
   store::MasterCommit unsent_;  // the master's events and incidents a failed commit left to send
   bool unsent_state_ = false;
-  std::optional<PreflightReport> unsent_preflight_;  // the pre-flight's answer a failed write left to write
+  std::optional<PreflightReport> unsent_preflight_;
+  std::optional<OperatorPlanReport> unsent_operator_plan_;  // ... and the answer to an operator's plan  // the pre-flight's answer a failed write left to write
   double next_settings_s_ = 0;  // when to read the operator's settings again (once a second)
 };
 

@@ -448,7 +448,8 @@ ValidationRun::Step ValidationRun::step(double now_s) {
       }
       pending_command_ = told_to_exit_ ? "pause_exit" : "pause_resume";
       resume_sent_s_ = now_s;
-      resume_deadline_s_ = now_s + 5.0;
+      // Ranks that exit report nothing more: the verdict stands at once.
+      resume_deadline_s_ = told_to_exit_ ? now_s : now_s + 5.0;
     } else if (now_s >= run_deadline_s_) {
       abort(std::to_string(spec_.ranks.size() - done_.size()) + " ranks sent no results in time", now_s);
     }

@@ -292,7 +292,7 @@ void Agent::step(std::uint64_t now_ns) {
     }
     if (stalls_.erase(path) != 0) queue_event(event_at(event_type::kStallEnd, now_ns, t->rank()));
     if (fail_stops_.count(path) != 0 || t->writer_exited_normally()) continue;
-    if (told_to_exit_ && t->writer_exit_status() == kPauseExitStatus) {  // as the pre-flight told it: no fail-stop
+    if (told_to_exit_.count(path) != 0 && t->writer_exit_status() == kPauseExitStatus) {  // as the pre-flight told it: no fail-stop
       fail_stops_.insert(path);
       spdlog::info("rank {} exited on the pre-flight's verdict (status {})", t->rank(), kPauseExitStatus);
       continue;
@@ -462,7 +462,7 @@ void Agent::steer_pause(const Command& cmd) {
                           : cmd.cmd == "pause_exit"   ? kPauseCmdExit
                                                       : kPauseCmdAbort;
   if (c == kPauseCmdExit) {
-    told_to_exit_ = true;
+    for (const auto& [path, state] : pause_->reported) told_to_exit_.insert(path);
     spdlog::warn("pause {}: the master's pre-flight check found the job's hardware slow (--fail-on-slow): its ranks "
                  "exit with status {}", cmd.id, kPauseExitStatus);
   }

@@ -100,7 +100,7 @@ class Agent {
   void watch_stall(const std::string& path, const RankTracker& t, std::uint64_t now_ns);
   std::map<std::string, std::uint64_t> stalls_;  // rings whose rank is stalled, by path: since when (mono ns)
   std::set<std::string> fail_stops_;  // rings whose writer died (reported), by path
-  bool told_to_exit_ = false;         // a pre-flight told this node's ranks to exit (kPauseExitStatus: no fail-stop)
+  std::set<std::string> told_to_exit_;  // rings whose rank a pre-flight told to exit (kPauseExitStatus: no fail-stop)
   bool started_event_sent_ = false;
   std::set<std::string> logged_;  // one log line per kind of problem
   int refused_logged_ = 0;        // files refused as rings that were logged (at most 32)

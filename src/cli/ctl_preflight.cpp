@@ -5,7 +5,8 @@
 // median are printed. It may be run before the job starts: the master serves it once the job's ranks, groups
 // and first iterations are known. Progress goes to stderr, the verdict to stdout.
 // Exit status: 0 nothing slow; 3 something slow (with --fail-on-slow the job's ranks were told to exit);
-// 1 no verdict (the pause failed, Redis failed, or --timeout-s passed); 2 bad usage.
+// 1 no verdict (the pause failed, Redis failed, or --timeout-s passed: then the request is withdrawn unless
+// its pause is running); 2 bad usage. --no-wait leaves the request to the master (nobody withdraws it).
 #include <unistd.h>
 
 #include <chrono>
@@ -94,10 +95,14 @@ int cmd_preflight(const Argv& argv) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
+  // Given up on: a request left behind would pause (or, with --fail-on-slow, end) a later job of this name.
+  auto withdrawn = st.withdraw_preflight(req.id);
   std::fprintf(stderr,
                "greyhoundctl preflight: no verdict within %.0f s (is a master serving job %s? `greyhoundctl status --job "
-               "%s` shows it); the request stays: the master serves it when it can\n",
-               timeout_s, job.c_str(), job.c_str());
+               "%s` shows it); %s\n",
+               timeout_s, job.c_str(), job.c_str(),
+               withdrawn && *withdrawn ? "the request is withdrawn"
+                                       : "the request was not withdrawn (it is running, or another replaced it)");
   return 1;
 }
 

@@ -66,7 +66,7 @@ int cmd_status(const Argv& argv) {
   if (const json& p = out["operator_plan"]; p.is_object()) {
     const json& q = p["request"];
     std::printf("\nOPERATOR'S PLAN %s: %s%s", q.value("id", std::string("?")).c_str(), q.value("action", std::string("?")).c_str(),
-                p.value("holds", false) ? " (greyhound's own remedies wait until `greyhoundctl plan --release`)" : "");
+                p["holds"].is_boolean() && p["holds"].get<bool>() ? " (greyhound's own remedies wait until `greyhoundctl plan --release`)" : "");
     if (const json& a = p["answer"]; a.is_object()) {
       std::printf(": %s%s %s", a.value("state", std::string("?")).c_str(),
                   a.value("epoch", 0LL) > 0 ? (" as plan " + std::to_string(a.value("epoch", 0LL))).c_str() : "",

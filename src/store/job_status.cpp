@@ -106,7 +106,10 @@ json build(JobStore& st, std::int64_t now_ms, Reader& reader) {
   const std::optional<OperatorPlanReport> op_answer = reader.take(st.operator_plan_result());
   out["operator_plan"] = op ? json{{"request", to_json(*op)},
                                    {"answer", op_answer && op_answer->id == op->id ? to_json(*op_answer) : json(nullptr)},
-                                   {"holds", op->action != "release"}}
+                                   // a refused one leaves the hold as it was (unknown here: null)
+                                   {"holds", op_answer && op_answer->id == op->id && op_answer->state == "refused"
+                                                 ? json(nullptr)
+                                                 : json(op->action != "release")}}
                             : json(nullptr);
   // The latest pre-flight check's answer (greyhoundctl preflight); null when none was asked for.
   const std::optional<PreflightReport> preflight = reader.take(st.preflight_result());

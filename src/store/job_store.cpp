@@ -554,6 +554,15 @@ Result<std::optional<PreflightRequest>> JobStore::preflight_request() {
   return get_as<PreflightRequest>(keys::preflight(job_), parse_preflight_request);
 }
 
+Result<bool> JobStore::withdraw_preflight(const std::string& id) {
+  auto req = preflight_request();
+  if (!req && req.code() == Errc::kUnavailable) return req.status();
+  if (!req || !*req || (*req)->id != id) return false;  // another request (or none) stands: not ours to remove
+  auto r = run({"DEL", keys::preflight(job_)});
+  if (!r) return r.status();
+  return true;
+}
+
 Status JobStore::write_preflight_result(const PreflightReport& rep) {
   auto r = run({"SET", keys::preflight_result(job_), to_json(rep).dump()});
   if (!r) return r.status();

@@ -107,6 +107,8 @@ class JobStore {
   // A pre-flight check (greyhoundctl preflight): the operator's request, and the master's answer to it.
   Status request_preflight(const PreflightRequest& r);
   Result<std::optional<PreflightRequest>> preflight_request();
+  // Removes the request when it is still request `id` (its command gave up waiting); true when removed.
+  Result<bool> withdraw_preflight(const std::string& id);
   Status write_preflight_result(const PreflightReport& r);
   Result<std::optional<PreflightReport>> preflight_result();
   Status request_restart(const RestartRequest& r);  // and removes the layout (the job is going down)

@@ -128,6 +128,16 @@ std::optional<T> parse_with(const std::string& text, std::string* error, F&& bui
   return build_from<T>(*j, error, std::forward<F>(build));
 }
 
+// An operator's request's id (a pre-flight's, a manual plan's): printed in logs, plans and status.
+std::string request_id(const Fields& f) {
+  std::string id = f.str("id", 64);
+  if (id.empty()) throw Invalid("id: must not be empty");
+  for (unsigned char c : id) {
+    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.')) throw Invalid("id: only letters, digits, '-', '_', '.'");
+  }
+  return id;
+}
+
 // Every launch rank's role, as a layout and an operator's plan name them: [{"rank","tp","dp","pp"}...].
 std::vector<PlacementEntry> placement_entries(const json& p) {
   if (!p.is_array() || p.size() > static_cast<std::size_t>(kMaxRank) + 1) {
@@ -1114,8 +1124,7 @@ std::optional<OperatorPlanRequest> parse_operator_plan_request(const std::string
   return parse_with<OperatorPlanRequest>(text, error, [](const Fields& f, const json& j) {
     static const std::set<std::string> actions = {"apply", "revert", "release"};
     OperatorPlanRequest r;
-    r.id = f.str("id", 64);
-    if (r.id.empty()) throw Invalid("id: must not be empty");
+    r.id = request_id(f);
     r.action = f.str("action", 16);
     if (actions.count(r.action) == 0) {
       throw Invalid("action: '" + store::printable(r.action, 16) + "' is not apply, revert or release");
@@ -1146,7 +1155,7 @@ std::optional<OperatorPlanReport> parse_operator_plan_report(const std::string& 
   return parse_with<OperatorPlanReport>(text, error, [](const Fields& f, const json&) {
     static const std::set<std::string> states = {"published", "refused", "released"};
     OperatorPlanReport r;
-    r.id = f.str("id", 64);
+    r.id = request_id(f);
     r.state = f.str("state", 16);
     if (states.count(r.state) == 0) throw Invalid("state: '" + store::printable(r.state, 16) + "' is not an answer");
     r.epoch = f.integer_or("epoch", 0, 0, kMaxCount);
@@ -1165,14 +1174,6 @@ bool flag_of(const Fields& x, const char* k) {
   const json& b = x.raw(k);
   if (!b.is_boolean()) throw Invalid(std::string(k) + ": must be true or false");
   return b.get<bool>();
-}
-std::string request_id(const Fields& f) {
-  std::string id = f.str("id", 64);
-  if (id.empty()) throw Invalid("id: must not be empty");
-  for (unsigned char c : id) {
-    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.')) throw Invalid("id: only letters, digits, '-', '_', '.'");
-  }
-  return id;
 }
 }  // namespace
 

@@ -1143,7 +1143,7 @@ TEST(Controller, AnOperatorsPlanIsPublishedOnceAndHoldsUntilReleased) {
   OperatorPlanRequest req;
   req.id = "op-1";
   req.microbatches = {2, 6};
-  EXPECT_TRUE(c.offer_operator_plan(req, false, at(0)).empty());
+  EXPECT_TRUE(c.offer_operator_plan(req, "", at(0)).empty());
   EXPECT_TRUE(c.operator_hold());
   EXPECT_TRUE(c.needs(at(0.1)).layout);
   JobInputs in;
@@ -1156,13 +1156,13 @@ TEST(Controller, AnOperatorsPlanIsPublishedOnceAndHoldsUntilReleased) {
   ASSERT_TRUE(published.operator_plan);
   EXPECT_EQ(published.operator_plan->state, "published");
   EXPECT_EQ(published.operator_plan->epoch, it.plan->epoch);
-  EXPECT_TRUE(c.offer_operator_plan(req, true, at(1)).empty()) << "answered: not served again";
+  EXPECT_TRUE(c.offer_operator_plan(req, "published", at(1)).empty()) << "answered: not served again";
   EXPECT_FALSE(c.step(at(1.1), JobInputs{}).plan);
 
   OperatorPlanRequest bad;
   bad.id = "op-2";
   bad.microbatches = {2, 2};
-  c.offer_operator_plan(bad, false, at(2));
+  c.offer_operator_plan(bad, "", at(2));
   JobInputs acks;
   acks.layout = layout({2, 6}, {4, 4});
   for (int r = 0; r < 4; ++r) acks.acks.push_back(PlanAck{r, it.plan->epoch, 10, AckStatus::kApplied, "", 0, 0});
@@ -1173,17 +1173,34 @@ TEST(Controller, AnOperatorsPlanIsPublishedOnceAndHoldsUntilReleased) {
   EXPECT_EQ(refused.operator_plan->state, "refused");
   EXPECT_NE(refused.operator_plan->reason.find("global batch is 8"), std::string::npos) << refused.operator_plan->reason;
   EXPECT_FALSE(refused.plan);
+  EXPECT_TRUE(c.operator_hold()) << "a refused plan changes nothing: the one before it still holds";
+  c.offer_operator_plan(bad, "refused", at(4.5));
+  EXPECT_TRUE(c.operator_hold());
 
+  {  // A first request that is refused holds nothing, then or after a restart of the master.
+    Controller d(ControllerConfig{}, "v");
+    d.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+    d.offer_operator_plan(bad, "", at(0));
+    EXPECT_TRUE(d.operator_hold());  // until it is checked
+    Intents r = d.step(at(0.1), acks);
+    ASSERT_TRUE(r.operator_plan);
+    EXPECT_EQ(r.operator_plan->state, "refused");
+    EXPECT_FALSE(d.operator_hold());
+    Controller e(ControllerConfig{}, "w");
+    e.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+    e.offer_operator_plan(bad, "refused", at(0));
+    EXPECT_FALSE(e.operator_hold());
+  }
   OperatorPlanRequest release;
   release.id = "op-3";
   release.action = "release";
-  const Intents released = c.offer_operator_plan(release, false, at(5));
+  const Intents released = c.offer_operator_plan(release, "", at(5));
   ASSERT_TRUE(released.operator_plan);
   EXPECT_EQ(released.operator_plan->state, "released");
   EXPECT_FALSE(c.operator_hold());
-  c.offer_operator_plan(req, true, at(6));
+  c.offer_operator_plan(req, "published", at(6));
   EXPECT_TRUE(c.operator_hold());
-  c.offer_operator_plan(std::nullopt, false, at(7));  // gone from the store
+  c.offer_operator_plan(std::nullopt, "", at(7));  // gone from the store
   EXPECT_FALSE(c.operator_hold());
 }
 
