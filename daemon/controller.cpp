@@ -836,7 +836,7 @@ void Controller::judge(const Now& now, Intents& out) {
 
 // The remedies in force follow the fail-slows that want them.
 void Controller::reconcile(const Now& now, Intents& out) {
-  if (!cfg_.mitigate || !planner_ || !settled_ || pending_ || out.plan || check_ || operator_hold_) return;
+  if (!cfg_.mitigate || !planner_ || !settled_ || pending_ || out.plan || check_ || operator_hold()) return;
   // The open incident, else the last one (whose remedy a revert undoes).
   const std::int64_t incident = tracker_->open_incident() ? tracker_->open_incident()->id
                                                           : (tracker_->state().incidents_total > 0 ? tracker_->state().incidents_total : -1);
@@ -988,6 +988,7 @@ Intents Controller::plan_published(const Plan& plan, const Now& now) {
     a.reason = plan.reason;
     a.t_unix_ms = now.unix_ms;
     out.operator_plan = std::move(a);
+    set_operator_hold(true);
     spdlog::info("{} published as plan {}", plan.reason, plan.epoch);
   }
   Event e = master_event(event_type::kPlan, now);
@@ -1048,7 +1049,7 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
         measured_s3_s_ = o.apply_s;
         refresh_costs();
       }
-      if (operator_hold_) {
+      if (operator_hold()) {
         // The operator holds the configuration: no remedy of greyhound's is judged (or undone) meanwhile.
       } else if (pending_->undo) {
         check_ = std::move(*pending_->undo);
@@ -1428,19 +1429,12 @@ void Controller::preflight_withdrawn() {
 
 void Controller::maybe_start_preflight(const JobInputs& in, const Now& now, Intents& out) {
   Preflight& p = *preflight_;
-  const auto answer = [&](const std::string& state, const std::string& reason) {
+  const auto answer = [&](const std::string& state, const std::string& reason) {  // waiting, running
     if (p.report.state == state && p.report.reason == reason) return;
     p.report.state = state;
     p.report.reason = reason;
     p.report.t_unix_ms = now.unix_ms;
     out.preflight = p.report;
-    if (state == "failed") {
-      Event e = master_event(event_type::kPreflight, now);
-      e.detail = to_json(p.report);
-      out.events.push_back(std::move(e));
-      spdlog::warn("pre-flight {} failed: {}", p.request.id, reason);
-      preflight_.reset();
-    }
   };
   if (validating_ || profiling_ || restarting_ || pending_ || out.plan || out.profile) return;
   std::vector<int> ranks;
@@ -1484,8 +1478,11 @@ void Controller::maybe_start_preflight(const JobInputs& in, const Now& now, Inte
       first = 0;
       p.waiting_since_s = now.mono_s;  // the marks are waited for from here
     } else if (now.mono_s - p.waiting_since_s > kPreflightMarkWaitS) {
-      return answer("failed", "no iteration marks from the job within " + std::to_string(static_cast<int>(kPreflightMarkWaitS)) +
-                                  " s of the first try (does it call greyhound_job_mark_iteration_v1?): no rank can be paused");
+      PreflightReport r = p.report;
+      r.state = "failed";
+      r.reason = "no iteration marks from the job within " + std::to_string(static_cast<int>(kPreflightMarkWaitS)) +
+                 " s of the first try (does it call greyhound_job_mark_iteration_v1?): no rank can be paused";
+      return finish_preflight(std::move(r), now, out);
     } else {
       return answer("waiting", "waiting for the job's first iterations");
     }
@@ -1524,47 +1521,41 @@ void Controller::preflight_finished(const ValidatedReport& v, bool told_to_exit,
   }
   PreflightReport r = preflight_report(v, p.request, p.report.groups_tested);
   r.exit = told_to_exit;
+  finish_preflight(std::move(r), now, out);
+}
+
+// The final answer (passed, slow, failed): the `preflight` event, the answer to write, the request done.
+void Controller::finish_preflight(PreflightReport r, const Now& now, Intents& out) {
   r.t_unix_ms = now.unix_ms;
+  if (r.state == "passed") {
+    spdlog::info("pre-flight {}: passed ({})", r.id, r.reason);
+  } else {
+    spdlog::warn("pre-flight {}: {}: {}{}", r.id, r.state, r.reason, r.exit ? "; the job's ranks were told to exit" : "");
+  }
   Event e = master_event(event_type::kPreflight, now);
   e.detail = to_json(r);
   out.events.push_back(std::move(e));
-  out.preflight = r;
+  out.preflight = std::move(r);
   out.persist_state = true;
-  if (r.state == "slow") {
-    spdlog::warn("pre-flight {}: {}{}", r.id, r.reason, r.exit ? "; the job's ranks were told to exit" : "");
-  } else {
-    spdlog::info("pre-flight {}: {} ({})", r.id, r.state, r.reason);
-  }
   preflight_.reset();
 }
 
-// An operator's manual plan (docs/operations.md, "Manual plans").
+// An operator's manual plan (docs/operations.md, "Manual plans"). The configuration is the operator's from
+// the moment an apply or a revert is published (operator_hold_), and while one waits to be served
+// (operator_req_); a refused one changes nothing; a release, or the request gone, hands it back.
 Intents Controller::offer_operator_plan(const std::optional<OperatorPlanRequest>& req, const std::string& answer,
                                         const Now& now) {
   Intents out;
-  if (req && answer == "refused") operator_refused_ = req->id;  // (a restarted master learns it from the store)
-  if (!req || req->action == "release") operator_req_.reset();  // an apply not yet served is withdrawn with it
-  // A refused request changes nothing: the hold stays as the requests before it left it.
-  const bool hold = req && req->action != "release" && (req->id != operator_refused_ || operator_hold_);
-  if (req && req->id != operator_seen_ && answer.empty() && req->action != "release") operator_hold_before_ = operator_hold_;
-  if (hold && !operator_hold_) {
-    // From now on the configuration is the operator's: no remedy of greyhound's is checked or proposed.
-    check_.reset();
-    split_for_.clear();
-    placement_for_.clear();
-  } else if (!hold && operator_hold_) {
-    // Back to greyhound's remedies: what the operator left in force serves no fail-slow, so reconcile
-    // reverts it or replaces it with what the open fail-slows want.
-    if (planner_ && planner_->split_in_force()) split_for_ = {0};
-    if (planner_ && planner_->moved()) placement_for_ = {0};
-    spdlog::info("the operator released the job's configuration: greyhound's remedies again");
+  if (!req || req->action == "release") {
+    operator_req_.reset();  // an apply not yet served is withdrawn with it
+    set_operator_hold(false);
   }
-  operator_hold_ = hold;
-  if (!req || req->id == operator_seen_ || !answer.empty()) {
-    if (req) operator_seen_ = req->id;
+  if (!req || req->id == operator_seen_) return out;
+  operator_seen_ = req->id;
+  if (!answer.empty()) {  // answered by an earlier run of this master: what it published still holds
+    if (answer == "published") set_operator_hold(true);
     return out;
   }
-  operator_seen_ = req->id;
   if (req->action == "release") {
     OperatorPlanReport a;
     a.id = req->id;
@@ -1578,34 +1569,46 @@ Intents Controller::offer_operator_plan(const std::optional<OperatorPlanRequest>
   return out;
 }
 
+void Controller::set_operator_hold(bool hold) {
+  if (hold && !operator_hold_) {
+    // From now on the configuration is the operator's: no remedy of greyhound's is checked or proposed.
+    check_.reset();
+    split_for_.clear();
+    placement_for_.clear();
+  } else if (!hold && operator_hold_) {
+    // Back to greyhound's remedies: what the operator left in force serves no fail-slow, so reconcile
+    // reverts it or replaces it with what the open fail-slows want.
+    if (planner_ && planner_->split_in_force()) split_for_ = {0};
+    if (planner_ && planner_->moved()) placement_for_ = {0};
+    spdlog::info("the operator released the job's configuration: greyhound's remedies again");
+  }
+  operator_hold_ = hold;
+}
+
 void Controller::serve_operator_plan(const JobInputs& in, const Now& now, Intents& out) {
   if (pending_ || out.plan || restarting_) return;  // a plan in flight first: the operator's follows it
   const OperatorPlanRequest req = std::move(*operator_req_);
   operator_req_.reset();
-  OperatorPlanReport a;
-  a.id = req.id;
-  a.t_unix_ms = now.unix_ms;
   const std::optional<JobLayout>& layout = in.layout ? in.layout : layout_;
+  OperatorPlanCheck c;
   if (!layout) {
-    a.state = "refused";
-    a.reason = "the job publishes no layout: it applies no plans (a job launched without the plugin or --plan)";
-  } else if (OperatorPlanCheck c = check_operator_plan(req, *layout); !c.plan) {
-    a.state = "refused";
-    a.reason = c.error;
+    c.error = "the job publishes no layout: it applies no plans (a job launched without the plugin or --plan)";
   } else {
+    c = check_operator_plan(req, *layout);
+  }
+  if (c.plan) {
     c.plan->incident = tracker_->open_incident() ? tracker_->open_incident()->id : -1;
     propose_plan(std::move(*c.plan), {}, false, out);
     pending_meta_->operator_id = req.id;
-    return;  // answered once published
+    return;  // answered, and held, once published
   }
-  spdlog::warn("operator's plan {} refused: {}", req.id, a.reason);
+  spdlog::warn("operator's plan {} refused: {}", req.id, c.error);
+  OperatorPlanReport a;
+  a.id = req.id;
+  a.state = "refused";
+  a.reason = c.error;
+  a.t_unix_ms = now.unix_ms;
   out.operator_plan = std::move(a);
-  operator_refused_ = req.id;
-  if (operator_hold_ && !operator_hold_before_) {  // it held nothing before this one: greyhound's remedies go on
-    operator_hold_ = false;
-    if (planner_ && planner_->split_in_force()) split_for_ = {0};
-    if (planner_ && planner_->moved()) placement_for_ = {0};
-  }
 }
 
 }  // namespace greyhound::master

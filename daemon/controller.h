@@ -36,6 +36,9 @@
 //    the old job goes (its fail-slows end, the incident closes, baseline, pace and planner are forgotten);
 //    nothing is profiled until the restarted job publishes its layout (job_restart), which starts a new
 //    planner. Profiles expect the ranks of the layout only (the registry still lists the old job's).
+//  - An operator's requests (docs/operations.md, docs/validation.md): a pre-flight is one pause over every rank
+//    and group once the job's ranks and groups are known; a manual plan is checked against the layout and
+//    published, and while it waits or stands no remedy of greyhound's is proposed or checked.
 //  - A controller loaded with fail-slows (a restarted master) continues them; one loaded with an incident
 //    open but no fail-slows (a state from before fail-slows were tracked) localises it again first, and
 //    its fail-slows adopt the split the layout shows in force.
@@ -218,13 +221,12 @@ class Controller {
   void preflight_withdrawn();
   bool preflight_pending() const { return preflight_.has_value(); }
   // An operator's manual plan (greyhoundctl plan), as the driver reads it once a second (nullopt: none in
-  // the store); `answered`: the store holds the answer to it already. A new apply or revert is checked
-  // against the job's layout and published at the next step (docs/operations.md); while one stands the
-  // master proposes no remedy of its own, and a release gives the configuration back to them.
-  // `answer`: the store's answer to it ("published", "refused", "released"; "" none yet). A refused one
-  // holds nothing.
+  // the store); `answer`: the store's answer to it ("published", "refused", "released"; "" none yet). A new
+  // apply or revert is checked against the job's layout and published at the next step (docs/operations.md);
+  // while one waits or stands the master proposes no remedy of its own; a refused one changes nothing; a
+  // release (or the request gone) gives the configuration back to greyhound's remedies.
   Intents offer_operator_plan(const std::optional<OperatorPlanRequest>& req, const std::string& answer, const Now& now);
-  bool operator_hold() const { return operator_hold_; }
+  bool operator_hold() const { return operator_hold_ || operator_req_.has_value(); }
 
   // Whose iteration times pace the planner and give the job clock.
   int pace_rank() const { return 0; }
@@ -314,7 +316,9 @@ class Controller {
   void check_hangs(const JobInputs& in, const Now& now, Intents& out);
   void maybe_start_preflight(const JobInputs& in, const Now& now, Intents& out);
   void serve_operator_plan(const JobInputs& in, const Now& now, Intents& out);
+  void set_operator_hold(bool hold);
   void preflight_finished(const ValidatedReport& v, bool told_to_exit, const Now& now, Intents& out);
+  void finish_preflight(PreflightReport r, const Now& now, Intents& out);
   void react_to_rank_health(const Event& e, const Now& now);
   double expected_pause_s() const;
   void check_acks(const JobInputs& in, const Now& now, Intents& out);
@@ -395,12 +399,11 @@ class Controller {
     bool running = false;
   };
   std::optional<Preflight> preflight_;
-  // An operator's plan: the request to serve, the latest one taken, and whether one holds the configuration.
+  // An operator's plan: the request to serve, the latest one taken, and whether one published holds the
+  // configuration.
   std::optional<OperatorPlanRequest> operator_req_;
   std::string operator_seen_;
-  std::string operator_refused_;  // the latest request refused: it holds nothing
   bool operator_hold_ = false;
-  bool operator_hold_before_ = false;  // ... and before the request being served (a refusal goes back to it)
   std::string preflight_seen_;       // the latest request taken (served or being served)
   int preflights_started_ = 0;
   std::vector<double> pauses_s_;   // the job's latest measured pauses (at most 5): what the next one may cost

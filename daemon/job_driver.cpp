@@ -226,22 +226,10 @@ void JobDriver::carry_out(Intents it, const Now& t) {
       ctl_.plan_failed(plan);
     }
   }
-  if (it.operator_plan) unsent_operator_plan_ = std::move(it.operator_plan);
-  if (unsent_operator_plan_) {
-    if (const Status s = store_.write_operator_plan_result(*unsent_operator_plan_); s) {
-      unsent_operator_plan_.reset();
-    } else {
-      warn_once("operator-plan-write", "cannot write the answer to the operator's plan (" + s.error() + "); will retry");
-    }
-  }
-  if (it.preflight) unsent_preflight_ = std::move(it.preflight);  // the newest answer replaces one not written
-  if (unsent_preflight_) {
-    if (const Status s = store_.write_preflight_result(*unsent_preflight_); s) {
-      unsent_preflight_.reset();
-    } else {
-      warn_once("preflight-write", "cannot write the pre-flight's answer (" + s.error() + "); will retry");
-    }
-  }
+  // Answers to an operator's requests: the newest replaces one a failed write left, retried every step.
+  write_answer(it.operator_plan, unsent_operator_plan_, &store::JobStore::write_operator_plan_result,
+               "the answer to the operator's plan");
+  write_answer(it.preflight, unsent_preflight_, &store::JobStore::write_preflight_result, "the pre-flight's answer");
   // What an earlier step could not commit goes first (the controller has already acted on it).
   for (Event& e : it.events) unsent_.events.push_back(std::move(e));
   for (Incident& i : it.incidents) unsent_.incidents.push_back(std::move(i));
@@ -259,6 +247,18 @@ void JobDriver::carry_out(Intents it, const Now& t) {
   unsent_ = store::MasterCommit{};
   unsent_state_ = false;
   log_emitted(c.events, t.unix_ms);
+}
+
+template <class T>
+void JobDriver::write_answer(std::optional<T>& fresh, std::optional<T>& unsent,
+                             Status (store::JobStore::*write)(const T&), const char* what) {
+  if (fresh) unsent = std::move(fresh);
+  if (!unsent) return;
+  if (const Status s = (store_.*write)(*unsent); s) {
+    unsent.reset();
+  } else {
+    warn_once(std::string("answer:") + what, std::string("cannot write ") + what + " (" + s.error() + "); will retry");
+  }
 }
 
 void JobDriver::log_emitted(const std::vector<Event>& events, std::int64_t unix_ms) {

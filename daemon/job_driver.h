@@ -45,6 +45,9 @@ class JobDriver {
   Now now(const std::optional<IterationUpdate>& pace) const;
   JobInputs read_inputs(const Needs& needs, std::optional<IterationUpdate> pace);
   void carry_out(Intents intents, const Now& now);
+  template <class T>
+  void write_answer(std::optional<T>& fresh, std::optional<T>& unsent, Status (store::JobStore::*write)(const T&),
+                    const char* what);
   void log_emitted(const std::vector<Event>& events, std::int64_t unix_ms);
   void warn_once(const std::string& kind, const std::string& message);
 
@@ -57,8 +60,8 @@ class JobDriver {
   std::set<std::string> warned_;
   store::MasterCommit unsent_;  // the master's events and incidents a failed commit left to send
   bool unsent_state_ = false;
-  std::optional<PreflightReport> unsent_preflight_;
-  std::optional<OperatorPlanReport> unsent_operator_plan_;  // ... and the answer to an operator's plan  // the pre-flight's answer a failed write left to write
+  std::optional<PreflightReport> unsent_preflight_;  // the pre-flight's answer a failed write left to write
+  std::optional<OperatorPlanReport> unsent_operator_plan_;  // ... and the answer to an operator's plan
   double next_settings_s_ = 0;  // when to read the operator's settings again (once a second)
 };
 

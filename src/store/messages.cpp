@@ -52,6 +52,12 @@ class Fields {
     return v.get<double>();
   }
   double num_or(const char* k, double def) const { return has(k) ? num(k) : def; }
+  bool flag(const char* k) const {
+    const json& v = need(k);
+    if (!v.is_boolean()) throw Invalid(std::string(k) + ": must be true or false");
+    return v.get<bool>();
+  }
+  bool flag_or(const char* k, bool def) const { return has(k) ? flag(k) : def; }
   std::int64_t integer(const char* k, std::int64_t lo, std::int64_t hi) const {
     const json& v = need(k);
     if (!v.is_number_integer()) throw Invalid(std::string(k) + ": must be an integer");
@@ -1071,9 +1077,7 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
     v.id = f.str("id", 128);
     v.cause = f.str("cause", 16);
     if (causes.count(v.cause) == 0) throw Invalid("cause: '" + store::printable(v.cause, 16) + "' is not a cause");
-    const json& aborted = f.raw("aborted");
-    if (!aborted.is_boolean()) throw Invalid("aborted: must be true or false");
-    v.aborted = aborted.get<bool>();
+    v.aborted = f.flag("aborted");
     v.rank = static_cast<int>(f.integer_or("rank", -1, -1, kMaxRank));
     v.node = static_cast<int>(f.integer_or("node", -1, -1, kMaxRank));
     v.node_a = static_cast<int>(f.integer_or("node_a", -1, -1, kMaxRank));
@@ -1088,16 +1092,11 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
     v.pause_s = f.num_or("pause_s", 0);
     v.tests_s = f.num_or("tests_s", 0);
     if (v.pause_s < 0 || v.tests_s < 0) throw Invalid("pause_s: must not be negative");
-    const auto flag = [](const Fields& x, const char* k) {
-      const json& b = x.raw(k);
-      if (!b.is_boolean()) throw Invalid(std::string(k) + ": must be true or false");
-      return b.get<bool>();
-    };
     if (f.has("gpus")) {
       for (const auto& x : array_of(f, "gpus", 4096)) {
         const Fields g(x);
         v.gpus.push_back({static_cast<int>(g.integer("rank", 0, kMaxRank)), static_cast<int>(g.integer_or("node", -1, -1, kMaxRank)),
-                          g.num("ms"), g.num_or("peers_ms", 0), g.num_or("ratio", 0), g.num_or("tflops", 0), flag(g, "slow")});
+                          g.num("ms"), g.num_or("peers_ms", 0), g.num_or("ratio", 0), g.num_or("tflops", 0), g.flag("slow")});
       }
     }
     if (f.has("links")) {
@@ -1106,7 +1105,7 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
         v.links.push_back({static_cast<int>(l.integer("src", 0, kMaxRank)), static_cast<int>(l.integer("dst", 0, kMaxRank)),
                            static_cast<int>(l.integer_or("src_node", -1, -1, kMaxRank)),
                            static_cast<int>(l.integer_or("dst_node", -1, -1, kMaxRank)), l.str_or("class", ""), l.num("ms"),
-                           l.num_or("peers_ms", 0), l.num_or("ratio", 0), l.num_or("gb_per_s", 0), flag(l, "slow")});
+                           l.num_or("peers_ms", 0), l.num_or("ratio", 0), l.num_or("gb_per_s", 0), l.flag("slow")});
       }
     }
     return v;
@@ -1169,19 +1168,11 @@ json to_json(const PreflightRequest& r) {
   return {{"id", r.id}, {"fail_on_slow", r.fail_on_slow}, {"t_unix_ms", r.t_unix_ms}};
 }
 
-namespace {
-bool flag_of(const Fields& x, const char* k) {
-  const json& b = x.raw(k);
-  if (!b.is_boolean()) throw Invalid(std::string(k) + ": must be true or false");
-  return b.get<bool>();
-}
-}  // namespace
-
 std::optional<PreflightRequest> parse_preflight_request(const std::string& text, std::string* error) {
   return parse_with<PreflightRequest>(text, error, [](const Fields& f, const json&) {
     PreflightRequest r;
     r.id = request_id(f);
-    r.fail_on_slow = f.has("fail_on_slow") && flag_of(f, "fail_on_slow");
+    r.fail_on_slow = f.flag_or("fail_on_slow", false);
     r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
     return r;
   });
@@ -1222,8 +1213,8 @@ std::optional<PreflightReport> parse_preflight_report(const json& detail, std::s
     r.id = request_id(f);
     r.state = f.str("state", 16);
     if (states.count(r.state) == 0) throw Invalid("state: '" + store::printable(r.state, 16) + "' is not a pre-flight state");
-    r.fail_on_slow = f.has("fail_on_slow") && flag_of(f, "fail_on_slow");
-    r.exit = f.has("exit") && flag_of(f, "exit");
+    r.fail_on_slow = f.flag_or("fail_on_slow", false);
+    r.exit = f.flag_or("exit", false);
     const auto nonneg = [](double x, const char* k) {
       if (x < 0) throw Invalid(std::string(k) + ": must not be negative");
       return x;
@@ -1243,7 +1234,7 @@ std::optional<PreflightReport> parse_preflight_report(const json& detail, std::s
         r.slow_gpus.push_back({static_cast<int>(g.integer("rank", 0, kMaxRank)),
                                static_cast<int>(g.integer_or("node", -1, -1, kMaxRank)), nonneg(g.num("ms"), "ms"),
                                nonneg(g.num_or("peers_ms", 0), "peers_ms"), nonneg(g.num_or("ratio", 0), "ratio"),
-                               nonneg(g.num_or("tflops", 0), "tflops"), g.has("slow") ? flag_of(g, "slow") : true});
+                               nonneg(g.num_or("tflops", 0), "tflops"), g.flag_or("slow", true)});
       });
     }
     i = 0;
