@@ -14,6 +14,7 @@ with --mitigate on a private redis-server; rank 3's GPU at 1/1.5 from 12 s to th
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,12 @@ def ctl(redis, command, *args, expect=0):
     return out.stdout.decode() + out.stderr.decode()
 
 
+def step(what):
+    """Progress on stderr as it happens (a run that hangs shows where)."""
+    sys.stderr.write("operator_plan: %s\n" % what)
+    sys.stderr.flush()
+
+
 def events(redis, kind):
     out = ctl(redis, "events", "--json", "--count", "100000")
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -51,7 +58,7 @@ class OperatorPlan(unittest.TestCase):
                                 "8", "--duration-s", "60", "--quiet", "--job", JOB, "--redis", redis.url, "--work-dir",
                                 os.path.join(d, "sim"), "--faults", os.path.join(d, "faults.json"), "--report",
                                 os.path.join(d, "report.json"), "--mitigate"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             start = time.time()
 
@@ -62,6 +69,7 @@ class OperatorPlan(unittest.TestCase):
                 return any(e["detail"].get("epoch") == epoch for e in events(redis, "plan_applied"))
 
             at(5)
+            step("the operator's split at %.1f s" % (time.time() - start))
             out = ctl(redis, "plan", "--microbatches", "6,10", "--reason", "node 1 is on a slow PSU")
             self.assertIn("published as plan", out)
             epoch = int(out.split("published as plan ")[1].split(":")[0])
@@ -76,6 +84,7 @@ class OperatorPlan(unittest.TestCase):
             self.assertIn("global batch is 16", ctl(redis, "plan", "--microbatches", "6,6", expect=2))
             self.assertIn("2 DP replicas", ctl(redis, "plan", "--microbatches", "16", expect=2))
             self.assertIn("one of", ctl(redis, "plan", "--revert", "--release", expect=2))
+            step("refusals checked at %.1f s" % (time.time() - start))
             at(30)
             plans = [e for e in events(redis, "plan")]
             mine = [p for p in plans if p["detail"]["reason"].startswith("operator's plan")]
@@ -86,15 +95,18 @@ class OperatorPlan(unittest.TestCase):
             epoch = int(out.split("published as plan ")[1].split(":")[0])
             support.wait_for("revert %d applied" % epoch, lambda: applied(epoch), timeout_s=15, every_s=0.2)
             at(34)
+            step("revert applied, release at %.1f s" % (time.time() - start))
             self.assertIn("greyhound's own remedies again", ctl(redis, "plan", "--release"))
             self.assertFalse(json.loads(ctl(redis, "status", "--json"))["operator_plan"]["holds"])
-            out = sim.communicate(timeout=180)[0].decode(errors="replace")
+            step("waiting for the job to end at %.1f s" % (time.time() - start))
+            out = sim.communicate(timeout=120)[0].decode(errors="replace")
             self.assertEqual(sim.returncode, 0, out[-3000:])
             plans = events(redis, "plan")
         finally:
-            if sim.poll() is None:
-                sim.kill()
+            if sim.poll() is None:  # the launcher and what shares its session (their output pipe is ours)
+                os.killpg(sim.pid, signal.SIGKILL)
                 sim.wait()
+            redis.stop()
         ours = [p for p in plans if not p["detail"]["reason"].startswith("operator's plan")]
         self.assertGreater(len(ours), 0, "after the release greyhound's own remedy follows: %s" % plans)
         self.assertTrue(all(p["t_s"] > 34 for p in ours), ours)
@@ -102,7 +114,6 @@ class OperatorPlan(unittest.TestCase):
         with open(os.path.join(d, "sim", "rank0.out")) as f:
             lines = f.read()
         self.assertIn("6 micro-batches on this replica", lines)
-        redis.stop()
 
 
 if __name__ == "__main__":
