@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/ctl_commands.h"
+#include "cli/trace_csv.h"
 #include "common/args.h"
 #include "common/text.h"
 #include "greyhound/analysis/period_detector.h"
@@ -40,104 +41,20 @@ namespace {
 
 namespace ga = greyhound::analysis;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
+// The whole file, or ArgError naming it.
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ArgError(path + ": cannot open: " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
-std::vector<std::string_view> split(std::string_view line) {
-  std::vector<std::string_view> cells;
-  std::size_t from = 0;
-  while (true) {
-    const std::size_t comma = line.find(',', from);
-    cells.push_back(trim(line.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from)));
-    if (comma == std::string_view::npos) return cells;
-    from = comma + 1;
-  }
+template <class T>
+T rows_or_throw(const std::string& path, Result<T> rows) {
+  if (!rows) throw ArgError(path + ": " + rows.error());
+  return std::move(rows).value();
 }
-
-// A CSV file with a fixed header, read row by row; every error names file, row and column.
-class CsvReader {
- public:
-  CsvReader(const std::string& path, std::vector<std::string> header) : path_(path), header_(std::move(header)) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw ArgError(path + ": cannot open: " + std::strerror(errno));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text_ = ss.str();
-    std::string joined;
-    for (std::size_t i = 0; i < header_.size(); ++i) joined += (i ? "," : "") + header_[i];
-    if (trim(text_).empty()) throw error(1, 1, "empty file, expected the header line '" + joined + "'");
-    std::string_view first;
-    if (!next_line(&first)) throw error(1, 1, "empty file, expected the header line '" + joined + "'");
-    const auto cells = split(first);
-    for (std::size_t c = 0; c < header_.size(); ++c) {
-      if (c >= cells.size() || cells[c] != header_[c]) {
-        throw error(row_, c + 1, "missing header: expected '" + joined + "', got '" + printable(trim(first), 128) + "'");
-      }
-    }
-    if (cells.size() > header_.size()) {
-      throw error(row_, header_.size() + 1, "missing header: expected '" + joined + "', got '" + printable(trim(first), 128) + "'");
-    }
-  }
-
-  // Next data row (blank lines are skipped); false at the end of the file.
-  bool next(std::vector<std::string_view>* cells) {
-    std::string_view line;
-    do {
-      if (!next_line(&line)) return false;
-    } while (trim(line).empty());
-    *cells = split(line);
-    if (cells->size() != header_.size()) {
-      throw error(row_, std::min(cells->size(), header_.size()) + 1,
-                  "expected " + std::to_string(header_.size()) + " columns, got " + std::to_string(cells->size()));
-    }
-    return true;
-  }
-
-  std::size_t row() const { return row_; }
-
-  ArgError error(std::size_t row, std::size_t column, const std::string& what) const {
-    std::string name = column >= 1 && column <= header_.size() ? " (" + header_[column - 1] + ")" : "";
-    return ArgError(path_ + ": row " + std::to_string(row) + ", column " + std::to_string(column) + name + ": " + what);
-  }
-
-  double number(std::string_view cell, std::size_t column) const {
-    const std::optional<double> v = parse_decimal(cell);
-    if (!v) throw error(row_, column, "'" + printable(cell, 64) + "' is not a finite number");
-    return *v;
-  }
-
-  std::uint64_t unsigned_integer(std::string_view cell, std::size_t column) const {
-    const std::string s(cell);
-    if (!s.empty() && s[0] == '-') throw error(row_, column, "'" + printable(s, 64) + "' is negative");
-    errno = 0;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-    if (s.empty() || errno != 0 || *end != '\0' || s.find_first_not_of("0123456789") != std::string::npos) {
-      throw error(row_, column, "'" + printable(s, 64) + "' is not a non-negative integer");
-    }
-    return v;
-  }
-
- private:
-  bool next_line(std::string_view* line) {
-    if (pos_ >= text_.size()) return false;
-    const std::size_t nl = text_.find('\n', pos_);
-    const std::size_t end = nl == std::string::npos ? text_.size() : nl;
-    *line = std::string_view(text_).substr(pos_, end - pos_);
-    pos_ = nl == std::string::npos ? text_.size() : nl + 1;
-    ++row_;
-    return true;
-  }
-
-  std::string path_;
-  std::vector<std::string> header_;
-  std::string text_;
-  std::size_t pos_ = 0;
-  std::size_t row_ = 0;
-};
 
 // FNV-1a: tokens of the CSV (op name, group id) to numbers for op_symbol(); only equality matters.
 std::uint64_t token_hash(std::string_view s) {
@@ -158,23 +75,12 @@ int cmd_period(const Argv& argv) {
   params.min_acf = args.number("min-acf", params.min_acf);
   if (!(params.min_acf > 0.0 && params.min_acf <= 1.0)) throw ArgError("--min-acf must be in (0, 1]");
 
-  CsvReader csv(path, {"t_ns", "op", "group", "bytes"});
+  const std::string text = read_file(path);
+  const auto rows = rows_or_throw(path, read_op_trace(text));
   ga::PeriodDetector detector(params);
   std::vector<ga::Iteration> iterations;
-  std::vector<std::string_view> cells;
-  std::uint64_t previous_t = 0;
-  bool any = false;
-  while (csv.next(&cells)) {
-    const std::uint64_t t_ns = csv.unsigned_integer(cells[0], 1);
-    if (cells[1].empty()) throw csv.error(csv.row(), 2, "empty op");
-    if (cells[2].empty()) throw csv.error(csv.row(), 3, "empty group");
-    const std::uint64_t bytes = csv.unsigned_integer(cells[3], 4);
-    if (any && t_ns < previous_t) {
-      throw csv.error(csv.row(), 1, std::to_string(t_ns) + " is earlier than the previous row's " + std::to_string(previous_t));
-    }
-    previous_t = t_ns;
-    any = true;
-    detector.push(t_ns, ga::op_symbol(token_hash(cells[1]), token_hash(cells[2]), bytes), iterations);
+  for (const OpRow& row : rows) {
+    detector.push(row.t_ns, ga::op_symbol(token_hash(row.op), token_hash(row.group), row.bytes), iterations);
   }
   detector.finish(iterations);  // the file is all there is: accept a lock still awaiting confirmation
   if (detector.locks() == 0) {
@@ -206,32 +112,18 @@ int cmd_detect(const Argv& argv) {
   const auto method = ga::method_from_name(method_text);
   if (!method) throw ArgError("--method: '" + method_text + "' is not one of bocd+v, bocd, window");
 
-  CsvReader csv(path, {"t_s", "iter_ms"});
+  const auto rows = rows_or_throw(path, read_iteration_trace(read_file(path)));
   auto detector = ga::make_slowdown_detector(*method);
-  std::vector<double> t_s;
   std::vector<ga::SlowdownEvent> events;
-  std::vector<std::string_view> cells;
-  while (csv.next(&cells)) {
-    const double t = csv.number(cells[0], 1);
-    const double iter_ms = csv.number(cells[1], 2);
-    if (t < 0.0) throw csv.error(csv.row(), 1, "negative time " + std::string(cells[0]));
-    if (!t_s.empty() && t < t_s.back()) {
-      throw csv.error(csv.row(), 1, std::string(cells[0]) + " is earlier than the previous row's time");
-    }
-    if (iter_ms <= 0.0) throw csv.error(csv.row(), 2, "iteration time " + std::string(cells[1]) + " is not positive");
-    // A microsecond to about eleven days: beyond, ratios between iterations are not finite numbers.
-    if (iter_ms < 1e-3 || iter_ms > 1e9) {
-      throw csv.error(csv.row(), 2, "iteration time " + std::string(cells[1]) + " ms is outside [0.001, 1e9]");
-    }
-    t_s.push_back(t);
+  for (const IterationRow& row : rows) {
     events.clear();
-    detector->push(iter_ms, events);
+    detector->push(row.iter_ms, events);
     for (const auto& e : events) {
       nlohmann::ordered_json j;
       j["event"] = std::string(ga::direction_name(e.direction));
       j["index"] = e.index;
       j["detected_index"] = e.detected_index;
-      j["t_s"] = t_s[e.index];
+      j["t_s"] = rows[e.index].t_s;
       j["before_ms"] = e.before_ms;
       j["after_ms"] = e.after_ms;
       j["ratio"] = e.ratio;

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
+
 namespace greyhound::sim {
 namespace {
 
@@ -43,13 +45,9 @@ const char* fault_kind_name(FaultKind k) {
 }
 
 FaultSchedule FaultSchedule::parse_text(const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw FaultScheduleError(std::string("not valid JSON: ") + e.what());
-  }
-  return parse(j);
+  auto j = parse_bounded(text);
+  if (!j) throw FaultScheduleError(j.error());
+  return parse(*j);
 }
 
 FaultSchedule FaultSchedule::parse(const json& j) {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
 #include "common/clock.h"
 
 extern "C" std::uint64_t greyhound_sim_vclock_now(std::uint64_t slack_ns);
@@ -41,13 +42,9 @@ SimProcess load() {
   p.rank = env_int(rank_var, 0, 0, 1 << 24);
   if (const char* v = std::getenv("GREYHOUND_SIM_MODEL"); v != nullptr && *v != '\0') {
     const std::string text = read_json_arg(v, "GREYHOUND_SIM_MODEL");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw std::runtime_error(std::string("GREYHOUND_SIM_MODEL: not valid JSON: ") + e.what());
-    }
-    p.model = SimModel::parse(j);
+    auto j = parse_bounded(text);
+    if (!j) throw std::runtime_error("GREYHOUND_SIM_MODEL: " + j.error());
+    p.model = SimModel::parse(*j);
   }
   p.model.gpus_per_node = env_int("GREYHOUND_SIM_GPUS_PER_NODE", p.model.gpus_per_node, 1, 1024);
   p.node = env_int("GREYHOUND_SIM_NODE", p.rank / p.model.gpus_per_node, 0, 1 << 24);

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "common/record_json.h"
-#include "store/bounded_json.h"
+#include "common/bounded_json.h"
 #include "greyhound/ring.h"
 #include "store/keys.h"
 

@@ -3,7 +3,7 @@
 #include "common/record_json.h"
 #include "greyhound/vocabulary.h"
 #include "common/text.h"
-#include "store/bounded_json.h"
+#include "common/bounded_json.h"
 
 #include <algorithm>
 #include <cctype>
@@ -24,8 +24,8 @@ namespace {
 constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
 
 using nlohmann::json;
-using store::JsonLimits;
-using store::parse_bounded;
+using ::greyhound::JsonLimits;
+using ::greyhound::parse_bounded;
 
 struct Invalid : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -117,7 +117,7 @@ std::optional<T> build_from(const json& j, std::string* error, F&& build) {
   } catch (const Invalid& e) {
     if (error) *error = e.what();
   } catch (const json::exception& e) {
-    if (error) *error = store::printable(e.what(), 256);
+    if (error) *error = printable(e.what(), 256);
   }
   return std::nullopt;
 }
@@ -449,7 +449,7 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
       for (const auto& [key, v] : ranks.items()) {
         char* end = nullptr;
         const long r = std::strtol(key.c_str(), &end, 10);
-        if (key.empty() || *end != '\0' || r < 0 || r > kMaxRank) throw Invalid("ranks: '" + store::printable(key, 32) + "' is not a rank");
+        if (key.empty() || *end != '\0' || r < 0 || r > kMaxRank) throw Invalid("ranks: '" + printable(key, 32) + "' is not a rank");
         const Fields t(v);
         PauseRankTests tests;
         const json& gemm = t.raw("gemm");
@@ -573,7 +573,7 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
       for (const auto& [key, v] : c.items()) {
         const auto s = parse_strategy(key);
         if (!s || (*s != Strategy::kS3 && *s != Strategy::kS4)) {
-          throw Invalid("cost_estimates_s: '" + store::printable(key, 32) + "' is not S3 or S4");
+          throw Invalid("cost_estimates_s: '" + printable(key, 32) + "' is not S3 or S4");
         }
         (*s == Strategy::kS3 ? l.s3_estimate_s : l.s4_estimate_s) = e.num(key.c_str());
       }
@@ -678,7 +678,7 @@ std::string apply_job_setting(JobSettings& st, const std::string& key, const std
       return "";
     }
     const std::optional<double> parsed = parse_decimal(value);
-    if (!parsed) return key + ": '" + store::printable(value, 32) + "' is not a finite number";
+    if (!parsed) return key + ": '" + printable(value, 32) + "' is not a finite number";
     const double x = *parsed;
     if (spec.integer) {
       if (x != std::trunc(x) || x < spec.lo || x > spec.hi) {
@@ -695,7 +695,7 @@ std::string apply_job_setting(JobSettings& st, const std::string& key, const std
   }
   std::string keys;
   for (const SettingSpec& spec : kSettings) keys += (keys.empty() ? "" : ", ") + std::string(spec.key);
-  return "'" + store::printable(key, 32) + "' is not a setting (" + keys + ")";
+  return "'" + printable(key, 32) + "' is not a setting (" + keys + ")";
 }
 
 json to_json(const Plan& p) {
@@ -1024,7 +1024,7 @@ std::optional<PauseReport> parse_pause_report(const json& detail, std::string* e
     PauseReport r;
     r.id = f.str("id", 128);
     r.state = f.str("state", 16);
-    if (states.count(r.state) == 0) throw Invalid("state: '" + store::printable(r.state, 16) + "' is not a pause state");
+    if (states.count(r.state) == 0) throw Invalid("state: '" + printable(r.state, 16) + "' is not a pause state");
     r.reason = f.str_or("reason", "");
     if (r.reason.size() > 32) throw Invalid("reason: longer than 32");
     const auto nonneg = [](double x, const char* k) {
@@ -1076,7 +1076,7 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
     ValidatedReport v;
     v.id = f.str("id", 128);
     v.cause = f.str("cause", 16);
-    if (causes.count(v.cause) == 0) throw Invalid("cause: '" + store::printable(v.cause, 16) + "' is not a cause");
+    if (causes.count(v.cause) == 0) throw Invalid("cause: '" + printable(v.cause, 16) + "' is not a cause");
     v.aborted = f.flag("aborted");
     v.rank = static_cast<int>(f.integer_or("rank", -1, -1, kMaxRank));
     v.node = static_cast<int>(f.integer_or("node", -1, -1, kMaxRank));
@@ -1126,7 +1126,7 @@ std::optional<OperatorPlanRequest> parse_operator_plan_request(const std::string
     r.id = request_id(f);
     r.action = f.str("action", 16);
     if (actions.count(r.action) == 0) {
-      throw Invalid("action: '" + store::printable(r.action, 16) + "' is not apply, revert or release");
+      throw Invalid("action: '" + printable(r.action, 16) + "' is not apply, revert or release");
     }
     r.microbatches = f.ints_or_empty("microbatches", 1 << 16);
     for (int m : r.microbatches) {
@@ -1156,7 +1156,7 @@ std::optional<OperatorPlanReport> parse_operator_plan_report(const std::string& 
     OperatorPlanReport r;
     r.id = request_id(f);
     r.state = f.str("state", 16);
-    if (states.count(r.state) == 0) throw Invalid("state: '" + store::printable(r.state, 16) + "' is not an answer");
+    if (states.count(r.state) == 0) throw Invalid("state: '" + printable(r.state, 16) + "' is not an answer");
     r.epoch = f.integer_or("epoch", 0, 0, kMaxCount);
     r.reason = f.str_or("reason", "");
     r.t_unix_ms = f.integer_or("t_unix_ms", 0, 0, kMaxCount);
@@ -1212,7 +1212,7 @@ std::optional<PreflightReport> parse_preflight_report(const json& detail, std::s
     PreflightReport r;
     r.id = request_id(f);
     r.state = f.str("state", 16);
-    if (states.count(r.state) == 0) throw Invalid("state: '" + store::printable(r.state, 16) + "' is not a pre-flight state");
+    if (states.count(r.state) == 0) throw Invalid("state: '" + printable(r.state, 16) + "' is not a pre-flight state");
     r.fail_on_slow = f.flag_or("fail_on_slow", false);
     r.exit = f.flag_or("exit", false);
     const auto nonneg = [](double x, const char* k) {

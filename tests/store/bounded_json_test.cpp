@@ -1,5 +1,5 @@
 // The bounded JSON reader: what anyone can write into Redis must not crash, exhaust or stall a reader.
-#include "store/bounded_json.h"
+#include "common/bounded_json.h"
 
 #include <gtest/gtest.h>
 

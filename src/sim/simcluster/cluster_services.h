@@ -1,12 +1,6 @@
 // The greyhound side of a simulated cluster: a private redis-server, the master, and (through
 // greyhound-run) one agent per virtual node; plus the chaos schedule that kills and restarts them while
-// the job runs, for fault-tolerance tests.
-//
-// Chaos schedule (--chaos, inline JSON or a file): a list of actions at job times,
-//   [{"at_s": 5, "action": "kill", "target": "redis"}, {"at_s": 9, "action": "start", "target": "redis"},
-//    {"at_s": 12, "action": "kill", "target": "master"}, {"at_s": 20, "action": "kill", "target": "agent:1"}]
-// targets: "redis", "master", "agent:<node>"; actions: "kill" (SIGKILL, as a crash) and "start".
-// When the first action on "redis" is "start", Redis is absent from the beginning until then.
+// the job runs, for fault-tolerance tests (the chaos schedule: sim/chaos_schedule.h).
 #pragma once
 
 #include <sys/types.h>
@@ -18,22 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/chaos_schedule.h"
 #include "sim/redis_server.h"
 #include "store/messages.h"
 
 namespace greyhound::sim {
-
-struct ChaosAction {
-  double at_s = 0;
-  std::string action;  // "kill", "start"
-  std::string target;  // "redis", "master", "agent:<n>"
-  int node = -1;       // agent:<n>: n
-  bool done = false;
-};
-
-// Parses and validates a chaos schedule for a cluster of `nodes` nodes; throws std::invalid_argument naming
-// the entry and field.
-std::vector<ChaosAction> parse_chaos(const nlohmann::json& j, int nodes);
 
 class ClusterServices {
  public:

@@ -257,7 +257,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.rank_env = a.str("rank-env", "");
   o.external_redis = a.str("redis", "");
   o.external_master = a.flag("external-master");
-  if (a.has("chaos")) o.chaos = gs::parse_chaos(json::parse(gs::read_json_arg(a.str("chaos"), "--chaos")), o.nodes());
+  if (a.has("chaos")) o.chaos = gs::parse_chaos_text(gs::read_json_arg(a.str("chaos"), "--chaos"), o.nodes());
   if (!o.hook && !o.oracle && (!o.chaos.empty() || !o.external_redis.empty())) {
     throw greyhound::ArgError("--chaos and --redis need greyhound (drop --no-greyhound)");
   }

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
+
 namespace greyhound::sim {
 
 std::string time_scale_error(double x) {
@@ -14,12 +16,9 @@ std::string time_scale_error(double x) {
 }
 
 FaultFile parse_fault_file(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw FaultScheduleError(std::string("not valid JSON: ") + e.what());
-  }
+  auto parsed = parse_bounded(text);
+  if (!parsed) throw FaultScheduleError(parsed.error());
+  nlohmann::json& j = *parsed;
   FaultFile out;
   if (j.is_object() && j.contains("time_scale")) {
     const nlohmann::json& x = j.at("time_scale");

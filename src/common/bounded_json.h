@@ -1,8 +1,8 @@
-// The one way greyhound turns a text read from Redis (or from a report) into JSON: bounded before anything is
-// built. A value anyone can write must not cost a reader its stack, its memory or its time: the text is
-// scanned first (SAX, no tree) and rejected when it is too large, nested too deep (a tree copy recurses once
-// per level), holds too long a string or too many members, or a number that is not finite. Only then is the
-// tree built, and every later copy of it is bounded by the same limits.
+// The one way greyhound turns a text read from outside (Redis values, reports, schedule and settings files)
+// into JSON: bounded before anything is built. A value anyone can write must not cost a reader its stack, its
+// memory or its time: the text is scanned first (SAX, no tree) and rejected when it is too large, nested too
+// deep (a tree copy recurses once per level), holds too long a string or too many members, or a number that
+// is not finite. Only then is the tree built, and every later copy of it is bounded by the same limits.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +14,7 @@
 #include "common/text.h"
 #include "greyhound/result.h"
 
-namespace greyhound::store {
+namespace greyhound {
 
 struct JsonLimits {
   std::size_t max_bytes = 1 << 20;      // the whole text
@@ -23,10 +23,7 @@ struct JsonLimits {
   std::size_t max_members = 1 << 16;    // entries of one object or array
 };
 
-// Quoting what was read in a message: common/text.h.
-using ::greyhound::printable;
-
 // The JSON value of `text`, or an Errc::kInvalid error saying what is wrong (in printable ASCII).
 Result<nlohmann::json> parse_bounded(std::string_view text, const JsonLimits& limits = {});
 
-}  // namespace greyhound::store
+}  // namespace greyhound

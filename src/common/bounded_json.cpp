@@ -1,9 +1,9 @@
-#include "store/bounded_json.h"
+#include "common/bounded_json.h"
 
 #include <cmath>
 #include <vector>
 
-namespace greyhound::store {
+namespace greyhound {
 namespace {
 
 using nlohmann::json;
@@ -82,4 +82,4 @@ Result<json> parse_bounded(std::string_view text, const JsonLimits& limits) {
   }
 }
 
-}  // namespace greyhound::store
+}  // namespace greyhound
