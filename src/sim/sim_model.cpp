@@ -5,15 +5,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
+
 namespace greyhound::sim {
 
 SimModel SimModel::parse(const nlohmann::json& j) {
   SimModel m;
   if (!j.is_object()) throw SimModelError("GREYHOUND_SIM_MODEL: must be a JSON object");
-  for (const auto& [key, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    const nlohmann::json& v = item.value();
     auto num = [&](double lo, double hi) {
       if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo || v.get<double>() > hi) {
-        throw SimModelError("GREYHOUND_SIM_MODEL." + key + ": must be a number in [" + std::to_string(lo) +
+        throw SimModelError("GREYHOUND_SIM_MODEL." + printable(key, 64) + ": must be a number in [" + std::to_string(lo) +
                             ", " + std::to_string(hi) + "]");
       }
       return v.get<double>();
@@ -38,7 +42,7 @@ SimModel SimModel::parse(const nlohmann::json& j) {
     } else if (key == "launch_us") {
       m.launch_us = num(0, 1e7);
     } else {
-      throw SimModelError("GREYHOUND_SIM_MODEL." + key + ": unknown field");
+      throw SimModelError("GREYHOUND_SIM_MODEL." + printable(key, 64) + ": unknown field");
     }
   }
   return m;

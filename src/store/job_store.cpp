@@ -394,7 +394,6 @@ Result<std::optional<AgentHeartbeat>> JobStore::heartbeat(int node) {
 }
 
 Result<std::vector<Entry<GroupRecord>>> JobStore::groups() {
-  using R = Result<std::vector<Entry<GroupRecord>>>;
   auto ids = members(keys::groups(job_));
   if (!ids) return ids.status();
   std::vector<std::string> hexes;

@@ -2,9 +2,13 @@
 
 #include <pugixml.hpp>
 
+#include <algorithm>
+
 #include <cerrno>
 #include <cstdlib>
 #include <string>
+
+#include "common/text.h"
 
 namespace greyhound::validate {
 namespace {
@@ -34,10 +38,10 @@ Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml) {
   }
   const pugi::xml_node root = doc.document_element();
   if (std::string(root.name()) != "graphs") {
-    return R::failure("graph dump: the root is <" + std::string(root.name()) + ">, not <graphs>");
+    return R::failure("graph dump: the root is <" + printable(root.name(), 64) + ">, not <graphs>");
   }
   if (attr_int(root, "version") != 1) {
-    return R::failure("graph dump: version '" + std::string(root.attribute("version").value()) + "' (only 1 is known)");
+    return R::failure("graph dump: version '" + printable(root.attribute("version").value(), 64) + "' (only 1 is known)");
   }
   std::vector<DumpedRing> out;
   bool ring_graph = false;
@@ -57,6 +61,10 @@ Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml) {
           if (rank < 0 || rank > (1 << 24)) {
             return R::failure("graph dump: channel " + std::to_string(ring.channel) +
                               ": a <gpu> without a rank (a dump of NCCL before 2.12 names devices only)");
+          }
+          if (std::find(ring.ranks.begin(), ring.ranks.end(), rank) != ring.ranks.end()) {
+            return R::failure("graph dump: channel " + std::to_string(ring.channel) + ": rank " + std::to_string(rank) +
+                              " appears twice in one ring");
           }
           ring.ranks.push_back(static_cast<int>(rank));
         }

@@ -354,5 +354,28 @@ TEST(RunReport, TheTimelineNamesFailStopsAndHangsAndLeavesStallsOut) {
   EXPECT_EQ(tl.find("stall"), std::string::npos) << tl;
 }
 
+// The injected faults' lines: each kind said as it is (a kill or a hang is no "CPU ... slowed"), and a
+// report edited by hand (an entry that is not an object, fields of other types) neither throws nor aborts.
+TEST(RunReport, TheTimelineSaysEachFaultAndSurvivesAnEditedOne) {
+  const nlohmann::json faults = nlohmann::json::parse(R"([
+    {"kind":"gpu","rank":3,"start_s":5,"end_s":20,"slowdown":1.7},
+    {"kind":"link","nodes":[1,2],"start_s":30,"end_s":60,"bandwidth_factor":0.3},
+    {"kind":"kill","rank":5,"start_s":12,"end_s":13},
+    {"kind":"hang","rank":2,"start_s":21,"end_s":40},
+    3, "x", null, [1,2],
+    {"kind":7,"rank":"a","slowdown":"b","start_s":"c"},
+    {"kind":"link","nodes":5},
+    {"kind":"link","nodes":["a",{}]}
+  ])");
+  std::string tl;
+  ASSERT_NO_THROW(tl = format_timeline({{"faults", faults}}));
+  EXPECT_NE(tl.find("t=   5.00s  FAULT  start: GPU of rank 3 slowed 1.70x"), std::string::npos) << tl;
+  EXPECT_NE(tl.find("FAULT  start: link between nodes 1 and 2 at 30% bandwidth"), std::string::npos) << tl;
+  EXPECT_NE(tl.find("t=  12.00s  FAULT  start: kill of rank 5"), std::string::npos) << tl;
+  EXPECT_NE(tl.find("t=  21.00s  FAULT  start: hang of rank 2"), std::string::npos) << tl;
+  EXPECT_NE(tl.find("link between nodes -1 and -1"), std::string::npos) << tl;
+  EXPECT_EQ(tl.find("CPU of rank 5"), std::string::npos) << tl;
+}
+
 }  // namespace
 }  // namespace greyhound::sim

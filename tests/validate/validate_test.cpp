@@ -163,6 +163,15 @@ TEST(GraphDump, WhatIsNotARingDumpIsRefusedWithItsReason) {
   EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu rank=\"-2\"/></channel></graph></graphs>")
                 .find("without a rank"),
             std::string::npos);
+  // A rank twice in one ring (a ring order with a repeated hop), and a long root or version quoted in part.
+  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu rank=\"1\"/><gpu rank=\"0\"/>"
+                "<gpu rank=\"1\"/></channel></graph></graphs>")
+                .find("channel 0: rank 1 appears twice in one ring"),
+            std::string::npos);
+  const std::string long_root = err("<" + std::string(5000, 'g') + "/>");
+  EXPECT_NE(long_root.find("not <graphs>"), std::string::npos);
+  EXPECT_LT(long_root.size(), 200u);
+  EXPECT_LT(err("<graphs version=\"" + std::string(5000, '7') + "\"/>").size(), 200u);
 }
 
 }  // namespace

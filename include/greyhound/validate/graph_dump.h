@@ -29,8 +29,8 @@ struct DumpedRing {
 };
 
 // The rings of a graph dump, one per channel of its ring graph. Fails (kInvalid, naming what) on text that
-// is not XML, a root other than <graphs>, a version other than 1, no graph with pattern 4, or a <gpu> without
-// a non-negative integer rank (dumps of NCCL before 2.12 name devices only).
+// is not XML, a root other than <graphs>, a version other than 1, no graph with pattern 4, a <gpu> without
+// a non-negative integer rank (dumps of NCCL before 2.12 name devices only), or a rank twice in one ring.
 Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml);
 
 }  // namespace greyhound::validate
