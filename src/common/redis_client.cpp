@@ -119,21 +119,49 @@ bool hide_redis_passwords(int argc, char** argv, const char* program) {
   return found;
 }
 
+namespace {
+
+// A control byte (or, with `blank`, a blank) in a part of a URL: no host, user or socket path holds one, and
+// the URL written back (url_without_password) would not read the same.
+bool holds_control(std::string_view s, bool blank) {
+  return std::any_of(s.begin(), s.end(), [blank](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f || (blank && u == ' ');
+  });
+}
+
+// The redis:// URL `text` (one URL, whole: a password may hold a blank) with its credentials as "***".
+std::string redact_whole_url(const std::string& text) {
+  const auto [b, e] = credentials_at(text, 0, true);
+  return b == e ? text : text.substr(0, b) + "***" + text.substr(e);
+}
+
+std::string socket_path(std::string path) {
+  if (holds_control(path, false)) throw std::invalid_argument("Redis URL: the socket path holds a control byte");
+  return path;
+}
+
+}  // namespace
+
 RedisEndpoint parse_redis_url(const std::string& text) {
   RedisEndpoint e;
   if (text.empty()) return e;
   if (text[0] == '/') {
-    e.unix_path = text;
+    if (text.find("?db=") != std::string::npos) {
+      throw std::invalid_argument("Redis URL: a socket path with a database is written unix:///path?db=N");
+    }
+    e.unix_path = socket_path(text);
     return e;
   }
   if (text.rfind("unix://", 0) == 0) {
     std::string rest = text.substr(7);
-    if (const auto q = rest.find("?db="); q != std::string::npos) {
+    // The last "?db=": the one url_without_password appends.
+    if (const auto q = rest.rfind("?db="); q != std::string::npos) {
       e.db = parse_int(rest.substr(q + 4), 0, 1 << 16, "database");
       rest = rest.substr(0, q);
     }
     if (rest.empty() || rest[0] != '/') throw std::invalid_argument("Redis URL: unix:// needs an absolute path");
-    e.unix_path = rest;
+    e.unix_path = socket_path(rest);
     return e;
   }
   if (text.rfind("redis://", 0) != 0) {
@@ -163,7 +191,11 @@ RedisEndpoint parse_redis_url(const std::string& text) {
     e.port = parse_int(rest.substr(colon + 1), 1, 65535, "port");
     rest = rest.substr(0, colon);
   }
-  if (rest.empty()) throw std::invalid_argument("Redis URL '" + printable(redact_redis_url(text), 128) + "': missing host");
+  if (rest.empty()) throw std::invalid_argument("Redis URL '" + printable(redact_whole_url(text), 128) + "': missing host");
+  if (holds_control(rest, true) || holds_control(e.user, true)) {
+    throw std::invalid_argument("Redis URL '" + printable(redact_whole_url(text), 128) +
+                                "': a blank or a control byte in the host or the user");
+  }
   e.host = rest;
   return e;
 }

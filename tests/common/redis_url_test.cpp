@@ -53,6 +53,34 @@ TEST(RedisUrl, AUrlWithoutItsPasswordReadsBackTheSameEndpoint) {
   EXPECT_EQ(parse_redis_url("redis://:pw@h:1/0").url_without_password(), "redis://h:1/0");
 }
 
+// Found by fuzz_redis_url: a socket path holding "?db=" or a control byte, or a host with a blank, was
+// accepted, and the URL written back for the processes a launcher starts named another endpoint.
+TEST(RedisUrl, WhatCannotBeWrittenBackIsRefused) {
+  const auto refused = [](const std::string& url) {
+    try {
+      parse_redis_url(url);
+      return std::string("accepted");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_NE(refused("/run/redis.sock?db=3").find("unix:///path?db=N"), std::string::npos);
+  EXPECT_NE(refused(std::string("/run/re\0dis.sock", 16)).find("control byte"), std::string::npos);
+  EXPECT_NE(refused("unix:///run/re\ndis.sock").find("control byte"), std::string::npos);
+  EXPECT_NE(refused("redis://db host:6379/0").find("blank or a control byte"), std::string::npos);
+  EXPECT_NE(refused("redis://al ice:pw@db:6379/0").find("blank or a control byte"), std::string::npos);
+  EXPECT_EQ(refused("redis://al ice:pw@db:6379/0").find("pw"), std::string::npos);
+  // A socket path may hold "?db=" in the unix:// form: the last one is the database.
+  const RedisEndpoint odd = parse_redis_url("unix:///run/a?db=3?db=4");
+  EXPECT_EQ(odd.unix_path, "/run/a?db=3");
+  EXPECT_EQ(odd.db, 4);
+  const RedisEndpoint back = parse_redis_url(odd.url_without_password());
+  EXPECT_EQ(back.unix_path, odd.unix_path);
+  EXPECT_EQ(back.db, 4);
+  // A blank is allowed in a socket path.
+  EXPECT_EQ(parse_redis_url("/run/my redis.sock").unix_path, "/run/my redis.sock");
+}
+
 TEST(RedisUrl, PasswordsAreHiddenFromTheProcessCommandLine) {
   std::vector<std::string> args = {"greyhound-master", "--redis", "redis://:s3cret@db:6379/0", "--job",
                                    "j", "--redis=redis://u:p@w@h/1", "plain"};
