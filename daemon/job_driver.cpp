@@ -23,6 +23,23 @@ JobDriver::JobDriver(RedisClient& client, std::string job, ControllerConfig conf
     : client_(client), store_(client, std::move(job)), ctl_(std::move(config), std::move(run_tag)), log_(log),
       batch_(batch) {}
 
+Result<bool> JobDriver::lead(std::int64_t epoch, const std::string& master_id) {
+  const std::int64_t before = store_.fence();
+  auto r = store_.take_job(epoch);
+  if (!r || !*r || before == epoch) return r;
+  spdlog::info("job {}: leading it (epoch {})", job(), epoch);
+  Event e;
+  e.type = event_type::kLeader;
+  e.source = "master";
+  e.t_unix_ms = unix_ms_now();
+  std::optional<IterationUpdate> pace;  // the job's clock, as tick() reads it
+  if (auto p = store_.iteration(ctl_.pace_rank()); p && *p) pace = **p;
+  e.t_s = now(pace).job_s;
+  e.detail = to_json(LeaderDetail{master_id, epoch});
+  if (const Status s = store_.append_event(e); !s) warn_once("leader-event", "the leader event was not written: " + s.error());
+  return r;
+}
+
 void JobDriver::warn_once(const std::string& kind, const std::string& message) {
   if (warned_.insert(kind).second) spdlog::warn("job {}: {} (further ones of this kind are not logged)", job(), message);
 }

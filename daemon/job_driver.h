@@ -40,6 +40,11 @@ class JobDriver {
   // True when some agent of the job has a live heartbeat (read now).
   bool agents_alive();
 
+  // --ha: leads the job at `epoch` (store::JobStore::take_job: every write fenced from now on) and, when
+  // that is new, says so with a `leader` event. False when a master of a newer epoch leads it.
+  Result<bool> lead(std::int64_t epoch, const std::string& master_id);
+  std::int64_t epoch() const { return store_.fence(); }
+
  private:
   bool load(const Now& now);
   Now now(const std::optional<IterationUpdate>& pace) const;

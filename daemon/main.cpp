@@ -4,6 +4,8 @@
 
 #include <boost/asio.hpp>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -77,6 +79,9 @@ void print_help() {
        "probe a congested link that S3 moved the job off this many iterations later, then twice as long after "
        "each probe that finds it slow, up to 16x (0: never)"},
       {"--http ADDR:PORT", "off", "serve /metrics, /status?job=J and /healthz (PORT alone: 127.0.0.1; docs/operations.md)"},
+      {"--ha", "off", "one of several masters on this Redis: lead through a lease, or stand by (docs/operations.md)"},
+      {"--master-id ID", "host:pid", "--ha: this master's name in the lease and the leader events"},
+      {"--lease-ms MS", std::to_string(m.lease_ms), "--ha: the lease's time to live; a standby leads within about 4/3 of it"},
   };
   std::printf("usage: greyhound-master [flags]   (docs/configuration.md)\n");
   for (const Flag& f : flags) {
@@ -100,8 +105,9 @@ int main(int argc, char** argv) {
                              "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
                              "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin",
                              "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s",
-                             "validate-min-excess-ms", "probe-iterations", "http", "pause-estimate-s"},
-                            {"help", "mitigate"});
+                             "validate-min-excess-ms", "probe-iterations", "http", "pause-estimate-s",
+                             "master-id", "lease-ms"},
+                            {"help", "mitigate", "ha"});
     if (a.flag("help")) {
       print_help();
       return 0;
@@ -113,6 +119,18 @@ int main(int argc, char** argv) {
     cfg.retire_after_s = a.number("retire-after-s", cfg.retire_after_s);
     cfg.redis = greyhound::redis_endpoint_from_env(a.str("redis", ""));
     cfg.event_log = a.str("event-log", "");
+    cfg.ha = a.flag("ha");
+    if ((a.has("master-id") || a.has("lease-ms")) && !cfg.ha) throw greyhound::ArgError("--master-id and --lease-ms need --ha");
+    cfg.lease_ms = static_cast<int>(a.integer_in("lease-ms", cfg.lease_ms, 300, 600000));
+    cfg.id = a.str("master-id", "");
+    if (cfg.id.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      cfg.id = std::string(host) + ":" + std::to_string(getpid());
+    }
+    if (cfg.id.size() > 128 || cfg.id.find_first_of(" \t\r\n") != std::string::npos) {
+      throw greyhound::ArgError("--master-id: at most 128 bytes, no blanks");
+    }
     poll_ms = static_cast<int>(a.integer_in("poll-ms", 100, 1, 60000));
     cfg.controller.mitigate = a.flag("mitigate");
     cfg.controller.profile_s = a.number("profile-s", cfg.controller.profile_s);
@@ -211,5 +229,6 @@ int main(int argc, char** argv) {
   };
   schedule();
   io.run();
+  master.stop();
   return 0;
 }

@@ -38,10 +38,47 @@ Master::Master(MasterConfig config)
       redis_(RedisClient::Options::for_daemon(cfg_.redis, std::chrono::milliseconds(1000))),
       log_(cfg_.event_log),
       run_tag_(run_tag()) {
-  if (cfg_.jobs_pattern.empty()) {
-    drivers_[cfg_.job].driver =
-        std::make_unique<JobDriver>(redis_, cfg_.job, cfg_.controller, run_tag_, log_, cfg_.batch);
+  if (cfg_.jobs_pattern.empty() && !cfg_.ha) drivers_[cfg_.job].driver = make_driver(cfg_.job);
+}
+
+std::unique_ptr<JobDriver> Master::make_driver(const std::string& job) {
+  return std::make_unique<JobDriver>(redis_, job, cfg_.controller, run_tag_, log_, cfg_.batch);
+}
+
+bool Master::hold_lease(double now_s) {
+  if (now_s < next_lease_s_) return lease_epoch_ > 0;
+  next_lease_s_ = now_s + cfg_.lease_ms / 3000.0;
+  if (lease_epoch_ > 0) {
+    auto renewed = store::JobStore::renew_lease(redis_, cfg_.id, lease_epoch_, cfg_.lease_ms);
+    // Unreachable: lead on (every write is fenced, so a master that took over meanwhile is safe from us).
+    if (!renewed || *renewed) return true;
+    stand_by("the lease of epoch " + std::to_string(lease_epoch_) + " lapsed or was taken");
   }
+  auto taken = store::JobStore::acquire_lease(redis_, cfg_.id, cfg_.lease_ms);
+  if (!taken || *taken == 0) return false;
+  lease_epoch_ = *taken;
+  spdlog::info("master {} leads (epoch {})", cfg_.id, lease_epoch_);
+  if (cfg_.jobs_pattern.empty()) drivers_[cfg_.job].driver = make_driver(cfg_.job);
+  next_discovery_s_ = 0;  // look for the jobs to serve now
+  return true;
+}
+
+void Master::stand_by(const std::string& why) {
+  if (lease_epoch_ > 0 || !drivers_.empty()) spdlog::warn("master {} stands by: {}", cfg_.id, why);
+  lease_epoch_ = 0;
+  // What it knew goes with it: a master that leads again reads every job's state back from Redis.
+  drivers_.clear();
+  dormant_.clear();
+}
+
+void Master::stop() {
+  if (!cfg_.ha || lease_epoch_ == 0) return;
+  if (const Status s = store::JobStore::release_lease(redis_, cfg_.id, lease_epoch_); !s) {
+    spdlog::warn("the lease was not given up ({}): a standby leads once it lapses", s.error());
+  } else {
+    spdlog::info("master {} gave the lease up", cfg_.id);
+  }
+  lease_epoch_ = 0;
 }
 
 const JobDriver* Master::driver(const std::string& job) const {
@@ -57,7 +94,7 @@ void Master::discover(double now_s) {
   for (const std::string& job : *jobs) {
     if (drivers_.count(job) != 0 || fnmatch(cfg_.jobs_pattern.c_str(), job.c_str(), 0) != 0) continue;
     if (auto it = dormant_.find(job); it != dormant_.end() && now_s < it->second) continue;
-    auto d = std::make_unique<JobDriver>(redis_, job, cfg_.controller, run_tag_, log_, cfg_.batch);
+    auto d = make_driver(job);
     if (!d->agents_alive()) {  // a job of the past, or not started yet: look again later, not every pass
       dormant_[job] = now_s + kDormantRecheckS;
       continue;
@@ -86,6 +123,9 @@ HttpResponse Master::http(const HttpRequest& r) {
   const char* kText = "text/plain; charset=utf-8";
   if (r.path == "/healthz") {
     if (!redis_.ensure_connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
+    if (cfg_.ha) {
+      return {200, kText, lease_epoch_ > 0 ? "ok: leading (epoch " + std::to_string(lease_epoch_) + ")\n" : "ok: standing by\n"};
+    }
     return {200, kText, "ok\n"};
   }
   if (r.path == "/status") {
@@ -138,9 +178,20 @@ int Master::tick() {
   }
   if (redis_down_logged_) spdlog::info("connected to Redis at {}", redis_.endpoint().describe());
   redis_down_logged_ = false;
+  if (cfg_.ha && !hold_lease(mono_s())) return 0;
   discover(mono_s());
   int n = 0;
-  for (auto& [job, served] : drivers_) n += served.driver->tick();
+  for (auto& [job, served] : drivers_) {
+    if (cfg_.ha && served.driver->epoch() != lease_epoch_) {
+      auto led = served.driver->lead(lease_epoch_, cfg_.id);
+      if (!led) continue;  // Redis: try again next tick
+      if (!*led) {
+        stand_by("job " + job + " is led by a master of a newer epoch");
+        return n;
+      }
+    }
+    n += served.driver->tick();
+  }
   return n;
 }
 

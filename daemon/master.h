@@ -26,6 +26,12 @@ struct MasterConfig {
   int batch = 256;           // events per read
   double discover_every_s = 2.0;   // look for new jobs (and gone agents) this often
   double retire_after_s = 300.0;   // a job whose agents have all been gone this long is retired
+  // --ha: several masters per Redis, one leading through a lease (store::JobStore::acquire_lease) renewed
+  // every lease_ms / 3, its writes fenced by the lease's epoch; the others stand by and take over once it
+  // lapses (docs/operations.md, "High availability").
+  bool ha = false;
+  std::string id;       // this master's name in the lease (default host:pid)
+  int lease_ms = 3000;
   ControllerConfig controller;
 };
 
@@ -37,6 +43,10 @@ class Master {
   int tick();
 
   std::size_t jobs() const { return drivers_.size(); }
+  // --ha: the epoch of the lease this master holds; 0 while it stands by.
+  std::int64_t lease_epoch() const { return lease_epoch_; }
+  // A clean stop: gives the lease up (--ha) so that a standby leads at once.
+  void stop();
   // The HTTP endpoint's answers (--http): /metrics (Prometheus text, every job served), /status?job=J (what
   // `greyhoundctl status --json` prints; the job may be left out when the master serves one), /healthz.
   HttpResponse http(const HttpRequest& request);
@@ -44,6 +54,10 @@ class Master {
 
  private:
   void discover(double now_s);
+  std::unique_ptr<JobDriver> make_driver(const std::string& job);
+  // --ha: renews or takes the lease when it is time; false while another master leads.
+  bool hold_lease(double now_s);
+  void stand_by(const std::string& why);
 
   MasterConfig cfg_;
   RedisClient redis_;
@@ -57,6 +71,8 @@ class Master {
   std::map<std::string, double> dormant_;  // registered jobs without a live agent: when to look again
   double next_discovery_s_ = 0;
   bool redis_down_logged_ = false;
+  std::int64_t lease_epoch_ = 0;
+  double next_lease_s_ = 0;
   std::string metrics_cache_;  // the latest /metrics answer, and when it was made
   double metrics_cache_at_s_ = 0;
 };

@@ -123,6 +123,7 @@ const std::vector<std::function<void(const std::string&)>>& readers() {
       [](const std::string& t) { json_reader(gh::parse_fail_slow_detail, t); },
       [](const std::string& t) { json_reader(gh::parse_remedy_check, t); },
       [](const std::string& t) { json_reader(gh::parse_job_restart, t); },
+      [](const std::string& t) { json_reader(gh::parse_leader_detail, t); },
       [](const std::string& t) { layout_rules(t); },
       [](const std::string& t) { (void)gh::plan_epoch_named(t); },
       [](const std::string& t) { setting(t); },

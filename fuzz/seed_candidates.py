@@ -10,7 +10,7 @@ import os
 import re
 import sys
 
-MESSAGE_READERS = 41  # fuzz_messages.cpp: readers().size()
+MESSAGE_READERS = 42  # fuzz_messages.cpp: readers().size()
 
 
 def literals(root):

@@ -38,7 +38,7 @@ def main():
         if it == 10 and url:
             import redis
             r = redis.Redis.from_url(url)
-            r.set("gh:v1:%s:plan" % follower.job, json.dumps({"epoch": 1, "strategy": "S2", "action": "apply",
+            r.set("gh:v1:{%s}:plan" % follower.job, json.dumps({"epoch": 1, "strategy": "S2", "action": "apply",
                                                                 "incident": 1, "reason": "gpu-check",
                                                                 "microbatches": [4]}))
         t0 = time.perf_counter()
@@ -58,7 +58,7 @@ def main():
               "allocation": follower.allocation}
     if url:
         import redis
-        acks = redis.Redis.from_url(url, decode_responses=True).hgetall("gh:v1:%s:plan:acks" % follower.job)
+        acks = redis.Redis.from_url(url, decode_responses=True).hgetall("gh:v1:{%s}:plan:acks" % follower.job)
         result["acks"] = {k: json.loads(v) for k, v in acks.items()}
     follower.close()
     dist.destroy_process_group()

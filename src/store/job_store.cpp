@@ -24,6 +24,40 @@ constexpr std::size_t kMaxReadBytes = 8 << 20;
 constexpr std::size_t kMaxMemberBytes = 64;
 
 // KEYS[1] a set; ARGV[1] max members, ARGV[2] max bytes per member.
+// The masters' lease: KEYS[1] the lease, KEYS[2] the epoch counter; ARGV[1] the id, ARGV[2] the TTL (ms).
+// Renews it when this id holds it, takes it with a new epoch when nobody does; the epoch, or 0.
+constexpr const char* kAcquireLeaseScript = R"lua(
+local v = redis.call('GET', KEYS[1])
+if v then
+  local sp = string.find(v, ' ', 1, true)
+  if sp and string.sub(v, sp + 1) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return tonumber(string.sub(v, 1, sp - 1))
+  end
+  return 0
+end
+local e = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], e .. ' ' .. ARGV[1], 'PX', ARGV[2])
+return e
+)lua";
+
+// KEYS[1] the lease; ARGV[1] "<epoch> <id>"; ARGV[2] the TTL (ms), or 0 to give it up. 1 when it was ours.
+constexpr const char* kRenewLeaseScript = R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '0' then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1
+)lua";
+
+// KEYS[1] a job's leader epoch; ARGV[1] the epoch taking it. Raises it, never lowers it: 1 when it holds
+// ARGV[1] now, 0 when a newer epoch does.
+constexpr const char* kTakeJobScript = R"lua(
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+local e = tonumber(ARGV[1])
+if cur > e then return 0 end
+if cur < e then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+)lua";
+
 constexpr const char* kSetScript = R"lua(
 local n = redis.call('SCARD', KEYS[1])
 if n > tonumber(ARGV[1]) then return redis.error_reply('set of ' .. n .. ' members is too large') end
@@ -316,13 +350,74 @@ Result<std::string> JobStore::last_id(const std::string& key) {
 }
 
 Status JobStore::transaction(std::vector<std::vector<std::string>> commands) {
+  if (fence_ > 0) {
+    // WATCH first: if another master raises the job's epoch before EXEC, the transaction does nothing.
+    auto w = pipeline_on(client_, {{"WATCH", keys::leader(job_)}, {"GET", keys::leader(job_)}});
+    if (!w) return w.status();
+    if (Status s = first_refusal(*w, "fence"); !s) return s;
+    const RedisReply& held = (*w)[1];
+    if (held.type != Type::kString || held.str != std::to_string(fence_)) {
+      (void)run({"UNWATCH"});
+      return Status::failure("fenced: another master leads job " + job_ + " (its epoch " +
+                                 (held.type == Type::kString ? printable(held.str, 24) : std::string("none")) +
+                                 ", this master's " + std::to_string(fence_) + ")",
+                             Errc::kRefused);
+    }
+  }
   commands.insert(commands.begin(), {"MULTI"});
   commands.push_back({"EXEC"});
   auto r = pipeline_on(client_, commands);
   if (!r) return r.status();
   if (Status s = first_refusal(*r, "transaction"); !s) return s;
-  if (r->back().type != Type::kArray) return Status::failure("transaction aborted", Errc::kRefused);
+  if (r->back().type != Type::kArray) {
+    return Status::failure(fence_ > 0 ? "transaction aborted: another master took job " + job_ : "transaction aborted",
+                           Errc::kRefused);
+  }
   return ok_status();
+}
+
+Status JobStore::write(std::vector<std::string> command) {
+  if (fence_ > 0) return transaction({std::move(command)});
+  auto r = run(command);
+  if (!r) return r.status();
+  return first_refusal({*r}, command[0]);
+}
+
+Result<std::int64_t> JobStore::acquire_lease(RedisClient& client, const std::string& id, int ttl_ms) {
+  auto r = run_on(client, {"EVAL", kAcquireLeaseScript, "2", keys::master_lease(), keys::master_epoch(), id,
+                           std::to_string(ttl_ms)});
+  if (!r) return r.status();
+  if (r->type != Type::kInteger) return Result<std::int64_t>::failure_about(keys::master_lease(), "not a lease");
+  return static_cast<std::int64_t>(r->integer);
+}
+
+Result<bool> JobStore::renew_lease(RedisClient& client, const std::string& id, std::int64_t epoch, int ttl_ms) {
+  auto r = run_on(client, {"EVAL", kRenewLeaseScript, "1", keys::master_lease(), std::to_string(epoch) + " " + id,
+                           std::to_string(ttl_ms)});
+  if (!r) return r.status();
+  return r->type == Type::kInteger && r->integer == 1;
+}
+
+Status JobStore::release_lease(RedisClient& client, const std::string& id, std::int64_t epoch) {
+  auto r = run_on(client, {"EVAL", kRenewLeaseScript, "1", keys::master_lease(), std::to_string(epoch) + " " + id, "0"});
+  if (!r) return r.status();
+  return ok_status();
+}
+
+Result<std::optional<std::string>> JobStore::lease_holder(RedisClient& client) {
+  auto r = run_on(client, {"GET", keys::master_lease()});
+  if (!r) return r.status();
+  if (r->type != Type::kString) return std::optional<std::string>();
+  return std::optional<std::string>(printable(r->str, 256));
+}
+
+Result<bool> JobStore::take_job(std::int64_t epoch) {
+  auto r = run({"EVAL", kTakeJobScript, "1", keys::leader(job_), std::to_string(epoch)});
+  if (!r) return r.status();
+  if (r->type != Type::kInteger) return Result<bool>::failure_about(keys::leader(job_), "not an epoch");
+  if (r->integer != 1) return false;
+  fence_ = epoch;
+  return true;
 }
 
 Result<std::vector<std::string>> JobStore::jobs(RedisClient& client) {
@@ -357,9 +452,7 @@ Result<std::vector<Entry<Event>>> JobStore::read_events(const std::string& after
 Result<std::string> JobStore::last_event_id() { return last_id(keys::events(job_)); }
 
 Status JobStore::send_command(int node, const Command& c) {
-  auto r = run(xadd(keys::commands(job_, node), keys::kCommandsMaxLen, to_json(c).dump()));
-  if (!r) return r.status();
-  return ok_status();
+  return write(xadd(keys::commands(job_, node), keys::kCommandsMaxLen, to_json(c).dump()));
 }
 
 Result<std::vector<Entry<Command>>> JobStore::read_commands(int node, const std::string& after, int count) {
@@ -461,8 +554,12 @@ Status JobStore::commit(const MasterCommit& c) {
   }
   for (const Event& e : c.events) cmds.push_back(xadd(keys::events(job_), keys::kEventsMaxLen, to_json(e).dump()));
   cmds.push_back({"SET", keys::master(job_), to_json(c.state).dump()});
-  cmds.push_back({"SADD", keys::jobs(), job_});
-  return transaction(std::move(cmds));
+  if (Status s = transaction(std::move(cmds)); !s) return s;
+  // The registry is outside the job's slot (keys.h): kept registered after the commit, not inside it. The
+  // commit stands whatever this answers (a failed commit is retried; a committed one must not be, or its
+  // events would be written twice): the next commit registers the job again.
+  (void)run({"SADD", keys::jobs(), job_});
+  return ok_status();
 }
 
 Result<std::optional<Plan>> JobStore::latest_plan(std::int64_t* named_epoch) {
@@ -534,9 +631,7 @@ Result<std::optional<OperatorPlanRequest>> JobStore::operator_plan() {
 }
 
 Status JobStore::write_operator_plan_result(const OperatorPlanReport& rep) {
-  auto r = run({"SET", keys::operator_plan_result(job_), to_json(rep).dump()});
-  if (!r) return r.status();
-  return ok_status();
+  return write({"SET", keys::operator_plan_result(job_), to_json(rep).dump()});
 }
 
 Result<std::optional<OperatorPlanReport>> JobStore::operator_plan_result() {
@@ -563,9 +658,7 @@ Result<bool> JobStore::withdraw_preflight(const std::string& id) {
 }
 
 Status JobStore::write_preflight_result(const PreflightReport& rep) {
-  auto r = run({"SET", keys::preflight_result(job_), to_json(rep).dump()});
-  if (!r) return r.status();
-  return ok_status();
+  return write({"SET", keys::preflight_result(job_), to_json(rep).dump()});
 }
 
 Result<std::optional<PreflightReport>> JobStore::preflight_result() {

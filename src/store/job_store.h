@@ -57,6 +57,22 @@ class JobStore {
   // Removes a job from gh:v1:jobs (a retired job; its agents register it again when they come back).
   static Status unregister_job(RedisClient& client, const std::string& job);
 
+  // ---- Leadership of the masters on this Redis (greyhound-master --ha; docs/operations.md).
+  // Takes the lease for `id` when nobody holds it, or renews it when `id` holds it: the lease's epoch (a new
+  // one, from a counter that only grows, when taken), or 0 when another master holds it.
+  static Result<std::int64_t> acquire_lease(RedisClient& client, const std::string& id, int ttl_ms);
+  // Renews the lease while it is still `id`'s at `epoch`: false when it is not (expired, or another's).
+  static Result<bool> renew_lease(RedisClient& client, const std::string& id, std::int64_t epoch, int ttl_ms);
+  // Gives the lease up if it is still `id`'s at `epoch` (a clean stop: a standby leads at once).
+  static Status release_lease(RedisClient& client, const std::string& id, std::int64_t epoch);
+  // The lease's holder ("<epoch> <id>"), or nullopt when none holds it.
+  static Result<std::optional<std::string>> lease_holder(RedisClient& client);
+  // Fences this job at `epoch`: raises the job's leader epoch to it (never lowers it) and, from then on,
+  // every write of this store (commit, publish_plan, send_command, the answers) is refused, and changes
+  // nothing, once a newer epoch holds the job. False when a newer epoch already does.
+  Result<bool> take_job(std::int64_t epoch);
+  std::int64_t fence() const { return fence_; }
+
   // ---- Event stream (append-only, trimmed to about keys::kEventsMaxLen entries).
   Status append_event(const Event& e);
   // Up to `count` entries after stream id `after` ("0-0": from the start), oldest first.
@@ -126,10 +142,14 @@ class JobStore {
   template <class T, class Parse>
   Result<std::vector<Entry<T>>> read_stream(const std::string& key, const std::string& after, int count, Parse parse);
   Result<std::string> last_id(const std::string& key);
+  // MULTI/EXEC; when fenced, under WATCH of the job's leader epoch, refused when another master leads.
   Status transaction(std::vector<std::vector<std::string>> commands);
+  // One write: a transaction when fenced, else the command alone.
+  Status write(std::vector<std::string> command);
 
   RedisClient& client_;
   std::string job_;
+  std::int64_t fence_ = 0;  // 0: writes unfenced
 };
 
 }  // namespace greyhound::store

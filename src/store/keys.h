@@ -1,7 +1,10 @@
 // Redis key schema of greyhound, version 1 (docs/redis-keys.md is the reference; keep them in step): every
 // key builder, TTL and stream length in one place. Only the job store (store/job_store.h) uses them.
-// Every key of a job lives under "gh:v1:<job>:"; job names are sanitised (sanitize_job_name) so they hold
-// no ':' or spaces. Values are JSON texts (or hashes whose values are JSON texts), validated on read.
+// Every key of a job lives under "gh:v1:{<job>}:": the braces are a Redis Cluster hash tag, so all of a
+// job's keys hash to one slot and every transaction and script of the job store touches one slot only. The
+// registry of jobs (gh:v1:jobs) is the one key outside a job; no transaction holds it with a job's keys. Job
+// names are sanitised (sanitize_job_name) so they hold no ':', braces or spaces. Values are JSON texts (or
+// hashes whose values are JSON texts), validated on read.
 #pragma once
 
 #include <chrono>
@@ -12,7 +15,7 @@ namespace greyhound::store::keys {
 
 inline constexpr std::string_view kPrefix = "gh:v1:";
 
-inline std::string job(std::string_view j) { return std::string(kPrefix) + std::string(j) + ":"; }
+inline std::string job(std::string_view j) { return std::string(kPrefix) + "{" + std::string(j) + "}:"; }
 inline std::string jobs() { return std::string(kPrefix) + "jobs"; }                       // SET of job names
 inline std::string ranks(std::string_view j) { return job(j) + "ranks"; }                  // SET of ranks
 inline std::string rank(std::string_view j, int r) { return job(j) + "rank:" + std::to_string(r); }  // JSON
@@ -30,6 +33,13 @@ inline std::string layout(std::string_view j) { return job(j) + "layout"; }     
 inline std::string plan(std::string_view j) { return job(j) + "plan"; }                    // JSON, latest
 inline std::string plan_epoch(std::string_view j, long e) { return job(j) + "plan:" + std::to_string(e); }  // JSON
 inline std::string plan_acks(std::string_view j) { return job(j) + "plan:acks"; }          // HASH rank -> JSON
+
+inline std::string leader(std::string_view j) { return job(j) + "leader"; }                // fencing epoch of the leading master
+
+// Masters' leadership (--ha): one lease for every master on this Redis, and the counter its epochs come from,
+// on a slot of their own.
+inline std::string master_lease() { return std::string(kPrefix) + "{masters}:lease"; }  // "<epoch> <id>", PX
+inline std::string master_epoch() { return std::string(kPrefix) + "{masters}:epoch"; }  // INCR
 
 inline std::string restart(std::string_view j) { return job(j) + "restart"; }              // JSON, by the job
 inline std::string settings(std::string_view j) { return job(j) + "settings"; }            // JSON, by an operator

@@ -1301,6 +1301,17 @@ std::optional<FailStopDetail> parse_fail_stop_detail(const json& detail, std::st
   });
 }
 
+json to_json(const LeaderDetail& d) { return {{"master", d.master}, {"epoch", d.epoch}}; }
+
+std::optional<LeaderDetail> parse_leader_detail(const json& detail, std::string* error) {
+  return build_from<LeaderDetail>(detail, error, [](const Fields& f, const json&) {
+    LeaderDetail d;
+    d.master = f.str("master", 256);
+    d.epoch = f.integer("epoch", 1, INT64_MAX);
+    return d;
+  });
+}
+
 json to_json(const StallDetail& d) {
   json last = json::object();
   for (const auto& [g, s] : d.last_seq) last[group_id_hex(g)] = s;

@@ -56,6 +56,7 @@ inline constexpr const char* kFailSlowEnd = "fail_slow_end";       // master: it
 inline constexpr const char* kRemedyCheck = "remedy_check";        // master: a remedy measured against its prediction
 inline constexpr const char* kJobRestart = "job_restart";          // master: the job is back after an S4 restart
 inline constexpr const char* kPause = "pause";                     // agent: a rank's state in a validation pause
+inline constexpr const char* kLeader = "leader";                  // master: it leads this job now (--ha)
 inline constexpr const char* kFailStop = "fail_stop";              // agent: a rank's process died (killed, crashed)
 inline constexpr const char* kStall = "stall";                     // agent: a rank made no NCCL progress for too long
 inline constexpr const char* kStallEnd = "stall_end";              // agent: ... and went on again
@@ -533,6 +534,15 @@ struct FailStopDetail {
 };
 nlohmann::json to_json(const FailStopDetail& d);
 std::optional<FailStopDetail> parse_fail_stop_detail(const nlohmann::json& detail, std::string* error);
+
+// leader (master, --ha): the master `master` leads the job from now on, at fencing epoch `epoch` (every
+// write of an earlier epoch's master is refused from then on).
+struct LeaderDetail {
+  std::string master;
+  std::int64_t epoch = 0;
+};
+nlohmann::json to_json(const LeaderDetail& d);
+std::optional<LeaderDetail> parse_leader_detail(const nlohmann::json& detail, std::string* error);
 
 // profile (agent, one per rank): device times of one profiling window.
 struct ProfileGroup {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/record_json.h"
+#include "common/text.h"
 #include "store/messages.h"
 
 namespace greyhound::store {
@@ -112,6 +113,13 @@ std::string format_timeline(const nlohmann::json& faults, const nlohmann::json& 
         text = "HANG   (malformed detail: " + err + ")";
       }
       master_lines.push_back({e.t_s, text});
+      continue;
+    }
+    if (type == event_type::kLeader) {
+      const auto l = parse_leader_detail(e.detail, &err);
+      master_lines.push_back({e.t_s, l ? "LEADER master " + printable(l->master, 64) + " leads (epoch " +
+                                             std::to_string(l->epoch) + ")"
+                                       : "LEADER (malformed detail: " + err + ")"});
       continue;
     }
     if (type == event_type::kPreflight) {

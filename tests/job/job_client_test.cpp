@@ -254,7 +254,7 @@ TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne)
   raw({"SET", store::keys::plan("job1"), R"({"epoch":5,"strategy":"S2","microbatches":[8,0]})"});
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
   EXPECT_EQ(p.epoch, 5);
-  EXPECT_EQ(std::string(p.verdict), "gh:v1:job1:plan: microbatches: every entry must be >= 1");
+  EXPECT_EQ(std::string(p.verdict), "gh:v1:{job1}:plan: microbatches: every entry must be >= 1");
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
   raw({"SET", store::keys::plan("job1"), R"({"epoch":6,"strategy":"S2","microbatches":[8,0]})"});  // same defect
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
@@ -268,7 +268,7 @@ TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne)
   raw({"SET", store::keys::plan("job1"), R"({"epoch":6,"strategy":)"});
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
   EXPECT_EQ(p.epoch, 0);
-  EXPECT_EQ(std::string(p.verdict).rfind("gh:v1:job1:plan: ", 0), 0u) << p.verdict;
+  EXPECT_EQ(std::string(p.verdict).rfind("gh:v1:{job1}:plan: ", 0), 0u) << p.verdict;
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
 
   ASSERT_EQ(greyhound_job_last_plan_v1(client_, &p), GREYHOUND_JOB_OK);

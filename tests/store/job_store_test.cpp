@@ -278,6 +278,55 @@ TEST_F(JobStoreTest, PlanChannelLayoutAcksAndRestart) {
   EXPECT_EQ((*rb)->exclude_nodes, std::vector<int>{1});
 }
 
+// Redis Cluster's slot of a key (CRC16/XMODEM of the hash tag, or of the whole key without one, mod 16384).
+int key_slot(const std::string& key) {
+  std::string part = key;
+  if (const auto open = key.find('{'); open != std::string::npos) {
+    if (const auto close = key.find('}', open + 1); close != std::string::npos && close > open + 1) {
+      part = key.substr(open + 1, close - open - 1);
+    }
+  }
+  std::uint16_t crc = 0;
+  for (unsigned char c : part) {
+    crc ^= static_cast<std::uint16_t>(c << 8);
+    for (int i = 0; i < 8; ++i) crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021) : crc << 1;
+  }
+  return crc % 16384;
+}
+
+// Every key of a job is hash-tagged by the job, so on a Redis Cluster the job lives on one slot and its
+// transactions never cross slots; the registry of jobs is the one key outside it.
+TEST_F(JobStoreTest, EveryKeyOfAJobIsInTheJobsHashSlot) {
+  EXPECT_EQ(key_slot("123456789"), 0x31C3 % 16384);  // CRC16/XMODEM's check value
+  MasterCommit c;
+  Incident inc;
+  inc.id = 1;
+  inc.ranks = {0};
+  c.incidents.push_back(inc);
+  Event e;
+  e.type = event_type::kIncidentOpen;
+  e.source = "master";
+  c.events.push_back(e);
+  ASSERT_TRUE(store_->commit(c));
+  Plan p;
+  p.epoch = 1;
+  p.strategy = Strategy::kS2;
+  p.microbatches = {2, 2};
+  ASSERT_TRUE(store_->publish_plan(p));
+  Command cmd;
+  cmd.cmd = "profile";
+  ASSERT_TRUE(store_->send_command(0, cmd));
+  auto all = redis_->command({"KEYS", "*"});
+  ASSERT_TRUE(all && all->type == RedisReply::Type::kArray);
+  ASSERT_GE(all->elements.size(), 6u);
+  for (const auto& k : all->elements) {
+    if (k.str == keys::jobs()) continue;
+    EXPECT_EQ(k.str.rfind("gh:v1:{job1}:", 0), 0u) << k.str;
+    EXPECT_EQ(key_slot(k.str), key_slot("job1")) << k.str;
+  }
+  EXPECT_EQ(*JobStore::jobs(*redis_), std::vector<std::string>{"job1"});
+}
+
 TEST_F(JobStoreTest, HostileValuesInEveryKeyAreMalformedNotFatal) {
   const std::string d = deep();
   raw({"SET", keys::master("job1"), d});

@@ -35,7 +35,7 @@ def run_job(redis, job, plan=None):
     d = tempfile.mkdtemp(prefix="gh-adapter-")
     try:
         if plan is not None:
-            redis.client.set("gh:v1:%s:plan" % job, support.plan_json(1, plan))
+            redis.client.set("gh:v1:{%s}:plan" % job, support.plan_json(1, plan))
         codes, outs = run_ranks(redis, job, d)
         for code, o in zip(codes, outs):
             if code != 0:
@@ -81,7 +81,7 @@ class Adapter(unittest.TestCase):
         self.assertEqual(sorted(acks), [0, 1, 2, 3])
         for a in acks.values():
             self.assertEqual((a["epoch"], a["status"], a["iteration"]), (1, "applied", switch))
-        layout = json.loads(self.redis.client.get("gh:v1:uneven:layout"))
+        layout = json.loads(self.redis.client.get("gh:v1:{uneven}:layout"))
         self.assertEqual(layout["microbatches"], [3, 1, 2, 2])
 
 
@@ -91,13 +91,13 @@ class Adapter(unittest.TestCase):
             plan = json.loads(support.plan_json(1, [], strategy="S4"))
             plan["exclude_nodes"] = [1]
             plan["reason"] = "node 1 is slow"
-            self.redis.client.set("gh:v1:s4job:plan", json.dumps(plan))
+            self.redis.client.set("gh:v1:{s4job}:plan", json.dumps(plan))
             codes, outs = run_ranks(self.redis, "s4job", d, "S2,S4")
             self.assertEqual(codes, [3] * WORLD, outs[0])
-            restart = json.loads(self.redis.client.get("gh:v1:s4job:restart"))
+            restart = json.loads(self.redis.client.get("gh:v1:{s4job}:restart"))
             self.assertEqual((restart["epoch"], restart["exclude_nodes"], restart["rank"]), (1, [1], 0))
             self.assertIn("node 1 is slow", restart["reason"])
-            self.assertIsNone(self.redis.client.get("gh:v1:s4job:layout"), "withdrawn with the request")
+            self.assertIsNone(self.redis.client.get("gh:v1:{s4job}:layout"), "withdrawn with the request")
             # Picked up before the first step, carried out at the next boundary (once the step's flags are known).
             for r in range(WORLD):
                 with open(os.path.join(d, "checkpoint-rank%d.json" % r)) as f:

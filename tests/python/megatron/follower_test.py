@@ -72,37 +72,37 @@ class FollowerAgainstRedis(unittest.TestCase):
         return a
 
     def test_plans_good_and_bad(self):
-        layout = json.loads(support.wait_for("the layout", lambda: self.r.get("gh:v1:%s:layout" % JOB)))
+        layout = json.loads(support.wait_for("the layout", lambda: self.r.get("gh:v1:{%s}:layout" % JOB)))
         self.assertEqual((layout["tp"], layout["dp"], layout["pp"], layout["world"]), (1, 4, 1, 4))
         self.assertEqual(layout["microbatches"], [2, 2, 2, 2])
         self.assertEqual(layout["capabilities"], ["S2"])
 
-        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(1, [3, 1, 2, 2]))
+        self.r.set("gh:v1:{%s}:plan" % JOB, support.plan_json(1, [3, 1, 2, 2]))
         applied = self.wait_acks(1, "applied")
         self.assertEqual(len({a["iteration"] for a in applied.values()}), 1, applied)  # one boundary for all
         self.assertIn("3 of 8 micro-batches on DP replica 0", applied[0]["detail"])
         support.wait_for("the layout naming the new allocation", lambda: json.loads(
-            self.r.get("gh:v1:%s:layout" % JOB))["microbatches"] == [3, 1, 2, 2])
+            self.r.get("gh:v1:{%s}:layout" % JOB))["microbatches"] == [3, 1, 2, 2])
 
-        self.r.set("gh:v1:%s:plan" % JOB, "{\"epoch\": 2, \"strategy\": ")  # not a plan at all
+        self.r.set("gh:v1:{%s}:plan" % JOB, "{\"epoch\": 2, \"strategy\": ")  # not a plan at all
         support.wait_for("the unreadable plan logged", lambda: "ignoring the plan key" in self.read("rank-0.log"))
-        self.r.set("gh:v1:%s:plan" % JOB, json.dumps({"epoch": 2, "strategy": "S9", "microbatches": [3, 1, 2, 2]}))
+        self.r.set("gh:v1:{%s}:plan" % JOB, json.dumps({"epoch": 2, "strategy": "S9", "microbatches": [3, 1, 2, 2]}))
         malformed = self.wait_acks(2, "rejected")
         for ack in malformed.values():
             self.assertIn("strategy", ack["detail"])
-        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(3, [4, 2, 2]))
+        self.r.set("gh:v1:{%s}:plan" % JOB, support.plan_json(3, [4, 2, 2]))
         rejected = self.wait_acks(3, "rejected")
         self.assertIn("micro", rejected[2]["detail"])
-        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(4, [3, 3, 2, 2]))
+        self.r.set("gh:v1:{%s}:plan" % JOB, support.plan_json(4, [3, 3, 2, 2]))
         rejected = self.wait_acks(4, "rejected")
         for ack in rejected.values():
             self.assertIn("global batch", ack["detail"])
-        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(5, [2, 2, 2, 2], strategy="S1"))
+        self.r.set("gh:v1:{%s}:plan" % JOB, support.plan_json(5, [2, 2, 2, 2], strategy="S1"))
         rejected = self.wait_acks(5, "rejected")
         for ack in rejected.values():
             self.assertIn("only S2 does", ack["detail"])
         # One rank's own check turns a plan down: every rank does, in the same collective (no rank switches).
-        self.r.set("gh:v1:%s:plan" % JOB, support.plan_json(6, [4, 2, 1, 1]))
+        self.r.set("gh:v1:{%s}:plan" % JOB, support.plan_json(6, [4, 2, 1, 1]))
         rejected = self.wait_acks(6, "rejected")
         self.assertIn("rank 2 refuses [4, 2, 1, 1]", rejected[2]["detail"])
         for rank in (0, 1, 3):
@@ -132,7 +132,7 @@ class PollEvery(unittest.TestCase):
         try:
             f = PlanFollower("every", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, poll_every=3)
             self.assertFalse(f.poll(0))
-            redis.client.set("gh:v1:every:plan", support.plan_json(1, [4], strategy="S1"))
+            redis.client.set("gh:v1:{every}:plan", support.plan_json(1, [4], strategy="S1"))
             self.assertFalse(f.poll(1))
             self.assertFalse(f.poll(2))
             self.assertEqual(support.acks(redis.client, "every"), {})
@@ -151,7 +151,7 @@ class Accept(unittest.TestCase):
             f = PlanFollower("accept", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1,
                              accept=lambda counts: "the schedule needs a multiple of 3, not %d" % counts[0])
             self.assertFalse(f.poll(0))
-            redis.client.set("gh:v1:accept:plan", support.plan_json(1, [4], strategy="S1"))
+            redis.client.set("gh:v1:{accept}:plan", support.plan_json(1, [4], strategy="S1"))
             self.assertFalse(f.poll(1))
             ack = support.acks(redis.client, "accept")[0]
             self.assertEqual(ack["status"], "rejected")
@@ -166,21 +166,21 @@ class Restart(unittest.TestCase):
     def s4_plan(self, client, job, epoch):
         plan = json.loads(support.plan_json(epoch, [], strategy="S4"))
         plan["exclude_ranks"] = [0]
-        client.set("gh:v1:%s:plan" % job, json.dumps(plan))
+        client.set("gh:v1:{%s}:plan" % job, json.dumps(plan))
 
     def test_an_s4_plan_is_requested_then_acknowledged(self):
         from greyhound_megatron import PlanFollower
         redis = support.RedisServer()
         try:
             f = PlanFollower("s4", 1, 0, [4], ("S2", "S4"), redis.url, rank=0, world_size=1)
-            self.assertEqual(json.loads(redis.client.get("gh:v1:s4:layout"))["capabilities"], ["S2", "S4"])
+            self.assertEqual(json.loads(redis.client.get("gh:v1:{s4}:layout"))["capabilities"], ["S2", "S4"])
             self.s4_plan(redis.client, "s4", 1)
             self.assertFalse(f.poll(5))
             self.assertEqual(f.restart_due, 1)
             self.assertFalse(f.poll(6), "nothing else is read while the restart is due")
             self.assertEqual(support.acks(redis.client, "s4"), {})
             self.assertTrue(f.request_restart(6))
-            restart = json.loads(redis.client.get("gh:v1:s4:restart"))
+            restart = json.loads(redis.client.get("gh:v1:{s4}:restart"))
             self.assertEqual((restart["epoch"], restart["exclude_ranks"]), (1, [0]))
             self.assertEqual(support.acks(redis.client, "s4"), {}, "acknowledged once the checkpoint is written")
             f.restart_checkpointed(apply_s=1.5)

@@ -68,7 +68,7 @@ def wait_for(what, predicate, timeout_s=30.0, every_s=0.05):
 
 def acks(client, job):
     """rank -> PlanAck dict of plan:acks."""
-    return {int(k): json.loads(v) for k, v in client.hgetall("gh:v1:%s:plan:acks" % job).items()}
+    return {int(k): json.loads(v) for k, v in client.hgetall("gh:v1:{%s}:plan:acks" % job).items()}
 
 
 def plan_json(epoch, microbatches, strategy="S2", action="apply", incident=1):
