@@ -30,8 +30,8 @@ std::vector<ChaosAction> parse_chaos(const nlohmann::json& j, int nodes) {
     c.action = a["action"].get<std::string>();
     if (!a.contains("target") || !a["target"].is_string()) throw std::invalid_argument(where + ".target: missing");
     c.target = a["target"].get<std::string>();
-    if (c.target != "redis" && c.target != "master" && c.target.rfind("agent:", 0) != 0) {
-      throw std::invalid_argument(where + ".target: must be \"redis\", \"master\" or \"agent:<node>\"");
+    if (c.target != "redis" && c.target != "master" && c.target != "leader" && c.target.rfind("agent:", 0) != 0) {
+      throw std::invalid_argument(where + ".target: must be \"redis\", \"master\", \"leader\" or \"agent:<node>\"");
     }
     if (c.target.rfind("agent:", 0) == 0) {
       const std::string n = c.target.substr(6);

@@ -4,7 +4,8 @@
 //
 //   [{"at_s": 5, "action": "kill", "target": "redis"}, {"at_s": 9, "action": "start", "target": "redis"},
 //    {"at_s": 12, "action": "kill", "target": "master"}, {"at_s": 20, "action": "kill", "target": "agent:1"}]
-// targets: "redis", "master", "agent:<node>"; actions: "kill" (SIGKILL, as a crash) and "start".
+// targets: "redis", "master" (the first master), "leader" (the master holding the lease when several run,
+// --masters N), "agent:<node>"; actions: "kill" (SIGKILL, as a crash) and "start".
 // When the first action on "redis" is "start", Redis is absent from the beginning until then.
 #pragma once
 
@@ -18,7 +19,7 @@ namespace greyhound::sim {
 struct ChaosAction {
   double at_s = 0;
   std::string action;  // "kill", "start"
-  std::string target;  // "redis", "master", "agent:<n>"
+  std::string target;  // "redis", "master", "leader", "agent:<n>"
   int node = -1;       // agent:<n>: n
   bool done = false;
 };

@@ -262,7 +262,8 @@ Event build_event(const Fields& f, const json& j) {
         event_type::kPlanApplied, event_type::kPlanTimeout, event_type::kPlanRejected,
         event_type::kBaseline,    event_type::kFailSlowOpen, event_type::kFailSlowEnd,   event_type::kRemedyCheck,
         event_type::kJobRestart,     event_type::kPause,          event_type::kValidated,      event_type::kFailStop,
-        event_type::kStall,          event_type::kStallEnd,       event_type::kHang,           event_type::kPreflight};
+        event_type::kStall,          event_type::kStallEnd,       event_type::kHang,           event_type::kPreflight,
+        event_type::kLeader};
     Event e;
     e.type = f.str("type", 64);
     if (kTypes.count(e.type) == 0) throw Invalid("type: unknown event type '" + e.type + "'");

@@ -151,6 +151,59 @@ TEST(Mitigation, AMasterRestartedMidIncidentResumesFromTheLayoutAndReverts) {
   std::system(("rm -rf " + root).c_str());
 }
 
+TEST(Mitigation, AStandbyMasterTakesOverFromAKilledLeaderMidIncidentAndLosesNothing) {
+  // Two masters with --ha on the job's Redis: one leads, one stands by. The same slow GPU; the leader is
+  // killed 4 s after the S2 plan took effect and not restarted. The standby takes the lease once it lapses
+  // (3 s, renewed every second: within about 4 s), fences the job at a newer epoch, reads the job back and
+  // continues the open incident from Redis: no second incident, no second S2, the revert after the fault
+  // ends with the next plan epoch, the incident closed once.
+  const std::string root = itest::make_temp_dir("gh-mitigate-ha");
+  ASSERT_FALSE(root.empty());
+  std::ofstream(root + "/faults.json") << R"({"faults":[{"kind":"gpu","rank":3,"start_s":10,"end_s":32,"slowdown":1.5}]})";
+  std::ofstream(root + "/chaos.json") << R"([{"at_s":24,"action":"kill","target":"leader"}])";
+  const itest::SimRun r = itest::run_simcluster(
+      root, "ha",
+      "--duration-s 50 --mitigate --masters 2 --faults " + root + "/faults.json --chaos " + root + "/chaos.json", 8);
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  ASSERT_EQ(r.report["chaos"].size(), 1u) << r.report["chaos"].dump();
+  const std::string chaos = r.report["chaos"][0].get<std::string>();
+  ASSERT_NE(chaos.find("kill leader (m"), std::string::npos) << chaos;
+  const std::string killed = chaos.substr(chaos.find("(m") + 1, 2);
+
+  // Who led, and when the standby took over.
+  const auto leaders = r.events("leader");
+  ASSERT_EQ(leaders.size(), 2u) << r.report["events"].dump(1);
+  EXPECT_EQ(leaders[0]["detail"]["master"], killed);
+  EXPECT_NE(leaders[1]["detail"]["master"], killed);
+  EXPECT_GT(leaders[1]["detail"]["epoch"].get<std::int64_t>(), leaders[0]["detail"]["epoch"].get<std::int64_t>());
+  const double took_over = leaders[1]["t_s"].get<double>();
+  EXPECT_GT(took_over, 24.0);
+  EXPECT_LT(took_over, 24.0 + 5.0) << "the standby leads within the lease (3 s) and a renewal period (1 s)";
+
+  const auto plans = r.events("plan");
+  const auto applied = r.events("plan_applied");
+  ASSERT_EQ(plans.size(), 2u) << r.report["events"].dump(1);
+  ASSERT_EQ(applied.size(), 2u) << r.report["events"].dump(1);
+  EXPECT_EQ(plans[0]["detail"]["strategy"], "S2");
+  EXPECT_LT(applied[0]["t_s"].get<double>(), 24.0) << "the first plan must be in force before the kill";
+  EXPECT_EQ(plans[1]["detail"]["action"], "revert");
+  EXPECT_EQ(plans[1]["detail"]["epoch"], plans[0]["detail"]["epoch"].get<int>() + 1);  // epochs continue
+  EXPECT_EQ(plans[1]["detail"]["microbatches"], json::array({8, 8}));
+  EXPECT_GT(plans[1]["t_s"].get<double>(), kFaultEnd);
+  EXPECT_GT(plans[1]["t_s"].get<double>(), took_over);
+
+  // Nothing the leader committed is lost or made twice: one incident, opened before the kill, closed by the
+  // new leader after the fault.
+  const auto opened = r.events("incident_open");
+  const auto closed = r.events("incident_close");
+  ASSERT_EQ(opened.size(), 1u);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_LT(opened[0]["t_s"].get<double>(), 24.0);
+  EXPECT_GT(closed[0]["t_s"].get<double>(), kFaultEnd);
+  EXPECT_EQ(closed[0]["incident"], opened[0]["incident"]);
+  std::system(("rm -rf " + root).c_str());
+}
+
 TEST(Localisation, ACongestedLinkIsNamedAgainstTheHealthyBaseline) {
   // 4 nodes of 2 GPUs: the DP rings of stage 0 ({0,2}, {1,3}) both cross the link between nodes 0 and 1,
   // so comparing groups with each other cannot find it; the baseline taken while healthy can.

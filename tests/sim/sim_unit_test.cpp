@@ -343,7 +343,13 @@ TEST(RunReport, TheTimelineNamesFailStopsAndHangsAndLeavesStallsOut) {
   Event failed = dead;
   failed.rank = 4;
   failed.detail = to_json(FailStopDetail{4712, 1, 8.2});
-  const nlohmann::json report = {{"events", {to_json(dead), to_json(stall), to_json(hang), to_json(failed)}}};
+  Event leader;
+  leader.type = event_type::kLeader;
+  leader.t_s = 13;
+  leader.source = "master";
+  leader.detail = to_json(LeaderDetail{"m1", 2});
+  const nlohmann::json report = {
+      {"events", {to_json(dead), to_json(stall), to_json(hang), to_json(failed), to_json(leader)}}};
   const std::string tl = format_timeline(report);
   EXPECT_NE(tl.find("t=   8.25s  FAILSTOP rank 5 (node 1) was killed or crashed; its last NCCL call t=8.10s"),
             std::string::npos) << tl;
@@ -352,6 +358,7 @@ TEST(RunReport, TheTimelineNamesFailStopsAndHangsAndLeavesStallsOut) {
                     "for ranks [5]"),
             std::string::npos) << tl;
   EXPECT_EQ(tl.find("stall"), std::string::npos) << tl;
+  EXPECT_NE(tl.find("t=  13.00s  LEADER master m1 leads (epoch 2)"), std::string::npos) << tl;
 }
 
 // The injected faults' lines: each kind said as it is (a kill or a hang is no "CPU ... slowed"), and a

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "../support/store_fixture.h"
 #include "common/record_json.h"
@@ -325,6 +327,64 @@ TEST_F(JobStoreTest, EveryKeyOfAJobIsInTheJobsHashSlot) {
     EXPECT_EQ(key_slot(k.str), key_slot("job1")) << k.str;
   }
   EXPECT_EQ(*JobStore::jobs(*redis_), std::vector<std::string>{"job1"});
+}
+
+// The masters' lease (--ha): one holder at a time, epochs that only grow, given up only by its holder.
+TEST_F(JobStoreTest, TheMastersLeaseHasOneHolderAndEpochsThatOnlyGrow) {
+  EXPECT_FALSE(*JobStore::lease_holder(*redis_));
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "a", 5000), 1);
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "b", 5000), 0);  // held by a
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "a", 5000), 1);  // a renews, same epoch
+  EXPECT_EQ(**JobStore::lease_holder(*redis_), "1 a");
+  EXPECT_TRUE(*JobStore::renew_lease(*redis_, "a", 1, 5000));
+  EXPECT_FALSE(*JobStore::renew_lease(*redis_, "b", 1, 5000));
+  EXPECT_FALSE(*JobStore::renew_lease(*redis_, "a", 2, 5000));
+  ASSERT_TRUE(JobStore::release_lease(*redis_, "b", 1));  // not b's: nothing happens
+  EXPECT_EQ(**JobStore::lease_holder(*redis_), "1 a");
+  ASSERT_TRUE(JobStore::release_lease(*redis_, "a", 1));
+  EXPECT_FALSE(*JobStore::lease_holder(*redis_));
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "b", 300), 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // lapses
+  EXPECT_FALSE(*JobStore::renew_lease(*redis_, "b", 2, 300));
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "a", 5000), 3);
+}
+
+// A master of an older epoch writes nothing once a newer one leads the job: commits, plans, commands and
+// answers are refused and change nothing.
+TEST_F(JobStoreTest, AStaleLeadersWritesAreRefusedAndChangeNothing) {
+  JobStore old_leader(*redis_, job_), new_leader(*redis_, job_);
+  ASSERT_TRUE(*old_leader.take_job(1));
+  MasterCommit c;
+  c.state.cursor = "1-0";
+  ASSERT_TRUE(old_leader.commit(c));
+  ASSERT_TRUE(*new_leader.take_job(2));
+  EXPECT_FALSE(*old_leader.take_job(1));  // an epoch is never lowered
+
+  c.state.cursor = "9-0";
+  const Status stale = old_leader.commit(c);
+  EXPECT_EQ(stale.code(), Errc::kRefused);
+  EXPECT_NE(stale.error().find("fenced"), std::string::npos) << stale.error();
+  Plan p;
+  p.epoch = 1;
+  p.strategy = Strategy::kS2;
+  p.microbatches = {2, 2};
+  EXPECT_FALSE(old_leader.publish_plan(p));
+  Command cmd;
+  cmd.cmd = "ping";
+  EXPECT_FALSE(old_leader.send_command(0, cmd));
+  OperatorPlanReport answer;
+  answer.id = "op-1";
+  answer.state = "refused";
+  EXPECT_FALSE(old_leader.write_operator_plan_result(answer));
+  EXPECT_EQ((*store_->master_state())->cursor, "1-0");
+  EXPECT_FALSE(*store_->latest_plan());
+  EXPECT_TRUE(store_->read_commands(0, "0-0", 10)->empty());
+  EXPECT_FALSE(*store_->operator_plan_result());
+
+  c.state.cursor = "12-0";
+  ASSERT_TRUE(new_leader.commit(c));
+  EXPECT_EQ((*store_->master_state())->cursor, "12-0");
+  ASSERT_TRUE(new_leader.publish_plan(p));
 }
 
 TEST_F(JobStoreTest, HostileValuesInEveryKeyAreMalformedNotFatal) {

@@ -83,14 +83,35 @@ bool ClusterServices::start(std::string* error) {
       chaos_log_.push_back("t=   0.00s Redis absent at start");
     }
   }
-  return !opt_.start_master || start_master(error);
+  if (!opt_.start_master) return true;
+  master_pids_.assign(static_cast<std::size_t>(std::max(1, opt_.masters)), -1);
+  for (int i = 0; i < static_cast<int>(master_pids_.size()); ++i) {
+    if (!start_master(error, i)) return false;
+  }
+  return true;
 }
 
-bool ClusterServices::start_master(std::string* error) {
+int ClusterServices::leader_index() {
+  RedisClient c = client(redis_url_);
+  auto holder = store::JobStore::lease_holder(c);  // "<epoch> m<i>"
+  if (!holder || !*holder) return -1;
+  const std::string& h = **holder;
+  const std::size_t sp = h.find(" m");
+  if (sp == std::string::npos) return -1;
+  const std::string index = h.substr(sp + 2);
+  if (index.empty() || index.size() > 3 || index.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int i = std::stoi(index);
+  return i < static_cast<int>(master_pids_.size()) ? i : -1;
+}
+
+bool ClusterServices::start_master(std::string* error, int index) {
   ChildSpec spec;
-  spec.name = "master";
+  const bool ha = master_pids_.size() > 1;
+  const std::string tag = index == 0 ? "" : std::to_string(index);
+  spec.name = "master" + tag;
   spec.argv = {opt_.bin_dir + "/greyhound-master", "--job", opt_.job, "--redis", redis_url_, "--event-log",
-               opt_.work_dir + "/master-events.jsonl", "--poll-ms", "50"};
+               opt_.work_dir + "/master" + tag + "-events.jsonl", "--poll-ms", "50"};
+  if (ha) spec.argv.insert(spec.argv.end(), {"--ha", "--master-id", "m" + std::to_string(index)});
   if (opt_.mitigate) spec.argv.push_back("--mitigate");
   char buf[64];
   if (opt_.s3_pause_s >= 0) {
@@ -102,12 +123,12 @@ bool ClusterServices::start_master(std::string* error) {
     spec.argv.insert(spec.argv.end(), {"--s4-restart-s", buf});
   }
   spec.argv.insert(spec.argv.end(), opt_.master_args.begin(), opt_.master_args.end());
-  spec.stdout_path = opt_.work_dir + "/master.log";
-  spec.stderr_path = opt_.work_dir + "/master.log";
-  // Append rather than truncate after a restart: keep the first master's log.
-  if (master_pid_ != -1) spec.stdout_path = spec.stderr_path = opt_.work_dir + "/master.restarted.log";
-  master_pid_ = spawn(spec, error);
-  return master_pid_ > 0;
+  pid_t& pid = master_pids_[static_cast<std::size_t>(index)];
+  spec.stdout_path = spec.stderr_path = opt_.work_dir + "/master" + tag + ".log";
+  // Another file after a restart: keep the first master's log.
+  if (pid != -1) spec.stdout_path = spec.stderr_path = opt_.work_dir + "/master" + tag + ".restarted.log";
+  pid = spawn(spec, error);
+  return pid > 0;
 }
 
 pid_t ClusterServices::agent_pid(int node) const {
@@ -146,7 +167,7 @@ bool ClusterServices::start_agent(int node, std::string* error) {
 }
 
 void ClusterServices::on_tick(double t_s) {
-  reap(master_pid_);
+  for (pid_t p : master_pids_) reap(p);
   for (pid_t p : extra_agents_) reap(p);
   for (auto& c : opt_.chaos) {
     if (c.done || c.at_s > t_s) continue;
@@ -165,16 +186,23 @@ void ClusterServices::on_tick(double t_s) {
       } else {
         ok = redis_->restart(&err);
       }
-    } else if (c.target == "master" && !opt_.start_master) {
+    } else if ((c.target == "master" || c.target == "leader") && !opt_.start_master) {
       ok = false;
       err = "the master is not started here";
-    } else if (c.target == "master") {
-      if (c.action == "kill") {
-        if (alive(master_pid_)) kill(master_pid_, SIGKILL);
+    } else if (c.target == "master" || c.target == "leader") {
+      // "master": the first one; "leader": the one holding the lease (--masters N), found now.
+      const int i = c.target == "master" ? 0 : leader_index();
+      if (i < 0) {
+        ok = false;
+        err = "no master leads";
+      } else if (c.action == "kill") {
+        pid_t& pid = master_pids_[static_cast<std::size_t>(i)];
+        if (alive(pid)) kill(pid, SIGKILL);
         int status = 0;
-        waitpid(master_pid_, &status, 0);
-      } else if (!alive(master_pid_)) {
-        ok = start_master(&err);
+        waitpid(pid, &status, 0);
+        if (c.target == "leader") err = "m" + std::to_string(i);
+      } else if (!alive(master_pids_[static_cast<std::size_t>(i)])) {
+        ok = start_master(&err, i);
       }
     } else if (c.target.rfind("agent:", 0) == 0) {
       const int node = c.node;
@@ -187,7 +215,7 @@ void ClusterServices::on_tick(double t_s) {
     }
     char buf[160];
     std::snprintf(buf, sizeof buf, "t=%7.2fs %s %s%s", t_s, c.action.c_str(), c.target.c_str(),
-                  ok ? "" : (" failed: " + err).c_str());
+                  ok ? (err.empty() ? "" : (" (" + err + ")").c_str()) : (" failed: " + err).c_str());
     chaos_log_.push_back(buf);
   }
 }
@@ -230,7 +258,8 @@ void ClusterServices::finish() {
   wait_agents_exit(8.0, true);
   // The master (ours, or the one already serving the job) catches up with the stream (its cursor reaches
   // the last entry); ours then stops.
-  if (alive(master_pid_) || !opt_.start_master) {
+  const bool any_master = std::any_of(master_pids_.begin(), master_pids_.end(), [](pid_t p) { return alive(p); });
+  if (any_master || !opt_.start_master) {
     RedisClient c = client(redis_url_);
     store::JobStore st(c, opt_.job);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -242,7 +271,7 @@ void ClusterServices::finish() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
-  terminate(master_pid_, 3.0);
+  for (pid_t p : master_pids_) terminate(p, 3.0);
 }
 
 nlohmann::json ClusterServices::events() {
@@ -271,8 +300,8 @@ void ClusterServices::stop_all() {
   for (std::size_t n = 0; n < opt_.node_shm_dirs.size(); ++n) terminate(agent_pid(static_cast<int>(n)), 2.0);
   for (pid_t e : extra_agents_) terminate(e, 2.0);
   extra_agents_.clear();
-  terminate(master_pid_, 2.0);
-  master_pid_ = -1;
+  for (pid_t p : master_pids_) terminate(p, 2.0);
+  master_pids_.clear();
   if (redis_) redis_->stop();
   redis_.reset();
 }

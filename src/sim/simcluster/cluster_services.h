@@ -31,6 +31,7 @@ class ClusterServices {
     std::vector<ChaosAction> chaos;
     bool mitigate = false;  // the master plans and publishes mitigation plans
     bool start_master = true;  // false: a master already serves the job on this Redis (chaos cannot touch it)
+    int masters = 1;           // > 1: that many masters with --ha (m0, m1, ...), one leading, the others standing by
     // The remedies' overheads for the master (--s3-pause-s, --s4-restart-s), in simulated seconds;
     // < 0: the master's defaults.
     double s3_pause_s = -1;
@@ -64,7 +65,9 @@ class ClusterServices {
   const std::vector<std::string>& chaos_log() const { return chaos_log_; }
 
  private:
-  bool start_master(std::string* error);
+  bool start_master(std::string* error, int index = 0);
+  // The started master that holds the lease now (--ha), or -1.
+  int leader_index();
   pid_t agent_pid(int node) const;
   bool start_agent(int node, std::string* error);
 
@@ -72,7 +75,7 @@ class ClusterServices {
   std::unique_ptr<RedisServer> redis_;
   std::string redis_url_;
   int redis_port_ = 0;
-  pid_t master_pid_ = -1;
+  std::vector<pid_t> master_pids_;  // by index (m0, m1, ...); -1: not running
   std::vector<pid_t> extra_agents_;
   std::vector<std::string> chaos_log_;
 };

@@ -97,7 +97,7 @@ void usage() {
       "         [--hidden H] [--rows B] [--layers L] [--dp-sync allreduce|rs-ag] [--group-init split|uniqueid]\n"
       "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--mitigate]\n"
       "         [--external-master] [--oracle] [--time-scale X] [--s3-pause-s S] [--s4-restart-s S] [--quiet]\n"
-      "         [--master-args 'ARGS'] [--capabilities S2,S3,S4] [--max-restarts N]\n"
+      "         [--master-args 'ARGS'] [--masters N] [--capabilities S2,S3,S4] [--max-restarts N]\n"
       "         [--validate never|auto|always] [--pause-deadline-s S] [--hang-min-s S]\n"
       "         [--preflight | --preflight-fail-on-slow]\n"
       "--preflight: `greyhoundctl preflight` is asked before the ranks start (the verdict lands in the work dir's\n"
@@ -111,6 +111,8 @@ void usage() {
       "          on the nodes left after excluding those the restart request names: as many DP replicas as\n"
       "          fit, the same global batch. At most --max-restarts (default 3) restarts.\n"
       "--master-args: more flags for the master it starts, split on spaces (e.g. '--pay-margin 0.5')\n"
+      "--masters N: start N masters with --ha (m0, m1, ...): one leads, the others stand by (default 1,\n"
+      "          without --ha); the chaos target \"leader\" is the one leading at that moment\n"
       "--hang-min-s: the agents report a rank stalled after S seconds (and 3 iterations) without NCCL progress\n"
       "--external-master: a master already serves the job on --redis (greyhound-master --jobs ...); start none\n"
       "--oracle: no detection (no master, agents or hook); the job applies plans (--plan) that this launcher\n"
@@ -136,6 +138,7 @@ struct Options {
   bool s4 = false;                      // ... S4 among them: checkpoints and restarts
   int max_restarts = 3;
   std::vector<std::string> master_args;  // --master-args
+  int masters = 1;                       // --masters
   std::vector<gs::ChaosAction> chaos;
   bool hook = true, keep = false, call_log = false, quiet = false, mitigate = false, external_master = false;
   bool oracle = false;  // plans from the fault schedule (OracleDriver); implies !hook
@@ -162,7 +165,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
                            "report", "seed", "job", "work-dir", "shm-dir", "model", "hidden", "rows", "layers",
                            "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos", "time-scale",
                            "s3-pause-s", "s4-restart-s", "master-args", "capabilities", "max-restarts", "validate",
-                           "pause-deadline-s", "hang-min-s"},
+                           "pause-deadline-s", "hang-min-s", "masters"},
                           {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master", "oracle",
                            "preflight", "preflight-fail-on-slow"});
   *help = a.flag("help");
@@ -186,6 +189,11 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   o.keep = a.flag("keep");
   o.call_log = a.flag("call-log");
   o.mitigate = a.flag("mitigate");
+  o.masters = static_cast<int>(a.integer_in("masters", 1, 1, 8));
+  if (a.has("masters") && !o.hook) throw greyhound::ArgError("--masters needs greyhound (drop --no-greyhound)");
+  if (a.has("masters") && (a.flag("external-master") || a.flag("oracle"))) {
+    throw greyhound::ArgError("--masters starts masters: it excludes --external-master and --oracle");
+  }
   if (a.has("validate")) {
     const std::string mode = a.str("validate");
     if (mode != "never" && mode != "auto" && mode != "always") {
@@ -304,7 +312,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   }
   o.config = {{"tp", o.T},       {"dp", o.D},           {"pp", o.P},
               {"gpus_per_node", o.G}, {"microbatches", o.M}, {"nodes", o.nodes()},
-              {"greyhound", o.hook},  {"mitigate", o.mitigate}, {"seed", o.seed},
+              {"greyhound", o.hook},  {"mitigate", o.mitigate}, {"seed", o.seed}, {"masters", o.masters},
               {"job", o.job},         {"model", json::parse(o.model_text)}, {"oracle", o.oracle},
               {"capabilities", o.capabilities}};
   const gs::RemedyCosts sim_costs = gs::simulated_costs(o.costs_job_s, o.time_scale);
@@ -615,6 +623,7 @@ int main(int argc, char** argv) {
     so.chaos = o.chaos;
     so.mitigate = o.mitigate;
     so.master_args = o.master_args;
+    so.masters = o.masters;
     so.agent_args = o.agent_args;
     services = std::make_unique<gs::ClusterServices>(so);
     std::string err;
