@@ -19,13 +19,18 @@ std::uint64_t token_hash(std::string_view s) {
   return h;
 }
 
+// True when the text was read; a refusal names its row and quotes only a part of what it read.
+template <class Rows>
+bool was_read(const greyhound::Result<Rows>& rows) {
+  if (rows) return true;
+  check(rows.error().rfind("row ", 0) == 0, "an error names its row");
+  check(rows.error().size() < 400, "an error quotes only a part of what it read");
+  return false;
+}
+
 void ops(std::string_view text) {
   const auto rows = greyhound::ctl::read_op_trace(text);
-  if (!rows) {
-    check(rows.error().rfind("row ", 0) == 0, "an error names its row");
-    check(rows.error().size() < 400, "an error quotes only a part of what it read");
-    return;
-  }
+  if (!was_read(rows)) return;
   ga::PeriodDetector detector(ga::PeriodParams{});
   std::vector<ga::Iteration> iterations;
   for (const auto& row : *rows) {
@@ -37,11 +42,7 @@ void ops(std::string_view text) {
 
 void iterations(std::string_view text) {
   const auto rows = greyhound::ctl::read_iteration_trace(text);
-  if (!rows) {
-    check(rows.error().rfind("row ", 0) == 0, "an error names its row");
-    check(rows.error().size() < 400, "an error quotes only a part of what it read");
-    return;
-  }
+  if (!was_read(rows)) return;
   for (const char* name : {"bocd+v", "bocd", "window"}) {
     auto detector = ga::make_slowdown_detector(*ga::method_from_name(name));
     std::vector<ga::SlowdownEvent> events;
