@@ -23,10 +23,10 @@ JobDriver::JobDriver(RedisClient& client, std::string job, ControllerConfig conf
     : client_(client), store_(client, std::move(job)), ctl_(std::move(config), std::move(run_tag)), log_(log),
       batch_(batch) {}
 
-Result<bool> JobDriver::lead(std::int64_t epoch, const std::string& master_id) {
+Result<std::int64_t> JobDriver::lead(std::int64_t epoch, const std::string& master_id) {
   const std::int64_t before = store_.fence();
   auto r = store_.take_job(epoch);
-  if (!r || !*r || before == epoch) return r;
+  if (!r || *r != 0 || before == epoch) return r;
   spdlog::info("job {}: leading it (epoch {})", job(), epoch);
   Event e;
   e.type = event_type::kLeader;

@@ -41,8 +41,8 @@ class JobDriver {
   bool agents_alive();
 
   // --ha: leads the job at `epoch` (store::JobStore::take_job: every write fenced from now on) and, when
-  // that is new, says so with a `leader` event. False when a master of a newer epoch leads it.
-  Result<bool> lead(std::int64_t epoch, const std::string& master_id);
+  // that is new, says so with a `leader` event. 0 when it leads the job now, else the newer epoch that does.
+  Result<std::int64_t> lead(std::int64_t epoch, const std::string& master_id);
   std::int64_t epoch() const { return store_.fence(); }
 
  private:

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -128,10 +129,14 @@ int main(int argc, char** argv) {
       gethostname(host, sizeof host - 1);
       cfg.id = std::string(host) + ":" + std::to_string(getpid());
     }
-    if (cfg.id.size() > 128 || cfg.id.find_first_of(" \t\r\n") != std::string::npos) {
-      throw greyhound::ArgError("--master-id: at most 128 bytes, no blanks");
+    if (cfg.id.empty() || cfg.id.size() > 128 ||
+        std::any_of(cfg.id.begin(), cfg.id.end(), [](char ch) { return static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f; })) {
+      throw greyhound::ArgError("--master-id: 1 to 128 bytes, no blanks or control bytes");
     }
     poll_ms = static_cast<int>(a.integer_in("poll-ms", 100, 1, 60000));
+    if (a.flag("ha") && poll_ms * 3 > static_cast<int>(a.integer_in("lease-ms", 3000, 300, 600000))) {
+      throw greyhound::ArgError("--poll-ms must be at most a third of --lease-ms (the lease is renewed between steps)");
+    }
     cfg.controller.mitigate = a.flag("mitigate");
     cfg.controller.profile_s = a.number("profile-s", cfg.controller.profile_s);
     cfg.controller.ack_timeout_s = a.number("ack-timeout-s", cfg.controller.ack_timeout_s);

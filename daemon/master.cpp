@@ -3,6 +3,8 @@
 #include <fnmatch.h>
 
 #include <chrono>
+#include <cstdio>
+#include <random>
 
 #include <spdlog/spdlog.h>
 
@@ -39,6 +41,13 @@ Master::Master(MasterConfig config)
       log_(cfg_.event_log),
       run_tag_(run_tag()) {
   if (cfg_.jobs_pattern.empty() && !cfg_.ha) drivers_[cfg_.job].driver = make_driver(cfg_.job);
+  lease_scope_ = cfg_.jobs_pattern.empty() ? "job:" + cfg_.job : "jobs:" + cfg_.jobs_pattern;
+  // This process's token in the lease: its id and a nonce, so that two masters given the same id (pid 1 in
+  // two containers of one host) are never taken for one.
+  std::random_device rd;
+  char nonce[20];
+  std::snprintf(nonce, sizeof nonce, "%08x%08x", rd(), rd());
+  holder_ = cfg_.id + " " + nonce;
 }
 
 std::unique_ptr<JobDriver> Master::make_driver(const std::string& job) {
@@ -49,12 +58,12 @@ bool Master::hold_lease(double now_s) {
   if (now_s < next_lease_s_) return lease_epoch_ > 0;
   next_lease_s_ = now_s + cfg_.lease_ms / 3000.0;
   if (lease_epoch_ > 0) {
-    auto renewed = store::JobStore::renew_lease(redis_, cfg_.id, lease_epoch_, cfg_.lease_ms);
+    auto renewed = store::JobStore::renew_lease(redis_, lease_scope_, holder_, lease_epoch_, cfg_.lease_ms);
     // Unreachable: lead on (every write is fenced, so a master that took over meanwhile is safe from us).
     if (!renewed || *renewed) return true;
     stand_by("the lease of epoch " + std::to_string(lease_epoch_) + " lapsed or was taken");
   }
-  auto taken = store::JobStore::acquire_lease(redis_, cfg_.id, cfg_.lease_ms);
+  auto taken = store::JobStore::acquire_lease(redis_, lease_scope_, holder_, cfg_.lease_ms);
   if (!taken || *taken == 0) return false;
   lease_epoch_ = *taken;
   spdlog::info("master {} leads (epoch {})", cfg_.id, lease_epoch_);
@@ -73,7 +82,7 @@ void Master::stand_by(const std::string& why) {
 
 void Master::stop() {
   if (!cfg_.ha || lease_epoch_ == 0) return;
-  if (const Status s = store::JobStore::release_lease(redis_, cfg_.id, lease_epoch_); !s) {
+  if (const Status s = store::JobStore::release_lease(redis_, lease_scope_, holder_, lease_epoch_); !s) {
     spdlog::warn("the lease was not given up ({}): a standby leads once it lapses", s.error());
   } else {
     spdlog::info("master {} gave the lease up", cfg_.id);
@@ -183,10 +192,15 @@ int Master::tick() {
   int n = 0;
   for (auto& [job, served] : drivers_) {
     if (cfg_.ha && served.driver->epoch() != lease_epoch_) {
-      auto led = served.driver->lead(lease_epoch_, cfg_.id);
-      if (!led) continue;  // Redis: try again next tick
-      if (!*led) {
-        stand_by("job " + job + " is led by a master of a newer epoch");
+      auto newer = served.driver->lead(lease_epoch_, cfg_.id);
+      if (!newer) continue;  // Redis: try again next tick
+      if (*newer != 0) {
+        // The epoch counter fell behind this job's (evicted, deleted, or rolled back by a failover): give the
+        // lease up and raise the counter, so that the next lease, whoever takes it, is newer than the job's.
+        (void)store::JobStore::raise_lease_epoch(redis_, *newer);
+        (void)store::JobStore::release_lease(redis_, lease_scope_, holder_, lease_epoch_);
+        stand_by("job " + job + " is led at epoch " + std::to_string(*newer) + ", newer than this lease's " +
+                 std::to_string(lease_epoch_));
         return n;
       }
     }

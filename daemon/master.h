@@ -26,9 +26,9 @@ struct MasterConfig {
   int batch = 256;           // events per read
   double discover_every_s = 2.0;   // look for new jobs (and gone agents) this often
   double retire_after_s = 300.0;   // a job whose agents have all been gone this long is retired
-  // --ha: several masters per Redis, one leading through a lease (store::JobStore::acquire_lease) renewed
-  // every lease_ms / 3, its writes fenced by the lease's epoch; the others stand by and take over once it
-  // lapses (docs/operations.md, "High availability").
+  // --ha: several masters serving the same jobs (the same --job or --jobs), one leading through a lease
+  // (store::JobStore::acquire_lease) renewed every lease_ms / 3, its writes fenced by the lease's epoch; the
+  // others stand by and take over once it lapses (docs/operations.md, "High availability").
   bool ha = false;
   std::string id;       // this master's name in the lease (default host:pid)
   int lease_ms = 3000;
@@ -71,6 +71,8 @@ class Master {
   std::map<std::string, double> dormant_;  // registered jobs without a live agent: when to look again
   double next_discovery_s_ = 0;
   bool redis_down_logged_ = false;
+  std::string lease_scope_;  // --ha: "job:<job>" or "jobs:<pattern>", the masters that share a lease
+  std::string holder_;       // --ha: "<id> <nonce>"
   std::int64_t lease_epoch_ = 0;
   double next_lease_s_ = 0;
   std::string metrics_cache_;  // the latest /metrics answer, and when it was made

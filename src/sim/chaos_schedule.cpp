@@ -33,6 +33,9 @@ std::vector<ChaosAction> parse_chaos(const nlohmann::json& j, int nodes) {
     if (c.target != "redis" && c.target != "master" && c.target != "leader" && c.target.rfind("agent:", 0) != 0) {
       throw std::invalid_argument(where + ".target: must be \"redis\", \"master\", \"leader\" or \"agent:<node>\"");
     }
+    if (c.target == "leader" && c.action != "kill") {
+      throw std::invalid_argument(where + ".action: the leader can only be killed (\"start\" it as \"master\")");
+    }
     if (c.target.rfind("agent:", 0) == 0) {
       const std::string n = c.target.substr(6);
       if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) {

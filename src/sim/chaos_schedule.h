@@ -5,7 +5,7 @@
 //   [{"at_s": 5, "action": "kill", "target": "redis"}, {"at_s": 9, "action": "start", "target": "redis"},
 //    {"at_s": 12, "action": "kill", "target": "master"}, {"at_s": 20, "action": "kill", "target": "agent:1"}]
 // targets: "redis", "master" (the first master), "leader" (the master holding the lease when several run,
-// --masters N), "agent:<node>"; actions: "kill" (SIGKILL, as a crash) and "start".
+// --masters N; kill only), "agent:<node>"; actions: "kill" (SIGKILL, as a crash) and "start".
 // When the first action on "redis" is "start", Redis is absent from the beginning until then.
 #pragma once
 

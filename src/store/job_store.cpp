@@ -24,8 +24,8 @@ constexpr std::size_t kMaxReadBytes = 8 << 20;
 constexpr std::size_t kMaxMemberBytes = 64;
 
 // KEYS[1] a set; ARGV[1] max members, ARGV[2] max bytes per member.
-// The masters' lease: KEYS[1] the lease, KEYS[2] the epoch counter; ARGV[1] the id, ARGV[2] the TTL (ms).
-// Renews it when this id holds it, takes it with a new epoch when nobody does; the epoch, or 0.
+// The masters' lease: KEYS[1] the lease, KEYS[2] the epoch counter; ARGV[1] the holder's token, ARGV[2] the
+// TTL (ms). Renews it when this holder has it, takes it with a new epoch when nobody does; the epoch, or 0.
 constexpr const char* kAcquireLeaseScript = R"lua(
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -48,13 +48,20 @@ if ARGV[2] == '0' then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEY
 return 1
 )lua";
 
-// KEYS[1] a job's leader epoch; ARGV[1] the epoch taking it. Raises it, never lowers it: 1 when it holds
-// ARGV[1] now, 0 when a newer epoch does.
+// KEYS[1] a job's leader epoch; ARGV[1] the epoch taking it. Raises it, never lowers it: 0 when it holds
+// ARGV[1] now, else the newer epoch that does.
 constexpr const char* kTakeJobScript = R"lua(
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 local e = tonumber(ARGV[1])
-if cur > e then return 0 end
+if cur > e then return cur end
 if cur < e then redis.call('SET', KEYS[1], ARGV[1]) end
+return 0
+)lua";
+
+// KEYS[1] the epoch counter; ARGV[1] an epoch it must reach.
+constexpr const char* kRaiseEpochScript = R"lua(
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
 )lua";
 
@@ -350,19 +357,30 @@ Result<std::string> JobStore::last_id(const std::string& key) {
 }
 
 Status JobStore::transaction(std::vector<std::vector<std::string>> commands) {
-  if (fence_ > 0) {
-    // WATCH first: if another master raises the job's epoch before EXEC, the transaction does nothing.
-    auto w = pipeline_on(client_, {{"WATCH", keys::leader(job_)}, {"GET", keys::leader(job_)}});
+  // Fenced: WATCH the job's leader epoch first, so that if another master raises it before EXEC the
+  // transaction does nothing. A missing or lower epoch (the key evicted or deleted) is raised again once.
+  for (int attempt = 0; fence_ > 0; ++attempt) {
+    auto w = pipeline_on(client_, {{"WATCH", keys::leader(job_)}, {"GETRANGE", keys::leader(job_), "0", "31"}});
     if (!w) return w.status();
-    if (Status s = first_refusal(*w, "fence"); !s) return s;
-    const RedisReply& held = (*w)[1];
-    if (held.type != Type::kString || held.str != std::to_string(fence_)) {
+    if (Status s = first_refusal(*w, "fence"); !s) {
       (void)run({"UNWATCH"});
-      return Status::failure("fenced: another master leads job " + job_ + " (its epoch " +
-                                 (held.type == Type::kString ? printable(held.str, 24) : std::string("none")) +
-                                 ", this master's " + std::to_string(fence_) + ")",
-                             Errc::kRefused);
+      return s;
     }
+    const RedisReply& held = (*w)[1];
+    const std::string mine = std::to_string(fence_);
+    if (held.type == Type::kString && held.str == mine) break;
+    (void)run({"UNWATCH"});
+    char* end = nullptr;
+    const long long value = held.type == Type::kString ? std::strtoll(held.str.c_str(), &end, 10) : 0;
+    const bool missing = held.type != Type::kString || held.str.empty();  // GETRANGE of no key: ""
+    const bool lower = missing || (end != nullptr && *end == '\0' && value < fence_);
+    if (lower && attempt == 0) {
+      if (auto t = take_job(fence_); t && *t == 0) continue;
+    }
+    return Status::failure("fenced: another master leads job " + job_ + " (its epoch " +
+                               (missing ? std::string("none") : printable(held.str, 24)) +
+                               ", this master's " + mine + ")",
+                           Errc::kRefused);
   }
   commands.insert(commands.begin(), {"MULTI"});
   commands.push_back({"EXEC"});
@@ -383,41 +401,50 @@ Status JobStore::write(std::vector<std::string> command) {
   return first_refusal({*r}, command[0]);
 }
 
-Result<std::int64_t> JobStore::acquire_lease(RedisClient& client, const std::string& id, int ttl_ms) {
-  auto r = run_on(client, {"EVAL", kAcquireLeaseScript, "2", keys::master_lease(), keys::master_epoch(), id,
-                           std::to_string(ttl_ms)});
+Result<std::int64_t> JobStore::acquire_lease(RedisClient& client, const std::string& scope, const std::string& holder,
+                                             int ttl_ms) {
+  const std::string key = keys::master_lease(scope);
+  auto r = run_on(client, {"EVAL", kAcquireLeaseScript, "2", key, keys::master_epoch(), holder, std::to_string(ttl_ms)});
   if (!r) return r.status();
-  if (r->type != Type::kInteger) return Result<std::int64_t>::failure_about(keys::master_lease(), "not a lease");
+  if (r->type != Type::kInteger) return Result<std::int64_t>::failure_about(key, "not a lease");
   return static_cast<std::int64_t>(r->integer);
 }
 
-Result<bool> JobStore::renew_lease(RedisClient& client, const std::string& id, std::int64_t epoch, int ttl_ms) {
-  auto r = run_on(client, {"EVAL", kRenewLeaseScript, "1", keys::master_lease(), std::to_string(epoch) + " " + id,
-                           std::to_string(ttl_ms)});
+Result<bool> JobStore::renew_lease(RedisClient& client, const std::string& scope, const std::string& holder,
+                                   std::int64_t epoch, int ttl_ms) {
+  auto r = run_on(client, {"EVAL", kRenewLeaseScript, "1", keys::master_lease(scope),
+                           std::to_string(epoch) + " " + holder, std::to_string(ttl_ms)});
   if (!r) return r.status();
   return r->type == Type::kInteger && r->integer == 1;
 }
 
-Status JobStore::release_lease(RedisClient& client, const std::string& id, std::int64_t epoch) {
-  auto r = run_on(client, {"EVAL", kRenewLeaseScript, "1", keys::master_lease(), std::to_string(epoch) + " " + id, "0"});
+Status JobStore::release_lease(RedisClient& client, const std::string& scope, const std::string& holder,
+                               std::int64_t epoch) {
+  auto r = run_on(client, {"EVAL", kRenewLeaseScript, "1", keys::master_lease(scope),
+                           std::to_string(epoch) + " " + holder, "0"});
   if (!r) return r.status();
   return ok_status();
 }
 
-Result<std::optional<std::string>> JobStore::lease_holder(RedisClient& client) {
-  auto r = run_on(client, {"GET", keys::master_lease()});
+Status JobStore::raise_lease_epoch(RedisClient& client, std::int64_t epoch) {
+  auto r = run_on(client, {"EVAL", kRaiseEpochScript, "1", keys::master_epoch(), std::to_string(epoch)});
   if (!r) return r.status();
-  if (r->type != Type::kString) return std::optional<std::string>();
+  return ok_status();
+}
+
+Result<std::optional<std::string>> JobStore::lease_holder(RedisClient& client, const std::string& scope) {
+  auto r = run_on(client, {"GETRANGE", keys::master_lease(scope), "0", "255"});
+  if (!r) return r.status();
+  if (r->type != Type::kString || r->str.empty()) return std::optional<std::string>();
   return std::optional<std::string>(printable(r->str, 256));
 }
 
-Result<bool> JobStore::take_job(std::int64_t epoch) {
+Result<std::int64_t> JobStore::take_job(std::int64_t epoch) {
   auto r = run({"EVAL", kTakeJobScript, "1", keys::leader(job_), std::to_string(epoch)});
   if (!r) return r.status();
-  if (r->type != Type::kInteger) return Result<bool>::failure_about(keys::leader(job_), "not an epoch");
-  if (r->integer != 1) return false;
-  fence_ = epoch;
-  return true;
+  if (r->type != Type::kInteger) return Result<std::int64_t>::failure_about(keys::leader(job_), "not an epoch");
+  if (r->integer == 0) fence_ = epoch;
+  return static_cast<std::int64_t>(r->integer);
 }
 
 Result<std::vector<std::string>> JobStore::jobs(RedisClient& client) {
@@ -439,9 +466,7 @@ Status JobStore::unregister_job(RedisClient& client, const std::string& job) {
 }
 
 Status JobStore::append_event(const Event& e) {
-  auto r = run(xadd(keys::events(job_), keys::kEventsMaxLen, to_json(e).dump()));
-  if (!r) return r.status();
-  return ok_status();
+  return write(xadd(keys::events(job_), keys::kEventsMaxLen, to_json(e).dump()));
 }
 
 Result<std::vector<Entry<Event>>> JobStore::read_events(const std::string& after, int count) {

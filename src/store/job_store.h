@@ -58,19 +58,27 @@ class JobStore {
   static Status unregister_job(RedisClient& client, const std::string& job);
 
   // ---- Leadership of the masters on this Redis (greyhound-master --ha; docs/operations.md).
-  // Takes the lease for `id` when nobody holds it, or renews it when `id` holds it: the lease's epoch (a new
-  // one, from a counter that only grows, when taken), or 0 when another master holds it.
-  static Result<std::int64_t> acquire_lease(RedisClient& client, const std::string& id, int ttl_ms);
-  // Renews the lease while it is still `id`'s at `epoch`: false when it is not (expired, or another's).
-  static Result<bool> renew_lease(RedisClient& client, const std::string& id, std::int64_t epoch, int ttl_ms);
-  // Gives the lease up if it is still `id`'s at `epoch` (a clean stop: a standby leads at once).
-  static Status release_lease(RedisClient& client, const std::string& id, std::int64_t epoch);
-  // The lease's holder ("<epoch> <id>"), or nullopt when none holds it.
-  static Result<std::optional<std::string>> lease_holder(RedisClient& client);
+  // A lease per scope (what a set of masters serves: "job:<job>" or "jobs:<pattern>"). `holder` is one
+  // process's token ("<id> <nonce>": two processes never share one, whatever their ids). Takes the lease when
+  // nobody holds it, or renews it when `holder` does: the lease's epoch (a new one, from a counter that only
+  // grows, when taken), or 0 when another holds it.
+  static Result<std::int64_t> acquire_lease(RedisClient& client, const std::string& scope, const std::string& holder,
+                                            int ttl_ms);
+  // Renews the lease while it is still `holder`'s at `epoch`: false when it is not (expired, or another's).
+  static Result<bool> renew_lease(RedisClient& client, const std::string& scope, const std::string& holder,
+                                  std::int64_t epoch, int ttl_ms);
+  // Gives the lease up if it is still `holder`'s at `epoch` (a clean stop: a standby leads at once).
+  static Status release_lease(RedisClient& client, const std::string& scope, const std::string& holder,
+                              std::int64_t epoch);
+  // Raises the epoch counter to at least `epoch` (it fell behind a job's: the next lease is newer than both).
+  static Status raise_lease_epoch(RedisClient& client, std::int64_t epoch);
+  // The lease's value ("<epoch> <id> <nonce>", at most 256 bytes), or nullopt when none holds it.
+  static Result<std::optional<std::string>> lease_holder(RedisClient& client, const std::string& scope);
   // Fences this job at `epoch`: raises the job's leader epoch to it (never lowers it) and, from then on,
-  // every write of this store (commit, publish_plan, send_command, the answers) is refused, and changes
-  // nothing, once a newer epoch holds the job. False when a newer epoch already does.
-  Result<bool> take_job(std::int64_t epoch);
+  // every write of this store (commit, publish_plan, send_command, append_event, the answers) is refused, and
+  // changes nothing, once a newer epoch holds the job. 0 when this store leads the job now, else the newer
+  // epoch that does.
+  Result<std::int64_t> take_job(std::int64_t epoch);
   std::int64_t fence() const { return fence_; }
 
   // ---- Event stream (append-only, trimmed to about keys::kEventsMaxLen entries).

@@ -36,9 +36,11 @@ inline std::string plan_acks(std::string_view j) { return job(j) + "plan:acks"; 
 
 inline std::string leader(std::string_view j) { return job(j) + "leader"; }                // fencing epoch of the leading master
 
-// Masters' leadership (--ha): one lease for every master on this Redis, and the counter its epochs come from,
-// on a slot of their own.
-inline std::string master_lease() { return std::string(kPrefix) + "{masters}:lease"; }  // "<epoch> <id>", PX
+// Masters' leadership (--ha): one lease for the masters serving one scope ("job:<job>" or "jobs:<pattern>"),
+// and the counter every lease's epoch comes from, on a slot of their own.
+inline std::string master_lease(std::string_view scope) {  // "<epoch> <id> <nonce>", PX
+  return std::string(kPrefix) + "{masters}:lease:" + std::string(scope);
+}
 inline std::string master_epoch() { return std::string(kPrefix) + "{masters}:epoch"; }  // INCR
 
 inline std::string restart(std::string_view j) { return job(j) + "restart"; }              // JSON, by the job

@@ -100,6 +100,19 @@ class LaunchErrors(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--event-log " + path + ": cannot open it for appending", r.stderr)
 
+    def test_the_master_refuses_ha_flags_that_cannot_work(self):
+        master = os.path.join(BIN, "greyhound-master")
+        cases = [
+            (["--master-id", "a"], "--master-id and --lease-ms need --ha"),
+            (["--ha", "--master-id", "a\tb"], "--master-id: 1 to 128 bytes, no blanks or control bytes"),
+            (["--ha", "--poll-ms", "2000"], "--poll-ms must be at most a third of --lease-ms"),
+            (["--ha", "--lease-ms", "100"], "--lease-ms"),
+        ]
+        for flags, needle in cases:
+            r = run([master, "--job", "x", "--redis", UNREACHABLE] + flags, env=self.env)
+            self.assertEqual(r.returncode, 2, (flags, r.stderr))
+            self.assertIn(needle, r.stderr, flags)
+
     def plant_lock_link(self, job):
         victim = os.path.join(self.shm, "victim")
         with open(victim, "w") as f:

@@ -329,36 +329,46 @@ TEST_F(JobStoreTest, EveryKeyOfAJobIsInTheJobsHashSlot) {
   EXPECT_EQ(*JobStore::jobs(*redis_), std::vector<std::string>{"job1"});
 }
 
-// The masters' lease (--ha): one holder at a time, epochs that only grow, given up only by its holder.
+// The masters' lease (--ha): one holder at a time per scope, epochs that only grow, given up only by its
+// holder; two processes with the same id are two holders (the token's nonce).
 TEST_F(JobStoreTest, TheMastersLeaseHasOneHolderAndEpochsThatOnlyGrow) {
-  EXPECT_FALSE(*JobStore::lease_holder(*redis_));
-  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "a", 5000), 1);
-  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "b", 5000), 0);  // held by a
-  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "a", 5000), 1);  // a renews, same epoch
-  EXPECT_EQ(**JobStore::lease_holder(*redis_), "1 a");
-  EXPECT_TRUE(*JobStore::renew_lease(*redis_, "a", 1, 5000));
-  EXPECT_FALSE(*JobStore::renew_lease(*redis_, "b", 1, 5000));
-  EXPECT_FALSE(*JobStore::renew_lease(*redis_, "a", 2, 5000));
-  ASSERT_TRUE(JobStore::release_lease(*redis_, "b", 1));  // not b's: nothing happens
-  EXPECT_EQ(**JobStore::lease_holder(*redis_), "1 a");
-  ASSERT_TRUE(JobStore::release_lease(*redis_, "a", 1));
-  EXPECT_FALSE(*JobStore::lease_holder(*redis_));
-  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "b", 300), 2);
+  const std::string scope = "job:job1";
+  EXPECT_FALSE(*JobStore::lease_holder(*redis_, scope));
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, scope, "a n1", 5000), 1);
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, scope, "b n2", 5000), 0);  // held by a
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, scope, "a n3", 5000), 0);  // same id, another process
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, scope, "a n1", 5000), 1);  // a renews, same epoch
+  EXPECT_EQ(**JobStore::lease_holder(*redis_, scope), "1 a n1");
+  EXPECT_TRUE(*JobStore::renew_lease(*redis_, scope, "a n1", 1, 5000));
+  EXPECT_FALSE(*JobStore::renew_lease(*redis_, scope, "a n3", 1, 5000));
+  EXPECT_FALSE(*JobStore::renew_lease(*redis_, scope, "a n1", 2, 5000));
+  // Another scope (masters serving another job) has a lease of its own, from the same counter.
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "job:other", "c n4", 5000), 2);
+  ASSERT_TRUE(JobStore::release_lease(*redis_, scope, "b n2", 1));  // not b's: nothing happens
+  EXPECT_EQ(**JobStore::lease_holder(*redis_, scope), "1 a n1");
+  ASSERT_TRUE(JobStore::release_lease(*redis_, scope, "a n1", 1));
+  EXPECT_FALSE(*JobStore::lease_holder(*redis_, scope));
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, scope, "b n2", 300), 3);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // lapses
-  EXPECT_FALSE(*JobStore::renew_lease(*redis_, "b", 2, 300));
-  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "a", 5000), 3);
+  EXPECT_FALSE(*JobStore::renew_lease(*redis_, scope, "b n2", 3, 300));
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, scope, "a n1", 5000), 4);
+  // A counter that fell behind (deleted) is raised again, never lowered.
+  raw({"DEL", keys::master_epoch()});
+  ASSERT_TRUE(JobStore::raise_lease_epoch(*redis_, 9));
+  ASSERT_TRUE(JobStore::raise_lease_epoch(*redis_, 5));
+  EXPECT_EQ(*JobStore::acquire_lease(*redis_, "job:third", "d n5", 5000), 10);
 }
 
-// A master of an older epoch writes nothing once a newer one leads the job: commits, plans, commands and
-// answers are refused and change nothing.
+// A master of an older epoch writes nothing once a newer one leads the job: commits, plans, commands, events
+// and answers are refused and change nothing. A leader whose job's epoch key vanished raises it again.
 TEST_F(JobStoreTest, AStaleLeadersWritesAreRefusedAndChangeNothing) {
   JobStore old_leader(*redis_, job_), new_leader(*redis_, job_);
-  ASSERT_TRUE(*old_leader.take_job(1));
+  ASSERT_EQ(*old_leader.take_job(1), 0);
   MasterCommit c;
   c.state.cursor = "1-0";
   ASSERT_TRUE(old_leader.commit(c));
-  ASSERT_TRUE(*new_leader.take_job(2));
-  EXPECT_FALSE(*old_leader.take_job(1));  // an epoch is never lowered
+  ASSERT_EQ(*new_leader.take_job(2), 0);
+  EXPECT_EQ(*old_leader.take_job(1), 2);  // an epoch is never lowered: the newer one is named
 
   c.state.cursor = "9-0";
   const Status stale = old_leader.commit(c);
@@ -372,6 +382,11 @@ TEST_F(JobStoreTest, AStaleLeadersWritesAreRefusedAndChangeNothing) {
   Command cmd;
   cmd.cmd = "ping";
   EXPECT_FALSE(old_leader.send_command(0, cmd));
+  Event e;
+  e.type = event_type::kLeader;
+  e.source = "master";
+  e.detail = to_json(LeaderDetail{"m0", 1});
+  EXPECT_FALSE(old_leader.append_event(e));
   OperatorPlanReport answer;
   answer.id = "op-1";
   answer.state = "refused";
@@ -379,12 +394,26 @@ TEST_F(JobStoreTest, AStaleLeadersWritesAreRefusedAndChangeNothing) {
   EXPECT_EQ((*store_->master_state())->cursor, "1-0");
   EXPECT_FALSE(*store_->latest_plan());
   EXPECT_TRUE(store_->read_commands(0, "0-0", 10)->empty());
+  EXPECT_TRUE(store_->read_events("0-0", 10)->empty());
   EXPECT_FALSE(*store_->operator_plan_result());
 
   c.state.cursor = "12-0";
   ASSERT_TRUE(new_leader.commit(c));
   EXPECT_EQ((*store_->master_state())->cursor, "12-0");
   ASSERT_TRUE(new_leader.publish_plan(p));
+
+  // The job's epoch key evicted or deleted: the leader raises it again and writes; the stale one still cannot.
+  raw({"DEL", keys::leader(job_)});
+  c.state.cursor = "13-0";
+  ASSERT_TRUE(new_leader.commit(c));
+  EXPECT_EQ((*store_->master_state())->cursor, "13-0");
+  EXPECT_FALSE(old_leader.commit(c));
+  // A wrongly typed epoch key fails the write, and leaves no WATCH behind for the next one on the connection.
+  raw({"DEL", keys::leader(job_)});
+  raw({"HSET", keys::leader(job_), "x", "1"});
+  EXPECT_FALSE(new_leader.commit(c));
+  JobStore unfenced(*redis_, "job2");
+  EXPECT_TRUE(unfenced.commit(c));
 }
 
 TEST_F(JobStoreTest, HostileValuesInEveryKeyAreMalformedNotFatal) {

@@ -93,12 +93,12 @@ bool ClusterServices::start(std::string* error) {
 
 int ClusterServices::leader_index() {
   RedisClient c = client(redis_url_);
-  auto holder = store::JobStore::lease_holder(c);  // "<epoch> m<i>"
+  auto holder = store::JobStore::lease_holder(c, "job:" + opt_.job);  // "<epoch> m<i> <nonce>"
   if (!holder || !*holder) return -1;
   const std::string& h = **holder;
   const std::size_t sp = h.find(" m");
   if (sp == std::string::npos) return -1;
-  const std::string index = h.substr(sp + 2);
+  const std::string index = h.substr(sp + 2, h.find(' ', sp + 2) - (sp + 2));
   if (index.empty() || index.size() > 3 || index.find_first_not_of("0123456789") != std::string::npos) return -1;
   const int i = std::stoi(index);
   return i < static_cast<int>(master_pids_.size()) ? i : -1;
@@ -271,7 +271,12 @@ void ClusterServices::finish() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
-  for (pid_t p : master_pids_) terminate(p, 3.0);
+  // Standbys first: the leader gives its lease up when it stops, and a standby still running would take it.
+  const int leader = master_pids_.size() > 1 ? leader_index() : -1;
+  for (int i = 0; i < static_cast<int>(master_pids_.size()); ++i) {
+    if (i != leader) terminate(master_pids_[static_cast<std::size_t>(i)], 3.0);
+  }
+  if (leader >= 0) terminate(master_pids_[static_cast<std::size_t>(leader)], 3.0);
 }
 
 nlohmann::json ClusterServices::events() {
