@@ -129,12 +129,12 @@ int main(int argc, char** argv) {
       gethostname(host, sizeof host - 1);
       cfg.id = std::string(host) + ":" + std::to_string(getpid());
     }
-    if (cfg.id.empty() || cfg.id.size() > 128 ||
+    if (cfg.id.size() > 128 ||
         std::any_of(cfg.id.begin(), cfg.id.end(), [](char ch) { return static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f; })) {
       throw greyhound::ArgError("--master-id: 1 to 128 bytes, no blanks or control bytes");
     }
     poll_ms = static_cast<int>(a.integer_in("poll-ms", 100, 1, 60000));
-    if (a.flag("ha") && poll_ms * 3 > static_cast<int>(a.integer_in("lease-ms", 3000, 300, 600000))) {
+    if (cfg.ha && poll_ms * 3 > cfg.lease_ms) {
       throw greyhound::ArgError("--poll-ms must be at most a third of --lease-ms (the lease is renewed between steps)");
     }
     cfg.controller.mitigate = a.flag("mitigate");

@@ -43,8 +43,6 @@ class Master {
   int tick();
 
   std::size_t jobs() const { return drivers_.size(); }
-  // --ha: the epoch of the lease this master holds; 0 while it stands by.
-  std::int64_t lease_epoch() const { return lease_epoch_; }
   // A clean stop: gives the lease up (--ha) so that a standby leads at once.
   void stop();
   // The HTTP endpoint's answers (--http): /metrics (Prometheus text, every job served), /status?job=J (what
@@ -73,7 +71,7 @@ class Master {
   bool redis_down_logged_ = false;
   std::string lease_scope_;  // --ha: "job:<job>" or "jobs:<pattern>", the masters that share a lease
   std::string holder_;       // --ha: "<id> <nonce>"
-  std::int64_t lease_epoch_ = 0;
+  std::int64_t lease_epoch_ = 0;  // --ha: the epoch of the lease this master holds; 0 while it stands by
   double next_lease_s_ = 0;
   std::string metrics_cache_;  // the latest /metrics answer, and when it was made
   double metrics_cache_at_s_ = 0;

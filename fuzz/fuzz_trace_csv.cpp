@@ -6,18 +6,13 @@
 #include "cli/trace_csv.h"
 #include "fuzz/fuzz_check.h"
 #include "greyhound/analysis/period_detector.h"
+#include "greyhound/hash.h"
 #include "greyhound/analysis/slowdown_detector.h"
 
 namespace {
 
 namespace ga = greyhound::analysis;
 using greyhound::fuzz::check;
-
-std::uint64_t token_hash(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 // True when the text was read; a refusal names its row and quotes only a part of what it read.
 template <class Rows>
@@ -34,7 +29,7 @@ void ops(std::string_view text) {
   ga::PeriodDetector detector(ga::PeriodParams{});
   std::vector<ga::Iteration> iterations;
   for (const auto& row : *rows) {
-    detector.push(row.t_ns, ga::op_symbol(token_hash(row.op), token_hash(row.group), row.bytes), iterations);
+    detector.push(row.t_ns, ga::op_symbol(greyhound::fnv1a64(row.op), greyhound::fnv1a64(row.group), row.bytes), iterations);
   }
   detector.finish(iterations);
   for (const auto& it : iterations) check(it.end_t_ns <= rows->back().t_ns, "an iteration ends within the trace");

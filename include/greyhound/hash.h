@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace greyhound {
 
@@ -19,5 +20,12 @@ constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
 
 // One splitmix64 output from state x (the generator's step: add the gamma, then finalise).
 constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept { return mix64(x + kGoldenGamma); }
+
+// FNV-1a (64-bit) of a text: the CSV tokens greyhoundctl turns into op symbols, the agent's pause numbers.
+constexpr std::uint64_t fnv1a64(std::string_view text) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
 
 }  // namespace greyhound

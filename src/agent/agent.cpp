@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/record_json.h"
+#include "greyhound/hash.h"
 #include "greyhound/ops.h"
 
 namespace greyhound::agent {
@@ -367,8 +368,7 @@ namespace {
 
 // A pause's number in the rings: a hash of its id, never 0 (a restarted agent must not reuse a number).
 std::uint64_t pause_number(const std::string& id) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ull;
+  const std::uint64_t h = fnv1a64(id);
   return h == 0 ? 1 : h;
 }
 

@@ -34,6 +34,7 @@
 #include "common/args.h"
 #include "common/text.h"
 #include "greyhound/analysis/period_detector.h"
+#include "greyhound/hash.h"
 #include "greyhound/analysis/slowdown_detector.h"
 
 namespace greyhound::ctl {
@@ -56,15 +57,6 @@ T rows_or_throw(const std::string& path, Result<T> rows) {
   return std::move(rows).value();
 }
 
-// FNV-1a: tokens of the CSV (op name, group id) to numbers for op_symbol(); only equality matters.
-std::uint64_t token_hash(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 }  // namespace
 
@@ -80,7 +72,7 @@ int cmd_period(const Argv& argv) {
   ga::PeriodDetector detector(params);
   std::vector<ga::Iteration> iterations;
   for (const OpRow& row : rows) {
-    detector.push(row.t_ns, ga::op_symbol(token_hash(row.op), token_hash(row.group), row.bytes), iterations);
+    detector.push(row.t_ns, ga::op_symbol(fnv1a64(row.op), fnv1a64(row.group), row.bytes), iterations);
   }
   detector.finish(iterations);  // the file is all there is: accept a lock still awaiting confirmation
   if (detector.locks() == 0) {

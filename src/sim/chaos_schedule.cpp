@@ -1,7 +1,6 @@
 #include "sim/chaos_schedule.h"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>

@@ -23,7 +23,6 @@ constexpr int kMaxReadCount = 10000;
 constexpr std::size_t kMaxReadBytes = 8 << 20;
 constexpr std::size_t kMaxMemberBytes = 64;
 
-// KEYS[1] a set; ARGV[1] max members, ARGV[2] max bytes per member.
 // The masters' lease: KEYS[1] the lease, KEYS[2] the epoch counter; ARGV[1] the holder's token, ARGV[2] the
 // TTL (ms). Renews it when this holder has it, takes it with a new epoch when nobody does; the epoch, or 0.
 constexpr const char* kAcquireLeaseScript = R"lua(
@@ -65,6 +64,7 @@ if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
 )lua";
 
+// KEYS[1] a set; ARGV[1] max members, ARGV[2] max bytes per member.
 constexpr const char* kSetScript = R"lua(
 local n = redis.call('SCARD', KEYS[1])
 if n > tonumber(ARGV[1]) then return redis.error_reply('set of ' .. n .. ' members is too large') end
@@ -358,7 +358,7 @@ Result<std::string> JobStore::last_id(const std::string& key) {
 
 Status JobStore::transaction(std::vector<std::vector<std::string>> commands) {
   // Fenced: WATCH the job's leader epoch first, so that if another master raises it before EXEC the
-  // transaction does nothing. A missing or lower epoch (the key evicted or deleted) is raised again once.
+  // transaction does nothing. Any other epoch than this store's is taken once more (take_job).
   for (int attempt = 0; fence_ > 0; ++attempt) {
     auto w = pipeline_on(client_, {{"WATCH", keys::leader(job_)}, {"GETRANGE", keys::leader(job_), "0", "31"}});
     if (!w) return w.status();
@@ -370,16 +370,14 @@ Status JobStore::transaction(std::vector<std::vector<std::string>> commands) {
     const std::string mine = std::to_string(fence_);
     if (held.type == Type::kString && held.str == mine) break;
     (void)run({"UNWATCH"});
-    char* end = nullptr;
-    const long long value = held.type == Type::kString ? std::strtoll(held.str.c_str(), &end, 10) : 0;
-    const bool missing = held.type != Type::kString || held.str.empty();  // GETRANGE of no key: ""
-    const bool lower = missing || (end != nullptr && *end == '\0' && value < fence_);
-    if (lower && attempt == 0) {
+    // take_job raises a missing or lower epoch (the key evicted or deleted) and names a newer one.
+    if (attempt == 0) {
       if (auto t = take_job(fence_); t && *t == 0) continue;
     }
+    const bool none = held.type != Type::kString || held.str.empty();  // GETRANGE of no key: ""
     return Status::failure("fenced: another master leads job " + job_ + " (its epoch " +
-                               (missing ? std::string("none") : printable(held.str, 24)) +
-                               ", this master's " + mine + ")",
+                               (none ? std::string("none") : printable(held.str, 24)) + ", this master's " + mine +
+                               ")",
                            Errc::kRefused);
   }
   commands.insert(commands.begin(), {"MULTI"});

@@ -2,8 +2,9 @@
 // key builder, TTL and stream length in one place. Only the job store (store/job_store.h) uses them.
 // Every key of a job lives under "gh:v1:{<job>}:": the braces are a Redis Cluster hash tag, so all of a
 // job's keys hash to one slot and every transaction and script of the job store touches one slot only. The
-// registry of jobs (gh:v1:jobs) is the one key outside a job; no transaction holds it with a job's keys. Job
-// names are sanitised (sanitize_job_name) so they hold no ':', braces or spaces. Values are JSON texts (or
+// registry of jobs (gh:v1:jobs) and the masters' leases ({masters}) are the keys outside a job; no
+// transaction holds them with a job's keys. Job names are sanitised (sanitize_job_name) so they hold no ':',
+// braces or spaces. Values are JSON texts (or
 // hashes whose values are JSON texts), validated on read.
 #pragma once
 

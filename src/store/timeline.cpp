@@ -16,38 +16,37 @@ std::string format_timeline(const nlohmann::json& faults, const nlohmann::json& 
   };
   std::vector<Entry> entries;
   char buf[512];
-  // A fault as the simulated cluster's report writes it (sim/fault_schedule.h); a field of the wrong type
-  // reads as absent, an entry that is not an object is left out.
-  const auto number = [](const nlohmann::json& f, const char* key, double absent) {
+  // A fault as the simulated cluster's report writes it (sim/fault_schedule.h); a field missing or of another
+  // type reads as absent, an entry that is not an object is left out.
+  static const nlohmann::json kAbsent;
+  const auto field = [](const nlohmann::json& f, const char* key) -> const nlohmann::json& {
     const auto it = f.find(key);
-    return it != f.end() && it->is_number() ? it->get<double>() : absent;
+    return it == f.end() ? kAbsent : *it;
   };
-  const auto integer = [](const nlohmann::json& f, const char* key) {
-    const auto it = f.find(key);
-    return it != f.end() && it->is_number_integer() && it->get<std::int64_t>() >= -1 &&
-                   it->get<std::int64_t>() <= (1 << 24)
-               ? static_cast<int>(it->get<std::int64_t>())
+  const auto number = [](const nlohmann::json& v, double absent) { return v.is_number() ? v.get<double>() : absent; };
+  const auto index = [](const nlohmann::json& v) {  // a rank or a node, else -1
+    return v.is_number_integer() && v.get<std::int64_t>() >= -1 && v.get<std::int64_t>() <= (1 << 24)
+               ? static_cast<int>(v.get<std::int64_t>())
                : -1;
   };
   for (const auto& f : faults) {
     if (!f.is_object()) continue;
-    const auto k = f.find("kind");
-    const std::string kind = k != f.end() && k->is_string() ? k->get<std::string>() : "?";
+    const nlohmann::json& k = field(f, "kind");
+    const std::string kind = k.is_string() ? k.get<std::string>() : "?";
     if (kind == "link") {
-      const auto n = f.find("nodes");
-      const bool pair = n != f.end() && n->is_array() && n->size() == 2;
-      const nlohmann::json nodes = pair ? nlohmann::json{{"a", (*n)[0]}, {"b", (*n)[1]}} : nlohmann::json::object();
-      std::snprintf(buf, sizeof buf, "link between nodes %d and %d at %.0f%% bandwidth", integer(nodes, "a"),
-                    integer(nodes, "b"), 100.0 * number(f, "bandwidth_factor", 1.0));
+      const nlohmann::json& n = field(f, "nodes");
+      const bool pair = n.is_array() && n.size() == 2;
+      std::snprintf(buf, sizeof buf, "link between nodes %d and %d at %.0f%% bandwidth", index(pair ? n[0] : kAbsent),
+                    index(pair ? n[1] : kAbsent), 100.0 * number(field(f, "bandwidth_factor"), 1.0));
     } else if (kind == "kill" || kind == "hang") {
-      std::snprintf(buf, sizeof buf, "%s of rank %d", kind.c_str(), integer(f, "rank"));
+      std::snprintf(buf, sizeof buf, "%s of rank %d", kind.c_str(), index(field(f, "rank")));
     } else {
-      std::snprintf(buf, sizeof buf, "%s of rank %d slowed %.2fx", kind == "gpu" ? "GPU" : "CPU", integer(f, "rank"),
-                    number(f, "slowdown", 1.0));
+      std::snprintf(buf, sizeof buf, "%s of rank %d slowed %.2fx", kind == "gpu" ? "GPU" : "CPU",
+                    index(field(f, "rank")), number(field(f, "slowdown"), 1.0));
     }
     const std::string what = buf;
-    entries.push_back({number(f, "start_s", 0.0), "FAULT  start: " + what});
-    entries.push_back({number(f, "end_s", 0.0), "FAULT  end:   " + what});
+    entries.push_back({number(field(f, "start_s"), 0.0), "FAULT  start: " + what});
+    entries.push_back({number(field(f, "end_s"), 0.0), "FAULT  end:   " + what});
   }
   // Agent reports of one change arrive from every rank: one line per (type, burst), listing the ranks.
   struct Burst {

@@ -173,6 +173,7 @@ void ClusterServices::on_tick(double t_s) {
     if (c.done || c.at_s > t_s) continue;
     c.done = true;
     std::string err;
+    std::string which;  // "leader": the master it was
     bool ok = true;
     if (c.target == "redis" && opt_.external_redis.empty()) {
       if (c.action == "kill") {
@@ -200,7 +201,7 @@ void ClusterServices::on_tick(double t_s) {
         if (alive(pid)) kill(pid, SIGKILL);
         int status = 0;
         waitpid(pid, &status, 0);
-        if (c.target == "leader") err = "m" + std::to_string(i);
+        if (c.target == "leader") which = " (m" + std::to_string(i) + ")";
       } else if (!alive(master_pids_[static_cast<std::size_t>(i)])) {
         ok = start_master(&err, i);
       }
@@ -215,7 +216,7 @@ void ClusterServices::on_tick(double t_s) {
     }
     char buf[160];
     std::snprintf(buf, sizeof buf, "t=%7.2fs %s %s%s", t_s, c.action.c_str(), c.target.c_str(),
-                  ok ? (err.empty() ? "" : (" (" + err + ")").c_str()) : (" failed: " + err).c_str());
+                  ok ? which.c_str() : (" failed: " + err).c_str());
     chaos_log_.push_back(buf);
   }
 }
