@@ -56,7 +56,7 @@ bool RedisServer::launch(std::string* error) {
   std::vector<std::string> args = {options_.binary,  "--port",          port,         "--bind",
                                    "127.0.0.1",      "--dir",           options_.dir, "--save",
                                    "",               "--appendonly",    "yes",        "--appendfsync",
-                                   "always",         "--daemonize",     "no",         "--logfile",
+                                   options_.appendfsync,         "--daemonize",     "no",         "--logfile",
                                    options_.dir + "/redis.log", "--protected-mode", "yes"};
   if (!options_.password.empty()) {
     args.push_back("--requirepass");

@@ -17,6 +17,9 @@ class RedisServer {
     int port = 0;                       // 0: pick a free one
     std::string password;               // non-empty: requirepass
     std::string binary = "redis-server";
+    // "always" (the default: an acknowledged write survives kill -9), "everysec" (what a production Redis
+    // usually runs: at most a second lost on a crash; the load bench) or "no".
+    std::string appendfsync = "always";
   };
 
   // Starts the server and waits (up to 10 s) until it answers PING. nullptr and *error on failure.
