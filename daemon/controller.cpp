@@ -162,7 +162,7 @@ store::MasterCommit Controller::apply(const std::vector<store::Entry<Event>>& en
         (e.type == event_type::kIncidentClose && compare_stream_ids(entry.id, earlier_run_until_) <= 0)) {
       reacting.push_back(e);
     }
-    if (d.incident) c.incidents.push_back(*d.incident);
+    if (d.incident) store::upsert_incident(c.incidents, std::move(*d.incident));
     for (Event& m : d.emit) c.events.push_back(std::move(m));
   }
   c.state = next.state();
@@ -255,7 +255,7 @@ void Controller::react(const Event& e, const Now& now) {
 }
 
 void Controller::take(Decision d, const Now& now, Intents& out) {
-  if (d.incident) out.incidents.push_back(*d.incident);
+  if (d.incident) store::upsert_incident(out.incidents, std::move(*d.incident));
   out.persist_state = true;
   for (Event& m : d.emit) {
     out.events.push_back(m);

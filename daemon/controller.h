@@ -165,7 +165,7 @@ struct ProfileRequest {
 
 struct Intents {
   std::vector<Event> events;         // to append, with the state, in one transaction
-  std::vector<Incident> incidents;   // changed incidents, same transaction
+  std::vector<Incident> incidents;   // changed incidents, newest snapshot of each (store::upsert_incident), same transaction
   bool persist_state = false;        // the state changed (phase): commit it even without events
   std::optional<ProfileRequest> profile;
   std::vector<ProfileRequest> commands;  // other commands to every agent (a validation pause's), in order

@@ -5,6 +5,9 @@
 #include <spdlog/spdlog.h>
 
 namespace greyhound::master {
+namespace {
+constexpr std::size_t kLoggedDetailBytes = 1024;
+}  // namespace
 
 EventLog::EventLog(const std::string& path) {
   if (path.empty()) return;
@@ -146,8 +149,11 @@ int JobDriver::tick() {
     if (entries.code() == Errc::kUnavailable) return 0;
   } else if (!entries->empty()) {
     store::MasterCommit commit = ctl_.apply(*entries, t);
-    // What an earlier step could not commit goes first (older incident snapshots before newer ones).
-    commit.incidents.insert(commit.incidents.begin(), unsent_.incidents.begin(), unsent_.incidents.end());
+    // What an earlier step could not commit goes first (kept until a commit succeeds); a newer snapshot of an
+    // incident replaces an older one.
+    std::vector<Incident> incidents = unsent_.incidents;
+    for (Incident& i : commit.incidents) store::upsert_incident(incidents, std::move(i));
+    commit.incidents = std::move(incidents);
     commit.events.insert(commit.events.begin(), unsent_.events.begin(), unsent_.events.end());
     const Status s = store_.commit(commit);
     if (!s) {
@@ -249,7 +255,7 @@ void JobDriver::carry_out(Intents it, const Now& t) {
   write_answer(it.preflight, unsent_preflight_, &store::JobStore::write_preflight_result, "the pre-flight's answer");
   // What an earlier step could not commit goes first (the controller has already acted on it).
   for (Event& e : it.events) unsent_.events.push_back(std::move(e));
-  for (Incident& i : it.incidents) unsent_.incidents.push_back(std::move(i));
+  for (Incident& i : it.incidents) store::upsert_incident(unsent_.incidents, std::move(i));
   if (unsent_.events.empty() && unsent_.incidents.empty() && !it.persist_state && !unsent_state_) return;
   store::MasterCommit c;
   c.state = ctl_.state();
@@ -281,7 +287,15 @@ void JobDriver::write_answer(std::optional<T>& fresh, std::optional<T>& unsent,
 void JobDriver::log_emitted(const std::vector<Event>& events, std::int64_t unix_ms) {
   for (const Event& m : events) {
     log_.write({{"t_unix_ms", unix_ms}, {"job", job()}, {"emitted", to_json(m)}});
-    spdlog::info("job {}: {} {}", job(), m.type, m.detail.dump());
+    // The log line carries at most 1 KiB of the detail (an incident of 10,000 ranks names them all); the
+    // stream and the event log keep it whole.
+    const std::string detail = m.detail.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (detail.size() <= kLoggedDetailBytes) {
+      spdlog::info("job {}: {} {}", job(), m.type, detail);
+    } else {
+      spdlog::info("job {}: {} {}... ({} bytes; whole in the event stream)", job(), m.type,
+                   detail.substr(0, kLoggedDetailBytes), detail.size());
+    }
   }
 }
 

@@ -156,21 +156,25 @@ LayoutGroups layout_groups(const std::vector<GroupMembers>& groups, const std::o
   if (!layout) return out;
   out.uneven = std::adjacent_find(layout->microbatches.begin(), layout->microbatches.end(), std::not_equal_to<>()) !=
                layout->microbatches.end();
+  // The layout's DP and PP groups as sorted member lists, each group's members looked up among them (once
+  // per group: a job of 10,000 ranks has thousands of each).
   const ParallelShape shape{layout->tp, layout->dp, layout->pp};
+  const auto sorted = [](std::vector<int> m) {
+    std::sort(m.begin(), m.end());
+    m.erase(std::unique(m.begin(), m.end()), m.end());
+    return m;
+  };
+  std::set<std::vector<int>> dp_groups, pp_groups;
+  for (int tp = 0; tp < shape.tp && shape.dp > 1; ++tp) {
+    for (int pp = 0; pp < shape.pp; ++pp) dp_groups.insert(sorted(shape.dp_group(tp, pp)));
+  }
+  for (int tp = 0; tp < shape.tp && shape.pp > 1; ++tp) {
+    for (int d = 0; d < shape.dp; ++d) pp_groups.insert(sorted(shape.pp_group(tp, d)));
+  }
   for (const GroupMembers& g : groups) {
-    const std::set<int> m(g.members.begin(), g.members.end());
-    for (int tp = 0; tp < shape.tp && shape.dp > 1; ++tp) {
-      for (int pp = 0; pp < shape.pp; ++pp) {
-        const std::vector<int> want = shape.dp_group(tp, pp);
-        if (m == std::set<int>(want.begin(), want.end())) out.dp.insert(g.group);
-      }
-    }
-    for (int tp = 0; tp < shape.tp && shape.pp > 1; ++tp) {
-      for (int d = 0; d < shape.dp; ++d) {
-        const std::vector<int> want = shape.pp_group(tp, d);
-        if (m == std::set<int>(want.begin(), want.end())) out.pp.insert(g.group);
-      }
-    }
+    const std::vector<int> m = sorted(g.members);
+    if (dp_groups.count(m) != 0) out.dp.insert(g.group);
+    if (pp_groups.count(m) != 0) out.pp.insert(g.group);
   }
   return out;
 }
@@ -190,6 +194,7 @@ struct GroupScan {
   std::map<std::uint64_t, int> late;       // per group with a finding (warning or critical): its late arrival
   std::map<std::uint64_t, double> least;   // per fully profiled group: its least member time per iteration
   std::map<std::uint64_t, std::string> signature;  // ... and what it compares with (signature@rate bucket)
+  std::map<std::string, std::vector<double>> least_by_signature;  // the least times by signature, sorted
 };
 
 // A slow rank is the late arrival in every group it belongs to, while a rank that merely waits for it (its
@@ -255,8 +260,10 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
       out.timings.push_back({g.group, signature, sum / n});
       out.least[g.group] = least;
       out.signature[g.group] = signature;
+      out.least_by_signature[signature].push_back(least);
     }
   }
+  for (auto& [sig, times] : out.least_by_signature) std::sort(times.begin(), times.end());
   return out;
 }
 
@@ -315,12 +322,16 @@ double reference_ms(std::uint64_t gid, const GroupScan& scan, const GroupBaselin
   if (baseline != nullptr) {
     if (auto b = baseline->of(*scan.by_id.at(gid))) return *b;
   }
-  std::vector<double> peers, scratch;
-  const std::string& sig = scan.signature.at(gid);
-  for (const auto& [other, t] : scan.least) {
-    if (other != gid && scan.signature.at(other) == sig) peers.push_back(t);
+  // The median of the other groups of its signature: their sorted times without one instance of its own.
+  const std::vector<double>& all = scan.least_by_signature.at(scan.signature.at(gid));
+  std::size_t skip = all.size();  // the index left out (none when the group has no time of its own)
+  if (auto own = scan.least.find(gid); own != scan.least.end()) {
+    skip = static_cast<std::size_t>(std::lower_bound(all.begin(), all.end(), own->second) - all.begin());
   }
-  return peers.empty() ? 0.0 : analysis::median(peers, scratch);
+  const std::size_t m = skip < all.size() ? all.size() - 1 : all.size();
+  if (m == 0) return 0.0;
+  const auto at = [&](std::size_t i) { return all[i < skip ? i : i + 1]; };
+  return m % 2 == 1 ? at(m / 2) : 0.5 * (at(m / 2 - 1) + at(m / 2));
 }
 
 // A host straggler (CPU contention: its launches are slow, not its GPU nor its links): the culprit is the late

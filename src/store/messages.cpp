@@ -1634,4 +1634,18 @@ std::optional<JobRestart> parse_job_restart(const json& detail, std::string* err
   });
 }
 
+namespace store {
+
+void upsert_incident(std::vector<Incident>& snapshots, Incident snapshot) {
+  for (Incident& i : snapshots) {
+    if (i.id == snapshot.id) {
+      i = std::move(snapshot);
+      return;
+    }
+  }
+  snapshots.push_back(std::move(snapshot));
+}
+
+}  // namespace store
+
 }  // namespace greyhound

@@ -704,9 +704,13 @@ struct Entry {
 // and its own events. A master killed at any point restarts from the last commit.
 struct MasterCommit {
   MasterState state;
-  std::vector<Incident> incidents;
+  std::vector<Incident> incidents;  // the newest snapshot of each incident that changed (upsert_incident)
   std::vector<Event> events;
 };
+
+// Adds an incident's newest snapshot to `snapshots`: it replaces one of the same id (only the newest is
+// written: an incident of 10,000 ranks changes with each rank's report, and a copy of each was once kept).
+void upsert_incident(std::vector<Incident>& snapshots, Incident snapshot);
 
 }  // namespace store
 

@@ -104,6 +104,20 @@ ControllerConfig no_baselines() {
   return cfg;
 }
 
+// Every rank of a large job reports the job's slowdown: the commit holds the incident once, with every rank
+// (it held a snapshot per report, each as long as the ranks so far: quadratic in the job's size).
+TEST(Controller, ASlowdownReportedByThousandsOfRanksCommitsTheIncidentOnce) {
+  Driven d(no_baselines());
+  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+  std::vector<Event> reports;
+  for (int r = 0; r < 2000; ++r) reports.push_back(change(event_type::kSlowdown, r, 20, 300, 400));
+  const auto commit = d.feed(reports, at(21));
+  ASSERT_EQ(commit.incidents.size(), 1u);
+  EXPECT_EQ(commit.incidents[0].ranks.size(), 2000u);
+  EXPECT_EQ(commit.incidents[0].nodes.size(), 1000u);
+  EXPECT_EQ(types(commit.events), std::vector<std::string>{"incident_open"});
+}
+
 TEST(Controller, IncidentLifecycleWithPauseFreeLocalisation) {
   Driven d(no_baselines());
   d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));

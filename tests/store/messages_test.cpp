@@ -559,5 +559,22 @@ TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
   EXPECT_EQ(parse_iteration_update(to_json(u).dump(), &err)->mark, -1);
 }
 
+TEST(Messages, AnIncidentsNewestSnapshotReplacesItsOlderOnes) {
+  std::vector<Incident> snapshots;
+  Incident a;
+  a.id = 1;
+  a.ranks = {0};
+  store::upsert_incident(snapshots, a);
+  Incident b;
+  b.id = 2;
+  store::upsert_incident(snapshots, b);
+  a.ranks = {0, 1, 2};
+  store::upsert_incident(snapshots, a);
+  ASSERT_EQ(snapshots.size(), 2u);
+  EXPECT_EQ(snapshots[0].id, 1);
+  EXPECT_EQ(snapshots[0].ranks, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(snapshots[1].id, 2);
+}
+
 }  // namespace
 }  // namespace greyhound
