@@ -198,6 +198,9 @@ class Controller {
   // copy of the state. Returns what to commit: the new state (with the cursor), changed incidents and the
   // master's own events. adopt() once committed; discard() when the commit failed (then load() again).
   store::MasterCommit apply(const std::vector<store::Entry<Event>>& entries, const Now& now);
+  // The driver found the stream trimmed past the cursor (entries may have been lost unread): counted in the
+  // state (event_gaps) with the next apply's commit.
+  void events_lost() { ++tracker_->mutable_state().event_gaps; }
   void adopt(const Now& now);
   void discard();
 

@@ -43,6 +43,21 @@ Result<std::int64_t> JobDriver::lead(std::int64_t epoch, const std::string& mast
   return r;
 }
 
+void JobDriver::check_for_gap() {
+  auto first = store_.first_event_id();
+  if (!first) return;  // asked again with the next full batch
+  check_gap_ = false;
+  // The cursor is the newest entry the master read; trimming takes the oldest entries. Trimmed past it, the
+  // stream may have dropped entries the master never read (unless the first one left is the next one).
+  const std::string& cursor = ctl_.cursor();
+  if (cursor == "0-0" || *first == "0-0" || compare_stream_ids(*first, cursor) <= 0) return;
+  ctl_.events_lost();
+  spdlog::error("job {}: the event stream was trimmed past the master's cursor {} (its oldest entry is now {}): "
+                "events between them may be lost to the master; a standby master (--ha) keeps it from falling this "
+                "far behind (docs/operations.md)",
+                job(), cursor, *first);
+}
+
 void JobDriver::warn_once(const std::string& kind, const std::string& message) {
   if (warned_.insert(kind).second) spdlog::warn("job {}: {} (further ones of this kind are not logged)", job(), message);
 }
@@ -90,6 +105,7 @@ bool JobDriver::load(const Now& now) {
   if (plan && *plan) epoch = (*plan)->epoch;
   ctl_.load(state, open, epoch, *last, now);
   loaded_at_reconnects_ = client_.reconnects();
+  check_gap_ = true;
   spdlog::info("job {}: state {}, cursor {}, {} incidents so far{}", job(), name(ctl_.state().state), ctl_.cursor(),
                ctl_.state().incidents_total, open ? ", incident " + std::to_string(open->id) + " open" : "");
   return true;
@@ -148,6 +164,8 @@ int JobDriver::tick() {
     warn_once("read:" + entries.error(), "cannot read the event stream: " + entries.error());
     if (entries.code() == Errc::kUnavailable) return 0;
   } else if (!entries->empty()) {
+    // Behind (a full batch), or just (re)loaded: were entries after the cursor trimmed before being read?
+    if (check_gap_ || static_cast<int>(entries->size()) >= batch_) check_for_gap();
     store::MasterCommit commit = ctl_.apply(*entries, t);
     // What an earlier step could not commit goes first (kept until a commit succeeds); a newer snapshot of an
     // incident replaces an older one.

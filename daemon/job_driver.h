@@ -54,6 +54,9 @@ class JobDriver {
   void write_answer(std::optional<T>& fresh, std::optional<T>& unsent, Status (store::JobStore::*write)(const T&),
                     const char* what);
   void log_emitted(const std::vector<Event>& events, std::int64_t unix_ms);
+  // The stream trimmed past the cursor (its oldest entry newer than it): an error in the log and the
+  // state's event_gaps.
+  void check_for_gap();
   void warn_once(const std::string& kind, const std::string& message);
 
   RedisClient& client_;
@@ -68,6 +71,7 @@ class JobDriver {
   std::optional<PreflightReport> unsent_preflight_;  // the pre-flight's answer a failed write left to write
   std::optional<OperatorPlanReport> unsent_operator_plan_;  // ... and the answer to an operator's plan
   double next_settings_s_ = 0;  // when to read the operator's settings again (once a second)
+  bool check_gap_ = false;      // (re)loaded: look for a gap at the next read that returns entries
 };
 
 }  // namespace greyhound::master

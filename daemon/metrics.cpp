@@ -28,6 +28,8 @@ constexpr Spec kFamilies[] = {
     {"greyhound_incidents_total", "counter", "Incidents of the job (kept in the job store)"},
     {"greyhound_events_processed_total", "counter", "Events of the job's stream the master applied"},
     {"greyhound_events_rejected_total", "counter", "Malformed events of the job's stream the master skipped"},
+    {"greyhound_event_gaps_total", "counter",
+     "Times entries were trimmed from the job's stream before the master read them (events lost to it)"},
     {"greyhound_fail_slows_open", "gauge", "Fail-slows open, by cause"},
     {"greyhound_fail_slows_total", "counter", "Fail-slows opened since the master started, by cause"},
     {"greyhound_detections_total", "counter", "Slowdowns detected (incidents opened) since the master started"},
@@ -175,6 +177,7 @@ void job_metrics(Exposition& out, const std::string& job, const Controller& c, c
     out.sample("greyhound_incidents_total", j, static_cast<double>(ms.incidents_total));
     out.sample("greyhound_events_processed_total", j, static_cast<double>(ms.events_processed));
     out.sample("greyhound_events_rejected_total", j, static_cast<double>(ms.events_rejected));
+    out.sample("greyhound_event_gaps_total", j, static_cast<double>(ms.event_gaps));
     std::map<Cause, int> open;
     for (const FailSlow& f : ms.fail_slows) ++open[f.cause];
     for (Cause cause : kCauses) {

@@ -49,6 +49,9 @@ int cmd_status(const Argv& argv) {
   if (const json& m = out["master"]; m.is_object()) {
     std::printf(" (%lld incidents, %lld events processed, %lld rejected)", m.value("incidents_total", 0LL),
                 m.value("events_processed", 0LL), m.value("events_rejected", 0LL));
+    if (const long long gaps = m.value("event_gaps", 0LL); gaps > 0) {
+      std::printf(" [events were trimmed from the stream unread by the master %lld time(s)]", gaps);
+    }
     // Collectives that waited for ranks that never joined them.
     for (const auto& h : m.value("hangs", json::array())) {
       if (!h.is_object()) continue;

@@ -94,6 +94,13 @@ if #e == 0 then return '0-0' end
 return e[1][1]
 )lua";
 
+// KEYS[1] a stream: the id of its oldest entry, '0-0' when empty.
+constexpr const char* kFirstIdScript = R"lua(
+local e = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+if #e == 0 then return '0-0' end
+return e[1][1]
+)lua";
+
 // KEYS[1] a sorted set; ARGV[1] how many of the highest-scored members, ARGV[2] max bytes per member.
 constexpr const char* kTopScript = R"lua(
 local out = {}
@@ -473,6 +480,14 @@ Result<std::vector<Entry<Event>>> JobStore::read_events(const std::string& after
 }
 
 Result<std::string> JobStore::last_event_id() { return last_id(keys::events(job_)); }
+
+Result<std::string> JobStore::first_event_id() {
+  const std::string key = keys::events(job_);
+  auto r = run({"EVAL", kFirstIdScript, "1", key});
+  if (!r) return r.status();
+  if (r->type != Type::kString || !valid_stream_id(r->str)) return Result<std::string>::failure_about(key, "not a stream");
+  return std::move(r->str);
+}
 
 Status JobStore::send_command(int node, const Command& c) {
   return write(xadd(keys::commands(job_, node), keys::kCommandsMaxLen, to_json(c).dump()));

@@ -86,6 +86,9 @@ class JobStore {
   // Up to `count` entries after stream id `after` ("0-0": from the start), oldest first.
   Result<std::vector<Entry<Event>>> read_events(const std::string& after, int count);
   Result<std::string> last_event_id();  // "0-0" when the stream is empty
+  // The oldest entry still in the stream ("0-0" when empty). The stream keeps about keys::kEventsMaxLen
+  // entries: a reader whose cursor is older than this was trimmed past, and may have lost what lay between.
+  Result<std::string> first_event_id();
 
   // ---- Per-node command streams.
   Status send_command(int node, const Command& c);

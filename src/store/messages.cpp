@@ -902,6 +902,7 @@ json to_json(const MasterState& s) {
           {"last_closed_t_s", s.last_closed_t_s},
           {"events_processed", s.events_processed},
           {"events_rejected", s.events_rejected},
+          {"event_gaps", s.event_gaps},
           {"updated_unix_ms", s.updated_unix_ms},
           {"fail_slows", std::move(open)},
           {"fail_slows_total", s.fail_slows_total},
@@ -923,6 +924,7 @@ std::optional<MasterState> parse_master_state(const std::string& text, std::stri
     s.last_closed_t_s = f.num_or("last_closed_t_s", -1);
     s.events_processed = f.integer_or("events_processed", 0, 0, kMaxCount);
     s.events_rejected = f.integer_or("events_rejected", 0, 0, kMaxCount);
+    s.event_gaps = f.integer_or("event_gaps", 0, 0, kMaxCount);
     s.updated_unix_ms = f.integer_or("updated_unix_ms", 0, 0, kMaxCount);
     if (f.has("fail_slows")) {
       const json& a = raw.at("fail_slows");

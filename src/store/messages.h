@@ -258,6 +258,9 @@ struct MasterState {
   double last_closed_t_s = -1;  // when the last incident closed (late reports of it are not new incidents)
   std::int64_t events_processed = 0;
   std::int64_t events_rejected = 0;
+  // Times the master found the stream trimmed past its cursor: events may have been lost to it (a master
+  // stopped longer than the stream's length lasts; docs/operations.md, "Scale").
+  std::int64_t event_gaps = 0;
   std::int64_t updated_unix_ms = 0;
   std::vector<FailSlow> fail_slows;  // the open ones
   std::int64_t fail_slows_total = 0;

@@ -84,6 +84,34 @@ TEST_F(JobStoreTest, EventsAppendReadAndSkipMalformedEntries) {
   EXPECT_EQ(bad.code(), Errc::kInvalid);
 }
 
+// A reader behind the stream learns that it was trimmed past its cursor.
+TEST_F(JobStoreTest, TheStreamsOldestEntryTellsALaggingReaderItWasTrimmedPast) {
+  auto none = store_->first_event_id();
+  ASSERT_TRUE(none) << none.error();
+  EXPECT_EQ(*none, "0-0");
+  Event e;
+  e.type = event_type::kAgentStart;
+  e.t_s = 1;
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(store_->append_event(e));
+  auto all = store_->read_events("0-0", 10);
+  ASSERT_TRUE(all && all->size() == 6u);
+  auto first = store_->first_event_id();
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_EQ(*first, (*all)[0].id);
+  raw({"XTRIM", keys::events("job1"), "MAXLEN", "2"});  // as MAXLEN ~ does once the stream is long
+  first = store_->first_event_id();
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_EQ(*first, (*all)[4].id);
+  // Entries are 0..5 here. A reader at entry 1 was trimmed past (2 and 3 lost); so, to the stream's knowledge,
+  // was one at entry 3 (nothing lost: 4 is its next; hence "may have lost"); one at entry 4 was not.
+  EXPECT_GT(compare_stream_ids(*first, (*all)[1].id), 0);
+  EXPECT_GT(compare_stream_ids(*first, (*all)[3].id), 0);
+  EXPECT_LE(compare_stream_ids(*first, (*all)[4].id), 0);
+  raw({"DEL", keys::events("job1")});
+  raw({"SET", keys::events("job1"), "not a stream"});
+  EXPECT_FALSE(store_->first_event_id());
+}
+
 TEST_F(JobStoreTest, CommandsPerNode) {
   EXPECT_EQ(*store_->last_command_id(1), "0-0");
   Command c;
