@@ -48,26 +48,22 @@ SyntheticJob::SyntheticJob(int ranks, int gpus_per_node, int tp, int pp, double 
     g.members = std::move(members);
     groups_.push_back(std::move(g));
   };
-  auto rank_of = [&](int t, int d, int p) { return t + tp_ * (d + dp_ * p); };
+  const ParallelShape shape = this->shape();
   for (int p = 0; p < pp_; ++p) {
     for (int d = 0; d < dp_; ++d) {
       std::vector<int> m;
-      for (int t = 0; t < tp_; ++t) m.push_back(rank_of(t, d, p));
+      for (int t = 0; t < tp_; ++t) m.push_back(shape.rank({t, d, p}));
       add("tp", p * dp_ + d, std::move(m), {{"AllReduce:8388608", kTpCalls}}, tp_of_);
     }
   }
   for (int p = 0; p < pp_; ++p) {
     for (int t = 0; t < tp_; ++t) {
-      std::vector<int> m;
-      for (int d = 0; d < dp_; ++d) m.push_back(rank_of(t, d, p));
-      add("dp", p * tp_ + t, std::move(m), {{"AllReduce:268435456", kDpCalls}}, dp_of_);
+      add("dp", p * tp_ + t, shape.dp_group(t, p), {{"AllReduce:268435456", kDpCalls}}, dp_of_);
     }
   }
   for (int d = 0; d < dp_; ++d) {
     for (int t = 0; t < tp_; ++t) {
-      std::vector<int> m;
-      for (int p = 0; p < pp_; ++p) m.push_back(rank_of(t, d, p));
-      add("pp", d * tp_ + t, std::move(m),
+      add("pp", d * tp_ + t, shape.pp_group(t, d),
           {{"Recv:16777216", kPpCallsPerMicrobatch / 2 * microbatches_},
            {"Send:16777216", kPpCallsPerMicrobatch / 2 * microbatches_}},
           pp_of_);
@@ -96,13 +92,13 @@ ProfileReport SyntheticJob::profile(int rank, const std::string& request, double
                                     const std::optional<SlowGpu>& slow, std::uint64_t window) const {
   const double t = iteration_ms(slow);
   const double extra = t - iter_ms_;
-  const int my_d = (rank / tp_) % dp_, my_p = rank / (tp_ * dp_);
+  const RankCoords me = shape().coords(rank);
   double tp_ms = kTp * iter_ms_, dp_ms = kDp * iter_ms_, pp_ms = kPp * iter_ms_;
   if (slow && rank != slow->rank) {  // where this rank waits for the slow one
-    const int s_d = (slow->rank / tp_) % dp_, s_p = slow->rank / (tp_ * dp_);
-    if (my_d == s_d && my_p == s_p) {
+    const RankCoords s = shape().coords(slow->rank);
+    if (me.dp == s.dp && me.pp == s.pp) {
       tp_ms += extra;
-    } else if (my_d == s_d) {
+    } else if (me.dp == s.dp) {
       pp_ms += extra;
     } else {
       dp_ms += extra;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "greyhound/parallel_shape.h"
 #include "store/messages.h"
 
 namespace greyhound::bench {
@@ -49,6 +50,7 @@ class SyntheticJob {
   int dp() const { return dp_; }
   int pp() const { return pp_; }
   int node_of(int rank) const { return rank / gpus_per_node_; }
+  ParallelShape shape() const { return {tp_, dp_, pp_}; }
   const std::vector<SyntheticGroup>& groups() const { return groups_; }
   JobLayout layout() const;
 
