@@ -203,11 +203,14 @@ static_assert(offsetof(PauseControl, transfers) == 168);
 static_assert(sizeof(PauseControl) == 168 + 56 * kPauseMaxTransfers);
 
 // The NCCL call the writer is inside now (offset 3968): a rank blocked in a collective is seen while it waits
-// (its record is written only once the call returns). When a recorded call begins the hook stores
-// `enter_ns` = 0, then the fields, then `enter_ns` (release); when it returns, `enter_ns` = 0 if it still
-// holds that call's entry time (with several threads calling NCCL at once it shows the latest call to begin,
-// best effort: one that returns at the very moment another begins may clear the other's). A reader copies
-// the fields between two loads of `enter_ns` and keeps them only when both loads agree and are not 0.
+// (its record is written only once the call returns). When a recorded call begins the hook takes `writer`
+// (an exchange: one thread writes the fields at a time; a call that finds it taken leaves the marker to the
+// other thread's call), stores `enter_ns` = 0, then the fields, then `enter_ns` (release), and gives `writer`
+// back; when the call returns, `enter_ns` = 0 if it still holds that call's entry time (with several threads
+// calling NCCL at once it shows one of their calls, best effort: one that returns at the very moment another
+// begins may clear the other's). A reader copies the fields between two loads of `enter_ns` and keeps them
+// only when both loads agree and are not 0. (Without `writer`, two threads beginning calls at once could
+// leave one call's group beside the other's number under one entry time.)
 struct RingInCall {
   std::atomic<std::uint64_t> enter_ns;  // CLOCK_MONOTONIC at the call's entry; 0: in no call
   std::uint64_t group_id;               // its communicator's group (for ncclGroupEnd: the group's last call's)
@@ -215,6 +218,7 @@ struct RingInCall {
                                         // or receive, or a group of those)
   std::uint32_t op;                     // greyhound::Op
   std::uint32_t tid;
+  std::atomic<std::uint32_t> writer;    // 1 while a thread writes the fields (older rings: 0, never taken)
 };
 inline constexpr std::size_t kRingInCallOffset = 3968;
 

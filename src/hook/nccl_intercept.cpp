@@ -98,15 +98,19 @@ __attribute__((always_inline)) inline RecordPayload call_and_record(ghh::Runtime
                                                                     Fill& fill, int* saved_errno, const CallTag& tag,
                                                                     Args... args) {
   // The in-call marker: a rank blocked inside this call is seen while it waits (its record comes after).
-  // A seqlock of one word: enter_ns 0 while the fields change, the entry time once they are whole.
+  // A seqlock of one word: enter_ns 0 while the fields change, the entry time once they are whole; one
+  // writing thread at a time (`writer`): a thread that finds another writing leaves the marker to it.
   gh::RingInCall& in_call = rt.ring->header()->in_call;
-  in_call.enter_ns.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  in_call.group_id = tag.group_id;
-  in_call.group_seq = tag.group_seq;
-  in_call.op = tag.op;
-  in_call.tid = ghh::current_tid();
-  in_call.enter_ns.store(t0, std::memory_order_release);
+  if (in_call.writer.exchange(1, std::memory_order_acquire) == 0) {
+    in_call.enter_ns.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    in_call.group_id = tag.group_id;
+    in_call.group_seq = tag.group_seq;
+    in_call.op = tag.op;
+    in_call.tid = ghh::current_tid();
+    in_call.enter_ns.store(t0, std::memory_order_release);
+    in_call.writer.store(0, std::memory_order_release);
+  }
   ghh::t_in_hook = true;
   const ncclResult_t rc = real(args...);
   ghh::t_in_hook = false;

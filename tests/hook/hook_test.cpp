@@ -2,7 +2,9 @@
 // The hook initialises once per process at the first NCCL call, so every case runs in a forked child
 // with its own environment; the parent reads the rings the child left.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <nccl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -369,6 +371,36 @@ TEST_F(HookTest, ThreadsRecordConcurrently) {
   for (const auto& p : recs) ++per_thread[p.tid];
   ASSERT_EQ(per_thread.size(), 4u);
   for (const auto& [tid, n] : per_thread) EXPECT_EQ(n, 1000) << tid;
+}
+
+// One thread at a time writes the in-call marker: a call that finds `writer` taken (another thread writing
+// it) leaves the marker as it is, so that two calls beginning at once never mix their fields (ThreadSanitizer
+// found them mixed in ThreadsRecordConcurrently); once `writer` is free, calls write and clear it again.
+TEST_F(HookTest, ACallLeavesTheInCallMarkerToAThreadWritingIt) {
+  const std::string path = ring(0);
+  const auto r = run_child(env(0), [path] {
+    float x = 0;
+    CHILD_CHECK(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, nullptr, nullptr) == ncclSuccess);  // makes the ring
+    const int fd = ::open(path.c_str(), O_RDWR);
+    CHILD_CHECK(fd >= 0);
+    void* m = mmap(nullptr, sizeof(RingHeader), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHILD_CHECK(m != MAP_FAILED);
+    RingInCall& in_call = static_cast<RingHeader*>(m)->in_call;
+    CHILD_CHECK(in_call.writer.load() == 0 && in_call.enter_ns.load() == 0);
+    in_call.writer.store(1);  // as another thread would while it writes
+    in_call.enter_ns.store(12345);
+    in_call.group_id = 0xfeed;
+    CHILD_CHECK(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, nullptr, nullptr) == ncclSuccess);
+    CHILD_CHECK(in_call.enter_ns.load() == 12345 && in_call.group_id == 0xfeed);
+    in_call.writer.store(0);
+    CHILD_CHECK(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, nullptr, nullptr) == ncclSuccess);
+    CHILD_CHECK(in_call.enter_ns.load() == 0 && in_call.group_id != 0xfeed && in_call.writer.load() == 0);
+    munmap(m, sizeof(RingHeader));
+    close(fd);
+    return 0;
+  });
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(read_all(ring(0)).size(), 3u);
 }
 
 TEST_F(HookTest, ProfilingWithoutACudaRuntimeReportsUnavailableAndStillRecords) {
