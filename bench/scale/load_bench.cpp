@@ -66,7 +66,8 @@ constexpr const char* kUsage = R"(usage: greyhound-bench-load [flags] [-- flags 
   --connections N       synthetic agents' Redis connections (threads), nodes split among them (default: 4)
   --agent-poll-ms MS    how often each synthetic agent reads its command stream, as the agent's --poll-ms (default: 50)
   --master PATH         the greyhound-master binary (default: next to this one)
-  --redis URL           use this Redis (default: start a private redis-server, AOF fsync every second)
+  --redis URL           use this Redis; the job's keys (gh:v1:{loadbench-<pid>}:*) stay there
+                        (default: start a private redis-server, AOF fsync every second)
   --redis-server PATH   the redis-server binary (default: redis-server)
   --json FILE           also write the figures here
   --keep                keep the work directory (the master's log, Redis' files)
