@@ -5,4 +5,4 @@ target_include_directories(greyhound_bench_scale PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(greyhound_bench_scale PUBLIC greyhound_store)
 
 add_executable(greyhound-bench-load ${CMAKE_CURRENT_LIST_DIR}/scale/load_bench.cpp)
-target_link_libraries(greyhound-bench-load PRIVATE greyhound_bench_scale greyhound_sim_redis Threads::Threads)
+target_link_libraries(greyhound-bench-load PRIVATE greyhound_bench_scale greyhound_simcluster_lib Threads::Threads)

@@ -12,9 +12,7 @@
 // had caught up at the end; 1 otherwise; 2 on bad flags or a setup failure.
 //
 // Usage: greyhound-bench-load [flags] [-- master flags]   (--help lists them)
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,7 +28,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -44,6 +41,7 @@
 #include "common/redis_client.h"
 #include "greyhound/hash.h"
 #include "sim/redis_server.h"
+#include "sim/simcluster/rank_launcher.h"
 #include "store/job_store.h"
 
 namespace {
@@ -52,6 +50,11 @@ using namespace greyhound;
 using bench::SlowGpu;
 using bench::SyntheticJob;
 using Clock = std::chrono::steady_clock;
+
+// Ctrl-C or SIGTERM ends the run early, with the usual cleanup (the master and Redis run in their own
+// process groups and would otherwise be left behind).
+volatile sig_atomic_t g_interrupted = 0;
+void on_signal(int) { g_interrupted = 1; }
 
 constexpr const char* kUsage = R"(usage: greyhound-bench-load [flags] [-- flags for greyhound-master]
   --ranks N             ranks of the synthetic job (default: 10000)
@@ -129,7 +132,7 @@ struct Shared {
   std::int64_t start_unix_ms = 0;
   int poll_ms = 50;
   std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> events{0}, iteration_updates{0}, commands_answered{0}, profiles{0}, redis_errors{0};
+  std::atomic<std::uint64_t> iteration_updates{0}, commands_answered{0}, profiles{0}, redis_errors{0};
 
   double job_s() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
   std::int64_t unix_ms(double job_s) const { return start_unix_ms + static_cast<std::int64_t>(job_s * 1000.0); }
@@ -175,11 +178,7 @@ class AgentGroup {
   }
 
   void append(const Event& e) {
-    if (store_.append_event(e)) {
-      s_.events.fetch_add(1);
-    } else {
-      s_.redis_errors.fetch_add(1);
-    }
+    if (!store_.append_event(e)) s_.redis_errors.fetch_add(1);
   }
 
   Event event(const std::string& type, int node, int rank, double t_s) const {
@@ -360,24 +359,6 @@ struct FaultResult {
   double rss_after_close_mib = -1;
 };
 
-pid_t start_master(const std::string& binary, const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> argv = {binary};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    dup2(fd, 1);
-    dup2(fd, 2);
-  }
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  execv(cargv[0], cargv.data());
-  std::fprintf(stderr, "cannot run %s: %s\n", binary.c_str(), std::strerror(errno));
-  _exit(127);
-}
-
 std::string self_dir() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -523,9 +504,15 @@ int run(int argc, char** argv) {
   const std::string master_log = work + "/master.log";
   s.start = Clock::now();
   s.start_unix_ms = unix_ms_now();
-  const pid_t master_pid = start_master(master, margs, master_log);
+  sim::ChildSpec spec;
+  spec.name = "greyhound-master";
+  spec.argv = {master};
+  spec.argv.insert(spec.argv.end(), margs.begin(), margs.end());
+  spec.stdout_path = spec.stderr_path = master_log;
+  std::string spawn_error;
+  const pid_t master_pid = sim::spawn(spec, &spawn_error);
   if (master_pid < 0) {
-    std::perror("greyhound-bench-load: fork");
+    std::fprintf(stderr, "greyhound-bench-load: %s\n", spawn_error.c_str());
     return 2;
   }
 
@@ -621,7 +608,7 @@ int run(int argc, char** argv) {
     }
     if (!master_gone && waitpid(master_pid, &master_status, WNOHANG) == master_pid) master_gone = true;
   };
-  while (s.job_s() < end_s && !master_gone) {
+  while (s.job_s() < end_s && !master_gone && !g_interrupted) {
     watch();
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -632,7 +619,7 @@ int run(int argc, char** argv) {
   for (auto& t : threads) t.join();
   const double run_s = s.job_s();
   const double commands_at_end = info_field(client, "stats", "total_commands_processed").value_or(0);
-  while (!master_gone && Clock::now() < catch_up_by) {
+  while (!master_gone && !g_interrupted && Clock::now() < catch_up_by) {
     watch();
     auto st = store.master_state();
     auto last = store.last_event_id();
@@ -645,8 +632,7 @@ int run(int argc, char** argv) {
   watch();
   const auto end_sample = sample_process(master_pid);
   if (!master_gone) {
-    kill(master_pid, SIGTERM);
-    waitpid(master_pid, &master_status, 0);
+    sim::stop_all({master_pid}, 10.0);
   }
   if (server) server->stop();
 
@@ -695,7 +681,8 @@ int run(int argc, char** argv) {
                        {"rss_after_close_mib", r.rss_after_close_mib}});
   }
   if (master_gone) std::printf("the master exited early (status %d): see %s\n", master_status, master_log.c_str());
-  const bool ok = all_found && final_lag_ms == 0 && !master_gone;
+  if (g_interrupted) std::printf("interrupted at %.0f s of %.0f\n", run_s, end_s);
+  const bool ok = all_found && final_lag_ms == 0 && !master_gone && !g_interrupted;
   std::printf("%s\n", ok ? "PASS: every slow GPU named, the master kept up"
                          : "FAIL: a slow GPU not named, or the master behind or gone");
   if (a.has("json")) {
@@ -737,6 +724,8 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
   try {
     return run(argc, argv);
   } catch (const greyhound::ArgError& e) {

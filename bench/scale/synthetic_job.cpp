@@ -40,10 +40,7 @@ SyntheticJob::SyntheticJob(int ranks, int gpus_per_node, int tp, int pp, double 
     SyntheticGroup g;
     g.id = fnv1a64("load-bench:" + kind + ":" + std::to_string(index));
     g.kind = kind;
-    for (const auto& [op, n] : per_iteration) {
-      g.ops[op] = static_cast<std::uint64_t>(n) * kIterationsSeen;
-      g.calls_per_iteration += n;
-    }
+    for (const auto& [op, n] : per_iteration) g.ops[op] = static_cast<std::uint64_t>(n) * kIterationsSeen;
     for (int r : members) of[static_cast<std::size_t>(r)] = g.id;
     g.members = std::move(members);
     groups_.push_back(std::move(g));

@@ -28,7 +28,6 @@ struct SyntheticGroup {
   std::string kind;           // "tp", "dp" or "pp"
   std::vector<int> members;   // global ranks, in group-rank order
   std::map<std::string, std::uint64_t> ops;  // "Op:bytes" -> calls so far (what an agent publishes)
-  int calls_per_iteration = 0;
 };
 
 struct SlowGpu {
