@@ -1263,7 +1263,8 @@ void Controller::maybe_probe(const Now& now, Intents& out) {
   const double iter_s = typical_iteration_s();
   for (auto& [id, p] : probes_) {
     if (now.mono_s < p.due_s) continue;
-    const auto f = std::find_if(fail_slows().begin(), fail_slows().end(), [&](const FailSlow& x) { return x.id == id; });
+    const auto f = std::find_if(fail_slows().begin(), fail_slows().end(),
+                                [probed = id](const FailSlow& x) { return x.id == probed; });
     if (f == fail_slows().end()) continue;
     // The next one (if this one finds the link still slow, or cannot run) twice as long after.
     p.gap_iterations = std::min(2 * p.gap_iterations, 16 * cfg_.probe_iterations);

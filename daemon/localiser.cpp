@@ -288,7 +288,7 @@ std::vector<std::pair<std::uint64_t, double>> suspect_groups(const GroupScan& sc
       if (!base || !(*base > 0)) continue;
       if (least > kBaselineGrowth * *base && least - *base > kBaselineMinShare * step_ms) {
         const double ratio = least / *base;
-        auto it = std::find_if(out.begin(), out.end(), [&](const auto& s) { return s.first == gid; });
+        auto it = std::find_if(out.begin(), out.end(), [&, id = gid](const auto& s) { return s.first == id; });
         if (it == out.end()) {
           out.emplace_back(gid, ratio);
         } else {
@@ -424,7 +424,8 @@ std::vector<SuspectLink> suspect_links(const Localisation& loc, const GroupScan&
   std::vector<SuspectLink> out;
   for (const auto& [gid, ratio] : loc.slow_groups) {
     for (const auto& [lo, hi] : ring_links(*scan.by_id.at(gid), by_rank)) {
-      auto it = std::find_if(out.begin(), out.end(), [&](const SuspectLink& l) { return l.node_a == lo && l.node_b == hi; });
+      auto it = std::find_if(out.begin(), out.end(),
+                             [a = lo, b = hi](const SuspectLink& l) { return l.node_a == a && l.node_b == b; });
       if (it == out.end()) {
         out.push_back({lo, hi, ratio});
       } else {

@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <cerrno>
-#include <type_traits>
 
 namespace greyhound::hook {
 
@@ -11,7 +10,7 @@ const CudaApi& cuda_api() {
   static const CudaApi api = [] {
     CudaApi a;
     const int saved = errno;
-    const auto sym = [](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(RTLD_DEFAULT, name)); };
+    const auto sym = [](auto& fn, const char* name) { fn = dlsym(RTLD_DEFAULT, name); };
     sym(a.event_create, "cudaEventCreateWithFlags");
     sym(a.event_record, "cudaEventRecord");
     sym(a.event_query, "cudaEventQuery");

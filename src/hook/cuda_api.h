@@ -1,35 +1,75 @@
 // The CUDA runtime and cuBLAS functions libgreyhound.so uses, resolved with dlsym(RTLD_DEFAULT) at first
-// use (never linked, so the hook works with whatever versions the job loaded). The ABI types: cudaError_t
-// and cublasStatus_t are int-sized enums, streams, events and handles are pointers.
+// use (never linked, so the hook works with whatever versions the job loaded). Each is held with the type
+// CUDA's headers give it (a call through another function type is undefined behaviour, and UBSan says so)
+// and called through the ABI-level types the hook uses: ints for cudaError_t, cublasStatus_t and the
+// cuBLAS enums, void* for streams, events and handles.
 #pragma once
 
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
+#include <type_traits>
 
 namespace greyhound::hook {
 
+// One resolved function of type Real (null until resolved).
+template <typename Real>
+class CudaFn;
+template <typename R, typename... A>
+class CudaFn<R (*)(A...)> {
+ public:
+  CudaFn& operator=(void* symbol) {
+    fn_ = reinterpret_cast<R (*)(A...)>(symbol);
+    return *this;
+  }
+  explicit operator bool() const { return fn_ != nullptr; }
+  friend bool operator==(const CudaFn& f, std::nullptr_t) { return f.fn_ == nullptr; }
+  template <typename... B>
+  int operator()(B... b) const {
+    static_assert(sizeof...(A) == sizeof...(B), "the call has as many arguments as the function");
+    return static_cast<int>(fn_(as<A>(b)...));
+  }
+
+ private:
+  template <typename To, typename From>
+  static To as(From v) {
+    if constexpr (std::is_null_pointer_v<From>) {
+      return To{};
+    } else if constexpr (std::is_pointer_v<To>) {
+      return reinterpret_cast<To>(v);  // void* and void** to the handle types (all pointers)
+    } else {
+      return static_cast<To>(v);  // ints to the enums, sizes, flags
+    }
+  }
+  R (*fn_)(A...) = nullptr;
+};
+
 struct CudaApi {
   // Events (device profiling and the benchmark executor).
-  int (*event_create)(void** event, unsigned int flags) = nullptr;  // cudaEventCreateWithFlags
-  int (*event_record)(void* event, void* stream) = nullptr;         // cudaEventRecord
-  int (*event_query)(void* event) = nullptr;                        // cudaEventQuery
-  int (*event_synchronize)(void* event) = nullptr;                  // cudaEventSynchronize
-  int (*event_elapsed)(float* ms, void* start, void* end) = nullptr;  // cudaEventElapsedTime
-  int (*event_destroy)(void* event) = nullptr;                      // cudaEventDestroy
-  int (*get_last_error)() = nullptr;                                // cudaGetLastError
-  int (*peek_last_error)() = nullptr;                               // cudaPeekAtLastError
+  CudaFn<decltype(&::cudaEventCreateWithFlags)> event_create;
+  CudaFn<decltype(&::cudaEventRecord)> event_record;
+  CudaFn<decltype(&::cudaEventQuery)> event_query;
+  CudaFn<decltype(&::cudaEventSynchronize)> event_synchronize;
+  CudaFn<decltype(&::cudaEventElapsedTime)> event_elapsed;
+  CudaFn<decltype(&::cudaEventDestroy)> event_destroy;
+  CudaFn<decltype(&::cudaGetLastError)> get_last_error;
+  CudaFn<decltype(&::cudaPeekAtLastError)> peek_last_error;
   // The pause gate and the benchmark executor.
-  int (*device_synchronize)() = nullptr;                            // cudaDeviceSynchronize
-  int (*stream_is_capturing)(void* stream, int* status) = nullptr;  // cudaStreamIsCapturing
-  int (*malloc)(void** p, std::size_t bytes) = nullptr;             // cudaMalloc
-  int (*free)(void* p) = nullptr;                                   // cudaFree
-  int (*memset)(void* p, int value, std::size_t bytes) = nullptr;   // cudaMemset
+  CudaFn<decltype(&::cudaDeviceSynchronize)> device_synchronize;
+  CudaFn<decltype(&::cudaStreamIsCapturing)> stream_is_capturing;
+  CudaFn<cudaError_t (*)(void**, std::size_t)> malloc;  // cudaMalloc (overloaded in C++: the C one)
+  CudaFn<decltype(&::cudaFree)> free;
+  CudaFn<decltype(&::cudaMemset)> memset;
   // cuBLAS (the GEMM test); absent when the process did not load it.
-  int (*blas_create)(void** handle) = nullptr;                      // cublasCreate_v2
-  int (*blas_destroy)(void* handle) = nullptr;                      // cublasDestroy_v2
-  int (*blas_set_stream)(void* handle, void* stream) = nullptr;     // cublasSetStream_v2
-  int (*gemm_ex)(void* handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* A,
-                 int Atype, int lda, const void* B, int Btype, int ldb, const void* beta, void* C, int Ctype,
-                 int ldc, int computeType, int algo) = nullptr;     // cublasGemmEx
+  CudaFn<decltype(&::cublasCreate_v2)> blas_create;
+  CudaFn<decltype(&::cublasDestroy_v2)> blas_destroy;
+  CudaFn<decltype(&::cublasSetStream_v2)> blas_set_stream;
+  // cublasGemmEx, the C one (C++ also sees an inline overload taking cudaDataType for the compute type).
+  CudaFn<cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t)>
+      gemm_ex;
 
   bool events_ok() const { return event_create && event_record && event_query && event_elapsed && event_destroy; }
   bool pause_ok() const { return events_ok() && event_synchronize && device_synchronize && malloc && free && memset; }
