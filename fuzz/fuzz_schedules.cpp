@@ -63,7 +63,9 @@ void chaos(const std::string& text) {
     for (std::size_t i = 0; i < actions.size(); ++i) {
       const auto& a = actions[i];
       check(a.at_s >= 0 && (i == 0 || actions[i - 1].at_s <= a.at_s), "actions in time order from 0");
-      check(a.action == "kill" || a.action == "start", "an action is kill or start");
+      check(a.action == "kill" || a.action == "start" || a.action == "stop" || a.action == "cont",
+            "an action is kill, start, stop or cont");
+      check(a.target != "redis" || a.action == "kill" || a.action == "start", "Redis is killed or started only");
       check(a.target != "leader" || a.action == "kill", "the leader is only killed");
       check(a.target == "redis" || a.target == "master" || a.target == "leader" || (a.node >= 0 && a.node < nodes),
             "an agent target is a node of the cluster");

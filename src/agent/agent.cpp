@@ -146,6 +146,14 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
       for (const auto& [gid, counts] : t->op_counts()) update.group_ops(gid, t->rank(), counts);
     }
     std::sort(hb.ranks.begin(), hb.ranks.end());
+    if (hb.records_lost > records_lost_logged_) {
+      // Once a heartbeat at most: the writers lapped this reader (it was stalled, or the rings are small
+      // for the call rate); detection resumes from the records that are left.
+      spdlog::warn("{} ring records lost since the last heartbeat ({} in all): they were overwritten before "
+                   "this agent read them (it was stalled, or GREYHOUND_RING_RECORDS is small for the call rate)",
+                   hb.records_lost - records_lost_logged_, hb.records_lost);
+    }
+    records_lost_logged_ = hb.records_lost;
     hb.events_dropped = events_dropped_;
     hb.redis_reconnects = redis_.reconnects();
     hb.settings_version = settings_.version;

@@ -75,6 +75,7 @@ class Agent {
   std::map<int, IterationUpdate> pending_iters_;
   std::deque<Event> events_;  // waiting for the event stream
   std::uint64_t events_dropped_ = 0;
+  std::uint64_t records_lost_logged_ = 0;  // the rings' lost records as of the last warning
   std::uint64_t next_discovery_ns_ = 0;
   std::uint64_t next_heartbeat_ns_ = 0;
   std::uint64_t last_activity_ns_ = 0;

@@ -23,14 +23,17 @@ std::vector<ChaosAction> parse_chaos(const nlohmann::json& j, int nodes) {
     }
     c.at_s = a["at_s"].get<double>();
     if (!a.contains("action") || !a["action"].is_string() ||
-        (a["action"] != "kill" && a["action"] != "start")) {
-      throw std::invalid_argument(where + ".action: must be \"kill\" or \"start\"");
+        (a["action"] != "kill" && a["action"] != "start" && a["action"] != "stop" && a["action"] != "cont")) {
+      throw std::invalid_argument(where + ".action: must be \"kill\", \"start\", \"stop\" or \"cont\"");
     }
     c.action = a["action"].get<std::string>();
     if (!a.contains("target") || !a["target"].is_string()) throw std::invalid_argument(where + ".target: missing");
     c.target = a["target"].get<std::string>();
     if (c.target != "redis" && c.target != "master" && c.target != "leader" && c.target.rfind("agent:", 0) != 0) {
       throw std::invalid_argument(where + ".target: must be \"redis\", \"master\", \"leader\" or \"agent:<node>\"");
+    }
+    if ((c.action == "stop" || c.action == "cont") && c.target == "redis") {
+      throw std::invalid_argument(where + ".action: Redis is killed and started, not stopped");
     }
     if (c.target == "leader" && c.action != "kill") {
       throw std::invalid_argument(where + ".action: the leader can only be killed (\"start\" it as \"master\")");

@@ -18,7 +18,7 @@ namespace greyhound::sim {
 
 struct ChaosAction {
   double at_s = 0;
-  std::string action;  // "kill", "start"
+  std::string action;  // "kill" (SIGKILL), "start" (again), "stop" (SIGSTOP: starved), "cont" (SIGCONT)
   std::string target;  // "redis", "master", "leader", "agent:<n>"
   int node = -1;       // agent:<n>: n
   bool done = false;

@@ -104,6 +104,29 @@ SimRun run_on_a_quiet_machine(Once once, const std::vector<std::pair<double, dou
   return r;
 }
 
+// Empty, or what says that an event Redis acknowledged was lost: every stream id the masters consumed
+// (master-events.jsonl, across their restarts) must still be in the run's final stream, and no agent may
+// have dropped an event (agent_stop). `consumed` counts the ids checked.
+inline std::string acknowledged_events_lost(const SimRun& r, int* consumed = nullptr) {
+  std::vector<std::string> final_ids;
+  for (const auto& e : r.report["events"]) final_ids.push_back(e.value("id", ""));
+  std::sort(final_ids.begin(), final_ids.end());
+  std::istringstream log(slurp(r.dir + "/master-events.jsonl"));
+  std::string line, lost;
+  int checked = 0;
+  while (std::getline(log, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("id") || !j["id"].is_string()) continue;
+    ++checked;
+    if (!std::binary_search(final_ids.begin(), final_ids.end(), j["id"].get<std::string>())) lost += "lost: " + line + "\n";
+  }
+  for (const auto& e : r.report["events"]) {
+    if (e.value("type", "") == "agent_stop" && e["detail"].value("events_dropped", 0) != 0) lost += "dropped: " + e.dump() + "\n";
+  }
+  if (consumed != nullptr) *consumed = checked;
+  return lost;
+}
+
 // Runs a greyhound-simcluster command line whose report goes to r.dir/report.json, and reads it back.
 inline SimRun run_command(SimRun r, const std::string& cmd) {
   const int status = std::system(cmd.c_str());

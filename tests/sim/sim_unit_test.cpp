@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/chaos_schedule.h"
 #include "sim/fault_schedule.h"
 #include "sim/pipeline_schedule.h"
 #include "sim/reduce.h"
@@ -66,6 +67,32 @@ TEST(Reduce, HalfAndBfloat16RoundToNearestEven) {
   EXPECT_EQ(half_to_float(out[0]), 3.75f);
   EXPECT_FALSE(reduction_supported(kFp8E4M3, 0));
   EXPECT_FALSE(reduction_supported(kFloat32, 5));
+}
+
+TEST(ChaosSchedule, StopAndContStarveAServiceAndRedisIsOnlyKilledOrStarted) {
+  const auto c = parse_chaos_text(R"([{"at_s":9,"action":"cont","target":"agent:1"},
+                                      {"at_s":4,"action":"stop","target":"agent:1"},
+                                      {"at_s":5,"action":"stop","target":"master"}])",
+                                  2);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].action, "stop");
+  EXPECT_EQ(c[0].node, 1);
+  EXPECT_EQ(c[1].target, "master");
+  EXPECT_EQ(c[2].action, "cont");
+  const auto refused = [](const std::string& text) {
+    try {
+      (void)parse_chaos_text(text, 2);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused(R"([{"at_s":1,"action":"stop","target":"redis"}])"),
+            "--chaos[0].action: Redis is killed and started, not stopped");
+  EXPECT_EQ(refused(R"([{"at_s":1,"action":"pause","target":"agent:0"}])"),
+            "--chaos[0].action: must be \"kill\", \"start\", \"stop\" or \"cont\"");
+  EXPECT_EQ(refused(R"([{"at_s":1,"action":"stop","target":"leader"}])"),
+            "--chaos[0].action: the leader can only be killed (\"start\" it as \"master\")");
 }
 
 TEST(FaultSchedule, ParsesTheDocumentedExample) {

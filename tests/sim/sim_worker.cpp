@@ -324,6 +324,12 @@ int scenario_gemm(const std::string&) {
   cudaMemcpy(cm.data(), dc, cm.size() * 4, cudaMemcpyDeviceToHost);
   CHECK(cm[0] == 2.0f * n && cm[n * n - 1] == 2.0f * n, "GEMM result %g", cm[0]);
   std::printf("%.6f\n", ms * 1e-3);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dc);
+  cublasDestroy(h);
   return g_failures == 0 ? 0 : 1;
 }
 
@@ -333,6 +339,7 @@ int scenario_mismatch(const std::string& dir) {
   std::vector<float> buf(100, 1.0f);
   const ncclResult_t rc = ncclAllReduce(buf.data(), buf.data(), g_rank == 0 ? 10 : 20, ncclFloat32, ncclSum, c, nullptr);
   CHECK(rc == ncclInvalidUsage, "got %d", static_cast<int>(rc));
+  NCCL_OK(ncclCommAbort(c));
   return g_failures == 0 ? 0 : 1;
 }
 
@@ -346,6 +353,7 @@ int scenario_dead_peer(const std::string& dir) {
   const ncclResult_t rc = ncclAllReduce(&v, &v, 1, ncclFloat32, ncclSum, c, nullptr);
   CHECK(rc == ncclRemoteError, "got %d", static_cast<int>(rc));
   CHECK(now_s() - t0 < 10.0, "took %.1f s", now_s() - t0);
+  NCCL_OK(ncclCommAbort(c));
   return g_failures == 0 ? 0 : 1;
 }
 

@@ -34,6 +34,7 @@ void reap(pid_t pid) {
 void terminate(pid_t pid, double grace_s) {
   if (!alive(pid)) return;
   kill(pid, SIGTERM);
+  kill(pid, SIGCONT);  // one a chaos "stop" left stopped handles its SIGTERM now
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
@@ -196,6 +197,10 @@ void ClusterServices::on_tick(double t_s) {
       if (i < 0) {
         ok = false;
         err = "no master leads";
+      } else if (c.action == "stop" || c.action == "cont") {
+        const pid_t pid = master_pids_[static_cast<std::size_t>(i)];
+        ok = alive(pid) && kill(pid, c.action == "stop" ? SIGSTOP : SIGCONT) == 0;
+        if (!ok) err = "the master is not running";
       } else if (c.action == "kill") {
         pid_t& pid = master_pids_[static_cast<std::size_t>(i)];
         if (alive(pid)) kill(pid, SIGKILL);
@@ -210,6 +215,10 @@ void ClusterServices::on_tick(double t_s) {
       if (c.action == "kill") {
         const pid_t p = agent_pid(node);
         if (alive(p)) kill(p, SIGKILL);
+      } else if (c.action == "stop" || c.action == "cont") {
+        const pid_t p = agent_pid(node);
+        ok = alive(p) && kill(p, c.action == "stop" ? SIGSTOP : SIGCONT) == 0;
+        if (!ok) err = "the agent is not running";
       } else if (!alive(agent_pid(node))) {
         ok = start_agent(node, &err);
       }
