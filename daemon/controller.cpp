@@ -279,7 +279,7 @@ double Controller::reprofile_gap_s() const {
 
 bool Controller::due_reprofile(const Now& now) const {
   const bool watching = !tracker_->state().fail_slows.empty() || tracker_->open_incident().has_value();
-  return watching && settled_ && !profiling_ && !want_profile_ && !restarting_ && !probe_due(now) &&
+  return watching && (settled_ || unmeasured_) && !profiling_ && !want_profile_ && !restarting_ && !probe_due(now) &&
          now.mono_s - last_profile_end_s_ >= reprofile_gap_s();
 }
 
@@ -394,6 +394,7 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
 void Controller::start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now,
                                  Intents& out) {
   if (profiling_ || in.agents.empty() || out.profile || restarting_ || validating_) return;
+  unmeasured_ = false;
   last_agents_ = in.agents;
   Profiling p;
   p.baseline = baseline;
@@ -468,6 +469,9 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   // A window the configuration changed in shows two configurations at once: it ends nothing, opens nothing.
   if (!(loc.step_ms > 0)) {
     spdlog::info("profile {} measured no iteration: fail-slows left as they were", p.id);
+    // An incident nothing was localised for yet (a master restarted while a plan was being applied) would
+    // otherwise wait for ever: it is profiled again after the usual gap.
+    if (!settled_) unmeasured_ = true;
   } else if (last_change_s_ < last_profile_s_) {
     last_groups_ = in.groups;
     last_ranks_.assign(p.expected.begin(), p.expected.end());

@@ -366,6 +366,7 @@ class Controller {
   std::optional<Localisation> last_loc_;       // the latest localisation (what S2 and S3 are solved on)
   double previous_loc_t_s_ = -1e18;            // job time of the last localisation fail-slows were tracked on
   bool settled_ = true;        // fail-slows are known (false: an incident loaded without them awaits a profile)
+  bool unmeasured_ = false;    // unsettled, and the last profile measured no iteration: profile again
   bool adopt_split_ = false;   // ... and the split in force becomes theirs
   std::set<std::int64_t> split_for_, placement_for_;  // the fail-slows the split / placement in force serve
   std::set<std::int64_t> s4_sent_;

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/failpoint.h"
+
 namespace greyhound::master {
 namespace {
 constexpr std::size_t kLoggedDetailBytes = 1024;
@@ -259,6 +261,7 @@ void JobDriver::carry_out(Intents it, const Now& t) {
     Plan plan = *it.plan;
     plan.t_unix_ms = t.unix_ms;
     if (const Status s = store_.publish_plan(plan); s) {
+      failpoint("plan_published");
       Intents published = ctl_.plan_published(plan, t);
       for (Event& e : published.events) it.events.push_back(std::move(e));
       if (published.operator_plan) it.operator_plan = std::move(published.operator_plan);
