@@ -116,7 +116,11 @@ inline std::string acknowledged_events_lost(const SimRun& r, int* consumed = nul
   int checked = 0;
   while (std::getline(log, line)) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("id") || !j["id"].is_string()) continue;
+    if (!j.is_object()) {
+      lost += "unreadable log line: " + line + "\n";
+      continue;
+    }
+    if (!j.contains("id") || !j["id"].is_string()) continue;  // what the master emitted
     ++checked;
     if (!std::binary_search(final_ids.begin(), final_ids.end(), j["id"].get<std::string>())) lost += "lost: " + line + "\n";
   }
