@@ -64,14 +64,16 @@ void JobDriver::warn_once(const std::string& kind, const std::string& message) {
   if (warned_.insert(kind).second) spdlog::warn("job {}: {} (further ones of this kind are not logged)", job(), message);
 }
 
-// The job's clock, read off the pacing rank's newest iteration (the master has no clock of its own in job
-// time): its end plus the wall time since. Without one, the open incident's detection time.
-Now JobDriver::now(const std::optional<IterationUpdate>& pace) const {
+// The job's clock (daemon/job_clock.h): the freshest of the pacing rank's newest iteration and the agents'
+// events read so far, plus the wall time since. Before any (a master just started on a quiet job), the open
+// incident's detection time.
+Now JobDriver::now(const std::optional<IterationUpdate>& pace) {
   Now n;
   n.mono_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   n.unix_ms = unix_ms_now();
-  if (pace) {
-    n.job_s = pace->t_s + static_cast<double>(n.unix_ms - pace->t_unix_ms) * 1e-3;
+  if (pace) clock_.observe(pace->t_s, pace->t_unix_ms);
+  if (const auto t = clock_.at(n.unix_ms)) {
+    n.job_s = *t;
   } else if (ctl_.loaded() && ctl_.open_incident()) {
     n.job_s = ctl_.open_incident()->detected_t_s;
   }
@@ -168,6 +170,12 @@ int JobDriver::tick() {
   } else if (!entries->empty()) {
     // Behind (a full batch), or just (re)loaded: were entries after the cursor trimmed before being read?
     if (check_gap_ || static_cast<int>(entries->size()) >= batch_) check_for_gap();
+    // The agents' events are readings of the job's clock (the master's own are not: they were read off it).
+    const bool had_reading = clock_.has_reading();
+    for (const auto& e : *entries) {
+      if (e.value && e.value->source.rfind("agent:", 0) == 0) clock_.observe(e.value->t_s, e.value->t_unix_ms);
+    }
+    if (!had_reading && clock_.has_reading()) t = now(pace);
     store::MasterCommit commit = ctl_.apply(*entries, t);
     // What an earlier step could not commit goes first (kept until a commit succeeds); a newer snapshot of an
     // incident replaces an older one.

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/controller.h"
+#include "daemon/job_clock.h"
 #include "store/job_store.h"
 
 namespace greyhound::master {
@@ -47,7 +48,7 @@ class JobDriver {
 
  private:
   bool load(const Now& now);
-  Now now(const std::optional<IterationUpdate>& pace) const;
+  Now now(const std::optional<IterationUpdate>& pace);
   JobInputs read_inputs(const Needs& needs, std::optional<IterationUpdate> pace);
   void carry_out(Intents intents, const Now& now);
   template <class T>
@@ -62,6 +63,7 @@ class JobDriver {
   RedisClient& client_;
   store::JobStore store_;
   Controller ctl_;
+  JobClock clock_;  // the job's time (now())
   EventLog& log_;
   int batch_;
   std::uint64_t loaded_at_reconnects_ = ~0ull;

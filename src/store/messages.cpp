@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <stdexcept>
 
 namespace greyhound {
@@ -232,8 +233,14 @@ int compare_stream_ids(const std::string& a, const std::string& b) {
 }
 
 std::int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  using std::chrono::steady_clock;
+  using std::chrono::system_clock;
+  // The system clock once, at the first call; the monotonic clock from then on (as an agent stamps its
+  // records): a stepped system clock moves no stamp of a running process.
+  static const std::pair<system_clock::time_point, steady_clock::time_point> anchor{system_clock::now(),
+                                                                                   steady_clock::now()};
+  const auto since = std::chrono::duration_cast<system_clock::duration>(steady_clock::now() - anchor.second);
+  return std::chrono::duration_cast<std::chrono::milliseconds>((anchor.first + since).time_since_epoch()).count();
 }
 
 json to_json(const Event& e) {

@@ -717,6 +717,10 @@ void upsert_incident(std::vector<Incident>& snapshots, Incident snapshot);
 
 }  // namespace store
 
+// Wall-clock milliseconds: the system clock read once, at a process's first call, and carried forward on the
+// monotonic clock. A step of the system clock (NTP, an operator's `date -s`) moves no stamp of a running
+// process, and the difference of two stamps of one host is a true duration; a process started after the
+// step reads the new time. (An agent stamps its records the same way: Agent::unix_ms_of.)
 std::int64_t unix_ms_now();
 
 }  // namespace greyhound

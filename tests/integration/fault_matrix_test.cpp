@@ -1,14 +1,17 @@
 // The fault matrix, the cases of its own (docs/operations.md, "Fault matrix", lists every case and the test
-// that covers it): a full shm directory, and a master killed right after publishing a plan (at a fail
-// point, common/failpoint.h). Each case
+// that covers it): an agent stalled while its ranks' rings overflow together with a master's wall clock
+// stepped, a full shm directory, and a master killed right after publishing a plan (at a fail point,
+// common/failpoint.h). Each case
 // asserts what every case of the matrix does: the training finishes with the results it has without
 // greyhound, its iterations are no slower than without greyhound beyond the healthy difference between the
 // two runs (within 1 %, measured: docs/operations.md), and no event Redis acknowledged is lost.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -98,6 +101,97 @@ void never_slower(const itest::SimRun& with, const itest::SimRun& without) {
   const double b = without.report["throughput_iter_per_min"].get<double>();
   EXPECT_GE(a, b * 0.99) << "with greyhound " << a << " vs without " << b << " iterations/min";
   std::cerr << "[ note ] throughput with greyhound " << a << ", without " << b << " iterations/min\n";
+}
+
+std::vector<json> events_before(const itest::SimRun& r, const std::string& type, double t_s) {
+  std::vector<json> out;
+  for (const auto& e : r.events(type)) {
+    if (e["t_s"].get<double>() < t_s) out.push_back(e);
+  }
+  return out;
+}
+
+// The wall-clock times of a log's lines ("YYYY-MM-DDTHH:MM:SS.mmm ..."), in seconds.
+std::vector<long> log_times(const std::string& log) {
+  std::vector<long> out;
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::tm tm{};
+    if (line.size() > 20 && strptime(line.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) {
+      out.push_back(static_cast<long>(timegm(&tm)));
+    }
+  }
+  return out;
+}
+
+TEST_F(FaultMatrix, AStalledAgentWithOverflowingRingsAndASteppedMasterClockLeaveTheJobClockRight) {
+  // Two faults of the master's clock in job time, in one run (it reads that clock off the pacing rank's
+  // iterations and the agents' events, and carries it on its wall clock: daemon/job_clock.h):
+  // - rings of 64 records (the least GREYHOUND_RING_RECORDS allows: under an iteration of a rank's calls),
+  //   and the agent of node 0 (ranks 0 and 1: the pacing rank and the schedule's slow GPU) stopped
+  //   (SIGSTOP) from 3 to 8 s: its ranks lap it many times over, and the pacing rank's iterations can stop
+  //   reaching Redis;
+  // - the master's system clock stepped an hour forward at about 14 s and two hours back at about 22 s
+  //   (libfaketime, through a time file this test rewrites), while the slow GPU's incident is open.
+  ASSERT_STRNE(GREYHOUND_LIBFAKETIME, "") << "libfaketime is not installed (scripts/deps installs it)";
+  const std::string offset = root_ + "/faketime";
+  std::ofstream(offset) << "+0\n";
+  const std::string stepper = "(sleep 14; [ -e " + offset + " ] && echo +3600 > " + offset + "; sleep 8; [ -e " +
+                              offset + " ] && echo -3600 > " + offset + ") >/dev/null 2>&1 &";
+  ASSERT_EQ(std::system(stepper.c_str()), 0);
+  const itest::SimRun r = with_greyhound(
+      "clock", std::string("--rank-env GREYHOUND_RING_RECORDS=64 --master-env LD_PRELOAD=") + GREYHOUND_LIBFAKETIME +
+                   ",FAKETIME_TIMESTAMP_FILE=" + offset + ",FAKETIME_NO_CACHE=1,FAKETIME_DONT_FAKE_MONOTONIC=1" +
+                   " --chaos '[{\"at_s\":3,\"action\":\"stop\",\"target\":\"agent:0\"},"
+                   "{\"at_s\":8,\"action\":\"cont\",\"target\":\"agent:0\"}]'");
+  const itest::SimRun& ref = without_greyhound();
+  ASSERT_EQ(r.exit_code, 0) << r.log();
+  ASSERT_EQ(ref.exit_code, 0) << ref.log();
+  ASSERT_EQ(r.report["chaos"].size(), 2u) << r.report["chaos"].dump();
+  for (const auto& line : r.report["chaos"]) EXPECT_EQ(line.get<std::string>().find("failed"), std::string::npos) << line;
+
+  // The rings overflowed while the agent was stopped, and the agent says so.
+  const std::string agent_log = slurp(r.dir + "/agent0.log");
+  EXPECT_NE(agent_log.find("ring records lost since the last heartbeat"), std::string::npos) << agent_log.substr(0, 2000);
+  // The master's clock was stepped forward and back while it logged (its log's own times say so).
+  const std::string master_log = slurp(r.dir + "/master.log");
+  const std::vector<long> times = log_times(master_log);
+  ASSERT_FALSE(times.empty()) << master_log.substr(0, 2000);
+  EXPECT_TRUE(std::any_of(times.begin(), times.end(), [&](long t) { return t > times.front() + 3000; }))
+      << master_log.substr(0, 4000);
+  EXPECT_TRUE(std::any_of(times.begin(), times.end(), [&](long t) { return t < times.front() - 3000; }))
+      << master_log.substr(0, 4000);
+
+  // Every event of the master's is stamped within the run, none before the fault was taken for one, the
+  // GPU's was named while it lasted and its split was reverted within 10 s of its end.
+  for (const auto& e : r.report["events"]) {
+    if (e.value("source", "") != "master") continue;
+    const double t = e["t_s"].get<double>();
+    EXPECT_TRUE(t > 0 && t < 45) << e.dump();
+  }
+  EXPECT_TRUE(events_before(r, "fail_slow_open", kFaultFrom).empty()) << r.report["events"].dump(1);
+  EXPECT_TRUE(events_before(r, "localised", kFaultFrom).empty()) << r.report["events"].dump(1);
+  bool named = false;
+  for (const auto& e : r.events("localised")) {
+    const double t = e["t_s"].get<double>();
+    named |= t > kFaultFrom && t < kFaultTo && e["detail"]["culprit"] == 1;
+  }
+  EXPECT_TRUE(named) << r.report["events"].dump(1);
+  std::optional<double> reverted;
+  for (const auto& p : r.events("plan")) {
+    if (p["detail"]["action"] == "revert") reverted = p["t_s"].get<double>();
+  }
+  ASSERT_TRUE(reverted) << r.report["events"].dump(1);
+  EXPECT_GT(*reverted, kFaultTo);
+  EXPECT_LT(*reverted, kFaultTo + 10);
+  std::cerr << "[ note ] reverted " << *reverted - kFaultTo << " s after the fault ended\n";
+
+  same_training(r, ref, 1e-4);  // an S2 split reorders the DP sums only
+  never_slower(r, ref);
+  int consumed = 0;
+  EXPECT_EQ(itest::acknowledged_events_lost(r, &consumed), "");
+  EXPECT_GE(consumed, 10);
 }
 
 TEST_F(FaultMatrix, AFullShmDirectoryLeavesTheJobRunningCorrectAndAtItsSpeed) {

@@ -124,6 +124,7 @@ bool ClusterServices::start_master(std::string* error, int index) {
     spec.argv.insert(spec.argv.end(), {"--s4-restart-s", buf});
   }
   spec.argv.insert(spec.argv.end(), opt_.master_args.begin(), opt_.master_args.end());
+  for (const auto& [k, v] : opt_.master_env) spec.env[k] = v;
   pid_t& pid = master_pids_[static_cast<std::size_t>(index)];
   spec.stdout_path = spec.stderr_path = opt_.work_dir + "/master" + tag + ".log";
   // Another file after a restart: keep the first master's log.

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,7 @@ class ClusterServices {
     double s3_pause_s = -1;
     double s4_restart_s = -1;
     std::vector<std::string> master_args;  // more flags for the master
+    std::map<std::string, std::string> master_env;  // more environment for the master
     std::vector<std::string> agent_args;   // more flags for the agents it restarts (chaos)
   };
 

@@ -21,6 +21,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -100,7 +101,7 @@ void usage() {
       "         [--hidden H] [--rows B] [--layers L] [--dp-sync allreduce|rs-ag] [--group-init split|uniqueid]\n"
       "         [--call-log] [--rank-env K=V,K=V] [--timeout-s S] [--redis URL] [--chaos JSON|FILE] [--mitigate]\n"
       "         [--external-master] [--oracle] [--time-scale X] [--s3-pause-s S] [--s4-restart-s S] [--quiet]\n"
-      "         [--master-args 'ARGS'] [--masters N] [--capabilities S2,S3,S4] [--max-restarts N]\n"
+      "         [--master-args 'ARGS'] [--master-env K=V,K=V] [--masters N] [--capabilities S2,S3,S4] [--max-restarts N]\n"
       "         [--validate never|auto|always] [--pause-deadline-s S] [--hang-min-s S]\n"
       "         [--preflight | --preflight-fail-on-slow]\n"
       "--preflight: `greyhoundctl preflight` is asked before the ranks start (the verdict lands in the work dir's\n"
@@ -114,6 +115,7 @@ void usage() {
       "          on the nodes left after excluding those the restart request names: as many DP replicas as\n"
       "          fit, the same global batch. At most --max-restarts (default 3) restarts.\n"
       "--master-args: more flags for the master it starts, split on spaces (e.g. '--pay-margin 0.5')\n"
+      "--master-env: more environment for the masters it starts (as --rank-env is for the ranks)\n"
       "--masters N: start N masters with --ha (m0, m1, ...): one leads, the others stand by (default 1,\n"
       "          without --ha); the chaos target \"leader\" is the one leading at that moment\n"
       "--hang-min-s: the agents report a rank stalled after S seconds (and 3 iterations) without NCCL progress\n"
@@ -141,6 +143,7 @@ struct Options {
   bool s4 = false;                      // ... S4 among them: checkpoints and restarts
   int max_restarts = 3;
   std::vector<std::string> master_args;  // --master-args
+  std::map<std::string, std::string> master_env;  // --master-env
   int masters = 1;                       // --masters
   std::vector<gs::ChaosAction> chaos;
   bool hook = true, keep = false, call_log = false, quiet = false, mitigate = false, external_master = false;
@@ -167,7 +170,7 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
                           {"tp", "dp", "pp", "gpus-per-node", "microbatches", "iterations", "duration-s", "faults",
                            "report", "seed", "job", "work-dir", "shm-dir", "model", "hidden", "rows", "layers",
                            "dp-sync", "group-init", "rank-env", "timeout-s", "redis", "chaos", "time-scale",
-                           "s3-pause-s", "s4-restart-s", "master-args", "capabilities", "max-restarts", "validate",
+                           "s3-pause-s", "s4-restart-s", "master-args", "master-env", "capabilities", "max-restarts", "validate",
                            "pause-deadline-s", "hang-min-s", "masters"},
                           {"no-greyhound", "keep", "call-log", "quiet", "help", "mitigate", "external-master", "oracle",
                            "preflight", "preflight-fail-on-slow"});
@@ -234,6 +237,11 @@ Options parse_options(const std::vector<std::string>& argvv, bool* help) {
   {
     std::istringstream words(a.str("master-args", ""));
     for (std::string w; words >> w;) o.master_args.push_back(w);
+  }
+  for (const auto& kv : split(a.str("master-env", ""), ',')) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw greyhound::ArgError("--master-env: '" + kv + "' is not K=V");
+    o.master_env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (o.mitigate && !o.hook) throw greyhound::ArgError("--mitigate needs greyhound (drop --no-greyhound)");
   o.oracle = a.flag("oracle");
@@ -626,6 +634,7 @@ int main(int argc, char** argv) {
     so.chaos = o.chaos;
     so.mitigate = o.mitigate;
     so.master_args = o.master_args;
+    so.master_env = o.master_env;
     so.masters = o.masters;
     so.agent_args = o.agent_args;
     services = std::make_unique<gs::ClusterServices>(so);
