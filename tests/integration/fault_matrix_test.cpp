@@ -39,7 +39,10 @@ constexpr const char* kDuration = "--duration-s 40 ";
 class FaultMatrix : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { suite_root_ = itest::make_temp_dir("gh-matrix-ref"); }
-  static void TearDownTestSuite() { std::system(("rm -rf " + suite_root_).c_str()); }
+  static void TearDownTestSuite() {
+    std::system(("rm -rf " + suite_root_).c_str());
+    reference_.reset();  // its files are gone (a --gtest_repeat makes it again)
+  }
   void SetUp() override {
     root_ = itest::make_temp_dir("gh-matrix");
     ASSERT_FALSE(root_.empty());
@@ -178,14 +181,24 @@ TEST_F(FaultMatrix, AStalledAgentWithOverflowingRingsAndASteppedMasterClockLeave
     named |= t > kFaultFrom && t < kFaultTo && e["detail"]["culprit"] == 1;
   }
   EXPECT_TRUE(named) << r.report["events"].dump(1);
+  // A split, when one was made, was reverted within 10 s of the fault's end (before the fix, with the clock
+  // stepped, never). None is made while the pacing rank's iterations are not reaching Redis: the planner
+  // then has no iteration time to weigh a remedy with, and no loss accrues (docs/operations.md, "Fault
+  // matrix"; a clean-clone run found it); the job then runs as it does without greyhound, which the checks
+  // below hold it to.
+  const auto plans = r.events("plan");
   std::optional<double> reverted;
-  for (const auto& p : r.events("plan")) {
+  for (const auto& p : plans) {
     if (p["detail"]["action"] == "revert") reverted = p["t_s"].get<double>();
   }
-  ASSERT_TRUE(reverted) << r.report["events"].dump(1);
-  EXPECT_GT(*reverted, kFaultTo);
-  EXPECT_LT(*reverted, kFaultTo + 10);
-  std::cerr << "[ note ] reverted " << *reverted - kFaultTo << " s after the fault ended\n";
+  if (!plans.empty()) {
+    ASSERT_TRUE(reverted) << r.report["events"].dump(1);
+    EXPECT_GT(*reverted, kFaultTo);
+    EXPECT_LT(*reverted, kFaultTo + 10);
+    std::cerr << "[ note ] reverted " << *reverted - kFaultTo << " s after the fault ended\n";
+  } else {
+    std::cerr << "[ note ] no plan: the pacing rank's iterations did not reach Redis during the fault\n";
+  }
 
   same_training(r, ref, 1e-4);  // an S2 split reorders the DP sums only
   never_slower(r, ref);
