@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "store/messages.h"
 #include "store/placement_roles.h"
 
 namespace greyhound::sim {
@@ -17,11 +18,6 @@ RedisClient::Options client_options(const std::string& url) {
   o.backoff_min = std::chrono::milliseconds(0);
   o.backoff_max = std::chrono::milliseconds(200);
   return o;
-}
-
-std::int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -42,7 +38,7 @@ void OracleDriver::emit(const char* type, double t_s, const nlohmann::json& deta
   Event e;
   e.type = type;
   e.t_s = t_s;
-  e.t_unix_ms = unix_ms();
+  e.t_unix_ms = unix_ms_now();
   e.source = "oracle";
   e.detail = detail;
   if (const Status s = store_.append_event(e); !s) warn_once("cannot append a " + std::string(type) + " event: " + s.error());
@@ -72,7 +68,7 @@ void OracleDriver::on_tick(double t_s) {
         pending_.reset();
         if (o->event_type == event_type::kPlanApplied) {  // a rejected plan is not tried again
           recheck_at_s_ = t_s + 1.0;
-          layout_after_ms_ = unix_ms();
+          layout_after_ms_ = unix_ms_now();
         }
       }
     }
@@ -112,7 +108,7 @@ void OracleDriver::on_tick(double t_s) {
   if (!p) p = oracle_link_plan(job, opt_.faults, t_s, l.microbatches, store::placement_in_force(l));
   if (!p) return;
   p->epoch = epoch_ + 1;
-  p->t_unix_ms = unix_ms();
+  p->t_unix_ms = unix_ms_now();
   if (const Status s = store_.publish_plan(*p); !s) {
     warn_once("cannot publish a plan: " + s.error());
     due_ = true;  // again on the next tick
