@@ -727,8 +727,10 @@ std::set<std::int64_t> Controller::wanting(Strategy s) const {
 void Controller::observe_iterations(const JobInputs& in, const Now& now, Intents& out) {
   if (!in.pace) return;
   const IterationUpdate& u = *in.pace;
-  if (last_iteration_index_ < 0 || u.index < last_iteration_index_) {  // first look, or a new period lock
+  // First look, a new period lock, or another pacing rank (whose agent counts from its own start).
+  if (last_iteration_index_ < 0 || u.index < last_iteration_index_ || u.rank != last_iteration_rank_) {
     last_iteration_index_ = u.index;
+    last_iteration_rank_ = u.rank;
     return;
   }
   const std::int64_t n = std::min<std::int64_t>(u.index - last_iteration_index_, 64);

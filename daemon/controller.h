@@ -124,7 +124,7 @@ struct JobInputs {
   std::optional<JobLayout> layout;
   std::vector<PlanAck> acks;
   bool acks_read = false;  // the acknowledgements could be read (a failed read is no silence of the job)
-  std::optional<IterationUpdate> pace;  // the latest iteration of pace_rank(), when the driver has one
+  std::optional<IterationUpdate> pace;  // the pacing rank's latest iteration (daemon/pace.h), when the driver has one
 };
 
 // The group registry as the localiser compares it: complete groups, with what each moves per iteration.
@@ -231,8 +231,6 @@ class Controller {
   Intents offer_operator_plan(const std::optional<OperatorPlanRequest>& req, const std::string& answer, const Now& now);
   bool operator_hold() const { return operator_hold_ || operator_req_.has_value(); }
 
-  // Whose iteration times pace the planner and give the job clock.
-  int pace_rank() const { return 0; }
   Needs needs(const Now& now) const;
   // One step after the events: profiling windows, baselines, acknowledgements, the planner.
   Intents step(const Now& now, const JobInputs& in);
@@ -431,6 +429,7 @@ class Controller {
   std::optional<JobLayout> layout_;
   bool layout_wanted_ = false;    // read the layout at the next step (the planner starts from it)
   std::int64_t last_iteration_index_ = -1;
+  int last_iteration_rank_ = -1;  // whose index that is (each rank's agent counts its own)
   double last_iteration_s_ = 0;
   std::vector<double> recent_s_;  // the latest iteration times, newest last
   std::int64_t epoch_ = 0;

@@ -38,7 +38,7 @@ Result<std::int64_t> JobDriver::lead(std::int64_t epoch, const std::string& mast
   e.source = "master";
   e.t_unix_ms = unix_ms_now();
   std::optional<IterationUpdate> pace;  // the job's clock, as tick() reads it
-  if (auto p = store_.iteration(ctl_.pace_rank()); p && *p) pace = **p;
+  if (auto p = read_pace(); p && *p) pace = **p;
   e.t_s = now(pace).job_s;
   e.detail = to_json(LeaderDetail{master_id, epoch});
   if (const Status s = store_.append_event(e); !s) warn_once("leader-event", "the leader event was not written: " + s.error());
@@ -80,6 +80,36 @@ Now JobDriver::now(const std::optional<IterationUpdate>& pace) {
   return n;
 }
 
+Result<std::optional<IterationUpdate>> JobDriver::read_pace() {
+  auto p = store_.iteration(pace_rank_);
+  if (!p && p.code() == Errc::kUnavailable) return p;
+  std::optional<IterationUpdate> current;
+  if (p && *p) current = **p;
+  const double mono_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const std::int64_t now_ms = unix_ms_now();
+  if (!pace_stale(current, now_ms) || mono_s < next_pace_search_s_) return p;
+  next_pace_search_s_ = mono_s + 1.0;
+  auto ranks = store_.ranks();
+  if (!ranks) return p;
+  std::vector<IterationUpdate> read;
+  for (int r : pace_candidates(*ranks, pace_rank_)) {
+    auto u = store_.iteration(r);
+    if (!u && u.code() == Errc::kUnavailable) return p;
+    if (u && *u) read.push_back(**u);
+  }
+  const auto fresher = fresher_pace(current, read, now_ms);
+  if (!fresher) return p;
+  if (current) {
+    spdlog::info("job {}: rank {}'s newest iteration in Redis ended {:.1f} s ago; rank {} paces the job from now on",
+                 job(), pace_rank_, static_cast<double>(now_ms - current->t_unix_ms) * 1e-3, fresher->rank);
+  } else {
+    spdlog::info("job {}: rank {} has no iteration in Redis; rank {} paces the job from now on", job(), pace_rank_,
+                 fresher->rank);
+  }
+  pace_rank_ = fresher->rank;
+  return std::optional<IterationUpdate>(*fresher);
+}
+
 bool JobDriver::load(const Now& now) {
   MasterState state;
   auto st = store_.master_state();
@@ -118,7 +148,7 @@ bool JobDriver::load(const Now& now) {
 int JobDriver::tick() {
   if (!client_.connected()) return 0;
   std::optional<IterationUpdate> pace;
-  auto p = store_.iteration(ctl_.pace_rank());  // once per step: the job clock and the planner's pace
+  auto p = read_pace();  // once per step: the job clock and the planner's pace
   if (!p && p.code() == Errc::kUnavailable) return 0;
   if (!p) warn_once("iter", p.error());
   if (p && *p) pace = **p;

@@ -1,5 +1,5 @@
 // The thin driver of one job's Controller on the master's loop: it owns the job's clock (one read of the
-// pacing rank's iteration time per step gives job time), does every read and write through the job store,
+// pacing rank's iteration time per step gives job time; daemon/pace.h chooses the rank), does every read and write through the job store,
 // and carries the controller's intents out. A malformed value in Redis is logged once per kind and skipped;
 // Redis unavailable makes a step a no-op (the controller reloads after a reconnect).
 #pragma once
@@ -13,6 +13,7 @@
 
 #include "daemon/controller.h"
 #include "daemon/job_clock.h"
+#include "daemon/pace.h"
 #include "store/job_store.h"
 
 namespace greyhound::master {
@@ -49,6 +50,9 @@ class JobDriver {
  private:
   bool load(const Now& now);
   Now now(const std::optional<IterationUpdate>& pace);
+  // The pacing rank's newest iteration (daemon/pace.h); when it is stale, at most once a second, a fresher
+  // rank's, which paces the job from then on. Unavailable: Redis is.
+  Result<std::optional<IterationUpdate>> read_pace();
   JobInputs read_inputs(const Needs& needs, std::optional<IterationUpdate> pace);
   void carry_out(Intents intents, const Now& now);
   template <class T>
@@ -64,6 +68,8 @@ class JobDriver {
   store::JobStore store_;
   Controller ctl_;
   JobClock clock_;  // the job's time (now())
+  int pace_rank_ = 0;                 // whose iterations pace the job (daemon/pace.h)
+  double next_pace_search_s_ = 0;     // when a stale pace may be searched for again (monotonic seconds)
   EventLog& log_;
   int batch_;
   std::uint64_t loaded_at_reconnects_ = ~0ull;

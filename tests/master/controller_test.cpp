@@ -864,6 +864,34 @@ TEST(Controller, AValidationPauseIsNotCountedAsTheFailSlowsLoss) {
   EXPECT_NEAR(f.d.c.fail_slows()[0].account.loss_s - before, 0.1 * k, 0.01) << k << " iterations";
 }
 
+// The driver paces the job from another rank when the pacing rank's iterations stop reaching Redis
+// (daemon/pace.h). Each rank's agent counts its own iterations, so the new rank's index says nothing of how
+// many iterations passed: the first reading from it is a first look, and the accounts go on one iteration at a
+// time (before, a new rank 1,000 iterations ahead counted as 64 slow iterations at once).
+TEST(Controller, AnotherPacingRankIsAFirstLookNotAJumpOfIterations) {
+  LinkJob j(0.2, {});  // a job that can apply no remedy: the accounts only
+  TwoFaults& f = j.f;
+  j.localise({0.45, 0.45, 0.05, 0.05}, 500);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 1u);
+  // Accounts saved once more, then the pace comes from rank 2, whose agent is 1,000 iterations ahead.
+  for (int k = 0; k < 30 && !f.step(JobInputs{}, 500).persist_state; ++k) {
+  }
+  const double before = f.d.c.fail_slows()[0].account.loss_s;
+  f.index += 1000;
+  int k = 0;
+  bool saved = false;
+  for (; !saved && k < 30; ++k) {
+    JobInputs in;
+    in.pace = pace(++f.index, 500);
+    in.pace->rank = 2;
+    f.t += 0.5;
+    saved = f.d.c.step(at(f.t, f.t), in).persist_state;
+  }
+  ASSERT_TRUE(saved);
+  // k readings from rank 2: the first a first look, then k - 1 iterations 0.1 s slower than the healthy 0.4 s.
+  EXPECT_NEAR(f.d.c.fail_slows()[0].account.loss_s - before, 0.1 * (k - 1), 0.01) << k << " readings";
+}
+
 TEST(Controller, S3IsChargedTheJobsOwnEstimateOfItsSwitch) {
   // Configured: 60 s of pause, 0.1 s lost per iteration: not within 50 iterations.
   EXPECT_EQ(iterations_to_s3(0, 50), 0);
