@@ -997,17 +997,40 @@ Intents Controller::plan_published(const Plan& plan, const Now& now) {
     set_operator_hold(true);
     spdlog::info("{} published as plan {}", plan.reason, plan.epoch);
   }
-  Event e = master_event(event_type::kPlan, now);
-  e.t_unix_ms = plan.t_unix_ms != 0 ? plan.t_unix_ms : now.unix_ms;
-  e.incident = plan.incident;
-  e.detail = to_json(plan);
-  out.events.push_back(std::move(e));
+  out.events.push_back(plan_event(plan, now));
+  MasterState& st = tracker_->mutable_state();
+  st.plans_recorded = std::max(st.plans_recorded, plan.epoch);
   out.persist_state = true;
   PendingPlan p = pending_meta_ ? std::move(*pending_meta_) : PendingPlan{};
   pending_meta_.reset();
   p.plan = plan;
   p.deadline_s = now.mono_s + cfg_.ack_timeout_s;
   pending_ = std::move(p);
+  return out;
+}
+
+Event Controller::plan_event(const Plan& plan, const Now& now) const {
+  Event e = master_event(event_type::kPlan, now);
+  e.t_unix_ms = plan.t_unix_ms != 0 ? plan.t_unix_ms : now.unix_ms;
+  e.incident = plan.incident;
+  e.detail = to_json(plan);
+  return e;
+}
+
+Intents Controller::record_plans_late(const std::vector<Plan>& plans, const Now& now) {
+  Intents out;
+  if (!tracker_) return out;
+  MasterState& st = tracker_->mutable_state();
+  for (const Plan& plan : plans) {
+    if (plan.epoch <= st.plans_recorded) continue;
+    spdlog::warn("plan {} was published by a master that stopped before recording it: its plan event is written now",
+                 plan.epoch);
+    Event e = plan_event(plan, now);
+    e.detail["recorded_late"] = true;
+    out.events.push_back(std::move(e));
+    st.plans_recorded = plan.epoch;
+    out.persist_state = true;
+  }
   return out;
 }
 

@@ -238,6 +238,9 @@ class Controller {
   // epoch is given back (failed).
   Intents plan_published(const Plan& plan, const Now& now);
   void plan_failed(const Plan& plan);
+  // Plans an earlier master published and died before recording (their epochs above the loaded state's
+  // plans_recorded, oldest first): their `plan` events, marked "recorded_late", to commit now.
+  Intents record_plans_late(const std::vector<Plan>& plans, const Now& now);
 
   // Profiling and planning state, for tests and status.
   bool profiling() const { return profiling_.has_value(); }
@@ -330,6 +333,7 @@ class Controller {
   void job_restarting(const std::string& why, std::int64_t epoch, const Now& now, Intents& out);
   void job_restarted(const JobLayout& layout, const Now& now, Intents& out);
   Event master_event(const char* type, const Now& now) const;
+  Event plan_event(const Plan& plan, const Now& now) const;  // the `plan` event of a published plan
   void take(Decision d, const Now& now, Intents& out);
   void propose_plan(Plan plan, std::set<std::int64_t> fail_slows, bool remedy, Intents& out);
   void warn_once(const std::string& kind, const std::string& message);

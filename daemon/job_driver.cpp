@@ -137,7 +137,21 @@ bool JobDriver::load(const Now& now) {
   if (!plan && plan.code() == Errc::kUnavailable) return false;
   if (!plan) warn_once("plan", "the latest plan is malformed (" + plan.error() + ")");
   if (plan && *plan) epoch = (*plan)->epoch;
+  if ((!st || !*st) && epoch > 0) state.plans_recorded = -1;  // no state to say which plans have their events
   ctl_.load(state, open, epoch, *last, now);
+  // A master that died between publishing a plan and committing its event left the event out: recorded now
+  // (the newest 16 at most; older ones were superseded long ago).
+  if (state.plans_recorded >= 0 && epoch > state.plans_recorded) {
+    std::vector<Plan> missed;
+    for (std::int64_t e = std::max(state.plans_recorded + 1, epoch - 15); e <= epoch; ++e) {
+      auto p = e == epoch ? plan : store_.plan(e);
+      if (!p && p.code() == Errc::kUnavailable) return false;
+      if (p && *p && (*p)->epoch == e) missed.push_back(**p);
+    }
+    // One a reload before a failed commit was retried left unsent is not written twice.
+    std::erase_if(unsent_.events, [](const Event& e) { return e.type == event_type::kPlan && e.detail.contains("recorded_late"); });
+    carry_out(ctl_.record_plans_late(missed, now), now);
+  }
   loaded_at_reconnects_ = client_.reconnects();
   check_gap_ = true;
   spdlog::info("job {}: state {}, cursor {}, {} incidents so far{}", job(), name(ctl_.state().state), ctl_.cursor(),

@@ -917,7 +917,8 @@ json to_json(const MasterState& s) {
           {"fail_stops", std::move(stops)},
           {"fail_stops_total", s.fail_stops_total},
           {"hangs", std::move(hangs)},
-          {"hangs_total", s.hangs_total}};
+          {"hangs_total", s.hangs_total},
+          {"plans_recorded", s.plans_recorded}};
 }
 
 std::optional<MasterState> parse_master_state(const std::string& text, std::string* error) {
@@ -978,6 +979,7 @@ std::optional<MasterState> parse_master_state(const std::string& text, std::stri
       }
     }
     s.hangs_total = f.integer_or("hangs_total", 0, 0, kMaxCount);
+    s.plans_recorded = f.integer_or("plans_recorded", -1, -1, kMaxCount);
     return s;
   });
 }

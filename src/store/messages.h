@@ -269,6 +269,10 @@ struct MasterState {
   std::int64_t fail_stops_total = 0;
   std::vector<HangDetail> hangs;           // collectives that waited for ranks that never joined, the latest 16
   std::int64_t hangs_total = 0;
+  // The newest plan epoch whose `plan` event is in the stream (committed with this state). A master that
+  // died between publishing a plan and committing its event leaves it behind the latest plan: the next
+  // master records the missing events (JobDriver::load). -1: unknown (a state written before this field).
+  std::int64_t plans_recorded = 0;
 };
 inline constexpr std::size_t kMaxHangsKept = 16;
 nlohmann::json to_json(const MasterState& s);

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -290,9 +291,14 @@ TEST_F(FaultMatrix, AMasterKilledRightAfterPublishingAPlanLeavesItAppliedAndTheR
   EXPECT_EQ(epochs.front(), 1);
   for (std::size_t i = 1; i < epochs.size(); ++i) EXPECT_GT(epochs[i], epochs[i - 1]);
   std::optional<json> revert;
+  std::set<long> recorded;  // the epochs with a plan event
   for (const auto& p : r.events("plan")) {
     if (p["detail"]["action"] == "revert") revert = p;
+    EXPECT_TRUE(recorded.insert(p["detail"]["epoch"].get<long>()).second) << "plan event twice: " << p.dump();
+    // The dead master's plan: its event recorded by the restarted one, marked (before, it was missing).
+    if (p["detail"]["epoch"] == 1) EXPECT_EQ(p["detail"].value("recorded_late", false), true) << p.dump();
   }
+  for (long e : epochs) EXPECT_EQ(recorded.count(e), 1u) << "no plan event for the applied epoch " << e;
   ASSERT_TRUE(revert) << r.report["events"].dump(1);
   EXPECT_GT(revert->at("t_s").get<double>(), kFaultTo);
   EXPECT_EQ(revert->at("detail")["microbatches"], json::array({8, 8}));

@@ -289,6 +289,7 @@ TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
   it = d.c.plan_published(*it.plan, at(111.1));
   ASSERT_EQ(types(it.events), std::vector<std::string>{"plan"});
   EXPECT_EQ(d.c.plan_in_flight(), 6);
+  EXPECT_EQ(d.c.state().plans_recorded, 6);  // committed with its event
 
   // Ack quorum: every rank of the layout must answer.
   EXPECT_TRUE(d.c.needs(at(112)).acks);
@@ -890,6 +891,34 @@ TEST(Controller, AnotherPacingRankIsAFirstLookNotAJumpOfIterations) {
   ASSERT_TRUE(saved);
   // k readings from rank 2: the first a first look, then k - 1 iterations 0.1 s slower than the healthy 0.4 s.
   EXPECT_NEAR(f.d.c.fail_slows()[0].account.loss_s - before, 0.1 * (k - 1), 0.01) << k << " readings";
+}
+
+// A master that died between publishing plans and committing their events: the next one records them,
+// marked, once, oldest first; plans whose events are in the stream are not written again.
+TEST(Controller, PlansAnEarlierMasterDidNotRecordGetTheirEventsOnce) {
+  Driven d;
+  MasterState st;
+  st.plans_recorded = 4;
+  d.c.load(st, std::nullopt, 6, "9-0", at(50));
+  std::vector<Plan> plans;
+  for (std::int64_t e = 4; e <= 6; ++e) {
+    Plan p;
+    p.epoch = e;
+    p.strategy = Strategy::kS2;
+    p.microbatches = {10, 6};
+    p.t_unix_ms = 1'800'000'000'000 + e;
+    plans.push_back(p);
+  }
+  Intents it = d.c.record_plans_late(plans, at(50));
+  ASSERT_EQ(types(it.events), (std::vector<std::string>{"plan", "plan"}));
+  EXPECT_EQ(it.events[0].detail["epoch"], 5);
+  EXPECT_EQ(it.events[1].detail["epoch"], 6);
+  EXPECT_EQ(it.events[1].detail["recorded_late"], true);
+  EXPECT_EQ(it.events[1].t_unix_ms, 1'800'000'000'006);  // when it was published
+  EXPECT_EQ(it.events[1].source, "master");
+  EXPECT_TRUE(it.persist_state);
+  EXPECT_EQ(d.c.state().plans_recorded, 6);
+  EXPECT_TRUE(d.c.record_plans_late(plans, at(51)).events.empty());
 }
 
 TEST(Controller, S3IsChargedTheJobsOwnEstimateOfItsSwitch) {

@@ -357,6 +357,13 @@ TEST(Messages, RoundTripAndRejectBadValues) {
   auto st = parse_master_state(to_json(MasterState{}).dump(), &err);
   ASSERT_TRUE(st) << err;
   EXPECT_EQ(st->cursor, "0-0");
+  EXPECT_EQ(st->plans_recorded, 0);  // a new job's state: no plan yet, none unrecorded
+  MasterState recorded;
+  recorded.plans_recorded = 7;
+  EXPECT_EQ(parse_master_state(to_json(recorded).dump(), &err)->plans_recorded, 7);
+  // A state written before the field says nothing of which plans have their events.
+  EXPECT_EQ(parse_master_state(R"({"cursor":"1-0","state":"healthy"})", &err)->plans_recorded, -1);
+  EXPECT_FALSE(parse_master_state(R"({"cursor":"1-0","state":"healthy","plans_recorded":-2})", &err));
   EXPECT_FALSE(parse_rank_registration(R"({"rank":-4,"node":0,"host":"h","pid":1})", &err));
   EXPECT_EQ(err, "rank: -4 out of range");
 }
