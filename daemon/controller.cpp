@@ -273,8 +273,10 @@ double Controller::window_s() const {
 
 double Controller::reprofile_gap_s() const {
   const double gap = last_iteration_s_ > 0 ? cfg_.reprofile_iterations * last_iteration_s_ : cfg_.reprofile_s;
-  // An incident in which nothing has been found yet is looked at less often.
-  return tracker_->state().fail_slows.empty() ? std::max(gap, cfg_.reprofile_s) : gap;
+  // An incident in which nothing has been found yet is looked at less often; unless its last profile
+  // measured no iteration while it was unsettled (a master restarted while a plan was being applied: a remedy
+  // may be in force that nothing tracks, and every iteration of it after the fault ends is lost).
+  return tracker_->state().fail_slows.empty() && !unmeasured_ ? std::max(gap, cfg_.reprofile_s) : gap;
 }
 
 bool Controller::due_reprofile(const Now& now) const {

@@ -301,6 +301,7 @@ TEST_F(FaultMatrix, AMasterKilledRightAfterPublishingAPlanLeavesItAppliedAndTheR
   for (long e : epochs) EXPECT_EQ(recorded.count(e), 1u) << "no plan event for the applied epoch " << e;
   ASSERT_TRUE(revert) << r.report["events"].dump(1);
   EXPECT_GT(revert->at("t_s").get<double>(), kFaultTo);
+  std::cerr << "[ note ] reverted " << revert->at("t_s").get<double>() - kFaultTo << " s after the fault ended\n";
   EXPECT_EQ(revert->at("detail")["microbatches"], json::array({8, 8}));
   EXPECT_EQ(epochs.back(), revert->at("detail")["epoch"].get<long>());
 

@@ -921,6 +921,47 @@ TEST(Controller, PlansAnEarlierMasterDidNotRecordGetTheirEventsOnce) {
   EXPECT_TRUE(d.c.record_plans_late(plans, at(51)).events.empty());
 }
 
+// A master restarted while a plan was being applied finds the incident open with no fail-slow; a profile that
+// then measures no iteration (the job switching configuration) is followed by the next one after the job's
+// re-profile gap in iterations, not the 6 s an incident with nothing found waits (a remedy may be in force
+// that nothing tracks: every second of it after the fault ends is lost).
+TEST(Controller, AnUnmeasuredProfileOfAnUnsettledIncidentIsRepeatedAtTheJobsPace) {
+  ControllerConfig cfg = mitigating();
+  cfg.profile_grace_s = 0.5;
+  Driven d(cfg);
+  MasterState st;
+  st.cursor = "7-0";
+  st.state = Phase::kMitigating;
+  st.open_incident = 2;
+  st.incidents_total = 2;
+  Incident open;
+  open.id = 2;
+  open.onset_t_s = 30;
+  open.detected_t_s = 32;
+  open.ranks = {3};
+  d.c.load(st, open, 5, "7-0", at(100));
+  JobInputs in = registry();
+  in.pace = pace(50, 400);
+  Intents it = d.c.step(at(100), in);
+  ASSERT_TRUE(it.profile);
+  // Every rank's report: no iteration measured in the window.
+  d.feed(dp_profiles(it.profile->command.id, {0.05, 0.05, 0.05, 0.05}, 0), at(103));
+  JobInputs g;
+  g.groups = {GroupMembers{0x10, {0, 1}, "2|AllReduce:8"}, GroupMembers{0x11, {2, 3}, "2|AllReduce:8"}};
+  g.pace = pace(57, 400);
+  it = d.c.step(at(103), g);
+  EXPECT_FALSE(it.profile);
+  // The next profile within about one 400 ms iteration of the last one's end, not 6 s later.
+  std::optional<double> next;
+  for (double t = 103.1; t < 110 && !next; t += 0.1) {
+    JobInputs r = registry();
+    r.pace = pace(58 + static_cast<std::int64_t>((t - 103) / 0.4), 400);
+    if (d.c.step(at(t), r).profile) next = t;
+  }
+  ASSERT_TRUE(next);
+  EXPECT_LT(*next, 104.0);
+}
+
 TEST(Controller, S3IsChargedTheJobsOwnEstimateOfItsSwitch) {
   // Configured: 60 s of pause, 0.1 s lost per iteration: not within 50 iterations.
   EXPECT_EQ(iterations_to_s3(0, 50), 0);
