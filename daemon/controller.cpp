@@ -118,6 +118,7 @@ void Controller::load(MasterState state, std::optional<Incident> open, std::int6
   proposed_.reset();
   proposed_events_.clear();
   resume_open_incident_ = tracker_->open_incident().has_value();
+  unmeasured_in_row_ = 0;
   epoch_ = std::max(epoch_, latest_epoch);
   // The fail-slows it holds continue (their accounts once the planner knows the job); an incident without
   // any is localised again before a remedy is touched.
@@ -273,10 +274,12 @@ double Controller::window_s() const {
 
 double Controller::reprofile_gap_s() const {
   const double gap = last_iteration_s_ > 0 ? cfg_.reprofile_iterations * last_iteration_s_ : cfg_.reprofile_s;
-  // An incident in which nothing has been found yet is looked at less often; unless its last profile
-  // measured no iteration while it was unsettled (a master restarted while a plan was being applied: a remedy
-  // may be in force that nothing tracks, and every iteration of it after the fault ends is lost).
-  return tracker_->state().fail_slows.empty() && !unmeasured_ ? std::max(gap, cfg_.reprofile_s) : gap;
+  // An incident in which nothing has been found yet is looked at less often; unless its last profile, the
+  // first in a row, measured no iteration while it was unsettled (a master restarted while a plan was being
+  // applied: a remedy may be in force that nothing tracks, and every iteration of it after the fault ends is
+  // lost). A job whose profiles keep measuring nothing is not profiled back to back.
+  const bool retry_soon = unmeasured_ && unmeasured_in_row_ <= 1;
+  return tracker_->state().fail_slows.empty() && !retry_soon ? std::max(gap, cfg_.reprofile_s) : gap;
 }
 
 bool Controller::due_reprofile(const Now& now) const {
@@ -469,11 +472,15 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
     stats_.localisation.add(now.job_s - inc->detected_t_s);
   }
   // A window the configuration changed in shows two configurations at once: it ends nothing, opens nothing.
+  if (loc.step_ms > 0) unmeasured_in_row_ = 0;
   if (!(loc.step_ms > 0)) {
     spdlog::info("profile {} measured no iteration: fail-slows left as they were", p.id);
     // An incident nothing was localised for yet (a master restarted while a plan was being applied) would
     // otherwise wait for ever: it is profiled again after the usual gap.
-    if (!settled_) unmeasured_ = true;
+    if (!settled_) {
+      unmeasured_ = true;
+      ++unmeasured_in_row_;
+    }
   } else if (last_change_s_ < last_profile_s_) {
     last_groups_ = in.groups;
     last_ranks_.assign(p.expected.begin(), p.expected.end());
@@ -1019,15 +1026,23 @@ Event Controller::plan_event(const Plan& plan, const Now& now) const {
   return e;
 }
 
-Intents Controller::record_plans_late(const std::vector<Plan>& plans, const Now& now) {
+Intents Controller::record_plans_late(const std::vector<Plan>& plans, std::int64_t recorded, const Now& now) {
   Intents out;
   if (!tracker_) return out;
   MasterState& st = tracker_->mutable_state();
+  if (recorded > st.plans_recorded) {
+    st.plans_recorded = recorded;
+    out.persist_state = true;
+  }
   for (const Plan& plan : plans) {
     if (plan.epoch <= st.plans_recorded) continue;
     spdlog::warn("plan {} was published by a master that stopped before recording it: its plan event is written now",
                  plan.epoch);
     Event e = plan_event(plan, now);
+    // In job time, when it was published (the job's clock then: now less the wall time since).
+    if (plan.t_unix_ms > 0 && plan.t_unix_ms <= now.unix_ms) {
+      e.t_s = std::max(0.0, now.job_s - static_cast<double>(now.unix_ms - plan.t_unix_ms) * 1e-3);
+    }
     e.detail["recorded_late"] = true;
     out.events.push_back(std::move(e));
     st.plans_recorded = plan.epoch;

@@ -238,9 +238,10 @@ class Controller {
   // epoch is given back (failed).
   Intents plan_published(const Plan& plan, const Now& now);
   void plan_failed(const Plan& plan);
-  // Plans an earlier master published and died before recording (their epochs above the loaded state's
-  // plans_recorded, oldest first): their `plan` events, marked "recorded_late", to commit now.
-  Intents record_plans_late(const std::vector<Plan>& plans, const Now& now);
+  // Plans an earlier master published and died before recording (oldest first): their `plan` events, marked
+  // "recorded_late" and stamped when each was published, to commit now. `recorded`: the newest epoch whose
+  // event is committed or about to be (the state's plans_recorded rises to it; plans up to it are skipped).
+  Intents record_plans_late(const std::vector<Plan>& plans, std::int64_t recorded, const Now& now);
 
   // Profiling and planning state, for tests and status.
   bool profiling() const { return profiling_.has_value(); }
@@ -369,6 +370,7 @@ class Controller {
   double previous_loc_t_s_ = -1e18;            // job time of the last localisation fail-slows were tracked on
   bool settled_ = true;        // fail-slows are known (false: an incident loaded without them awaits a profile)
   bool unmeasured_ = false;    // unsettled, and the last profile measured no iteration: profile again
+  int unmeasured_in_row_ = 0;  // such profiles in a row (only the first is repeated at the job's pace)
   bool adopt_split_ = false;   // ... and the split in force becomes theirs
   std::set<std::int64_t> split_for_, placement_for_;  // the fail-slows the split / placement in force serve
   std::set<std::int64_t> s4_sent_;

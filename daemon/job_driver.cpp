@@ -81,24 +81,39 @@ Now JobDriver::now(const std::optional<IterationUpdate>& pace) {
 }
 
 Result<std::optional<IterationUpdate>> JobDriver::read_pace() {
-  auto p = store_.iteration(pace_rank_);
+  // A reading is taken for the rank whose key it was read under (a value naming another rank is not its).
+  auto read = [&](int r) -> Result<std::optional<IterationUpdate>> {
+    auto u = store_.iteration(r);
+    if (u && *u && (*u)->rank != r) return std::optional<IterationUpdate>{};
+    return u;
+  };
+  auto p = read(pace_rank_);
   if (!p && p.code() == Errc::kUnavailable) return p;
   std::optional<IterationUpdate> current;
   if (p && *p) current = **p;
   const double mono_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   const std::int64_t now_ms = unix_ms_now();
-  if (!pace_stale(current, now_ms) || mono_s < next_pace_search_s_) return p;
-  next_pace_search_s_ = mono_s + 1.0;
+  if (!pace_stale(current, now_ms)) {
+    pace_search_wait_s_ = kPaceSearchFirstS;
+    pace_searches_ = 0;
+    return p;
+  }
+  if (mono_s < next_pace_search_s_) return p;
+  next_pace_search_s_ = mono_s + pace_search_wait_s_;
+  pace_search_wait_s_ = std::min(2 * pace_search_wait_s_, kPaceSearchMaxS);
   auto ranks = store_.ranks();
   if (!ranks) return p;
-  std::vector<IterationUpdate> read;
-  for (int r : pace_candidates(*ranks, pace_rank_)) {
-    auto u = store_.iteration(r);
+  std::vector<IterationUpdate> readings;
+  for (int r : pace_candidates(*ranks, pace_rank_, kPaceCandidates, pace_searches_)) {
+    auto u = read(r);
     if (!u && u.code() == Errc::kUnavailable) return p;
-    if (u && *u) read.push_back(**u);
+    if (u && *u) readings.push_back(**u);
   }
-  const auto fresher = fresher_pace(current, read, now_ms);
-  if (!fresher) return p;
+  const auto fresher = fresher_pace(current, readings, now_ms);
+  if (!fresher) {
+    ++pace_searches_;
+    return p;
+  }
   if (current) {
     spdlog::info("job {}: rank {}'s newest iteration in Redis ended {:.1f} s ago; rank {} paces the job from now on",
                  job(), pace_rank_, static_cast<double>(now_ms - current->t_unix_ms) * 1e-3, fresher->rank);
@@ -107,6 +122,8 @@ Result<std::optional<IterationUpdate>> JobDriver::read_pace() {
                  fresher->rank);
   }
   pace_rank_ = fresher->rank;
+  pace_search_wait_s_ = kPaceSearchFirstS;
+  pace_searches_ = 0;
   return std::optional<IterationUpdate>(*fresher);
 }
 
@@ -138,19 +155,25 @@ bool JobDriver::load(const Now& now) {
   if (!plan) warn_once("plan", "the latest plan is malformed (" + plan.error() + ")");
   if (plan && *plan) epoch = (*plan)->epoch;
   if ((!st || !*st) && epoch > 0) state.plans_recorded = -1;  // no state to say which plans have their events
+  state.plans_recorded = std::min(state.plans_recorded, epoch);  // none recorded beyond the latest
+  // Plan events a failed commit left to send are recorded too (they go first with the next commit).
+  std::int64_t recorded = state.plans_recorded;
+  for (const Event& e : unsent_.events) {
+    if (e.type == event_type::kPlan && e.detail.is_object() && e.detail.value("epoch", nlohmann::json()).is_number_integer()) {
+      recorded = std::max(recorded, e.detail["epoch"].get<std::int64_t>());
+    }
+  }
   ctl_.load(state, open, epoch, *last, now);
   // A master that died between publishing a plan and committing its event left the event out: recorded now
   // (the newest 16 at most; older ones were superseded long ago).
-  if (state.plans_recorded >= 0 && epoch > state.plans_recorded) {
+  if (state.plans_recorded >= 0) {
     std::vector<Plan> missed;
-    for (std::int64_t e = std::max(state.plans_recorded + 1, epoch - 15); e <= epoch; ++e) {
+    for (std::int64_t e = std::max(recorded + 1, epoch - 15); e <= epoch; ++e) {
       auto p = e == epoch ? plan : store_.plan(e);
       if (!p && p.code() == Errc::kUnavailable) return false;
       if (p && *p && (*p)->epoch == e) missed.push_back(**p);
     }
-    // One a reload before a failed commit was retried left unsent is not written twice.
-    std::erase_if(unsent_.events, [](const Event& e) { return e.type == event_type::kPlan && e.detail.contains("recorded_late"); });
-    carry_out(ctl_.record_plans_late(missed, now), now);
+    carry_out(ctl_.record_plans_late(missed, recorded, now), now);
   }
   loaded_at_reconnects_ = client_.reconnects();
   check_gap_ = true;

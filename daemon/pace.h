@@ -19,17 +19,29 @@ inline constexpr std::int64_t kPaceStaleMinMs = 2000;
 inline constexpr double kPaceStaleIterations = 4.0;
 // How many ranks one search reads, at most.
 inline constexpr std::size_t kPaceCandidates = 32;
+// A reading stamped further ahead of the master's wall clock than this is not believed (the hosts' clocks
+// agree within far less: the agents' stamps are the job's clock as well).
+inline constexpr std::int64_t kPaceFutureMs = 60'000;
+// Searches that find nothing fresher back off: 1 s, doubled after each, at most 30 s (a hung or stopped job
+// has no fresh rank at all); a fresh pace starts over.
+inline constexpr double kPaceSearchFirstS = 1.0;
+inline constexpr double kPaceSearchMaxS = 30.0;
 
-// True when `u` says nothing of the job's pace at wall time `now_unix_ms`: no reading, or its iteration ended
-// more than max(2 s, 4 of its iterations) before.
+// True when `u` says nothing of the job's pace at wall time `now_unix_ms`: no reading, its iteration ended
+// more than max(2 s, 4 of its iterations) before, or it is stamped more than kPaceFutureMs after it.
 bool pace_stale(const std::optional<IterationUpdate>& u, std::int64_t now_unix_ms);
 
 // The ranks one search reads: at most `max` of the job's `ranks` (sorted), evenly spread so that they fall on
-// different nodes when ranks fill nodes in order, the first rank always among them, `current` left out.
-std::vector<int> pace_candidates(const std::vector<int>& ranks, int current, std::size_t max = kPaceCandidates);
+// different nodes when ranks fill nodes in order, `current` left out. `search`: how many searches found
+// nothing before this one; each shifts the spread by one rank, so that ranks a search never reads (gone with
+// a restart, or behind the same stalled agents) do not hide the fresh ones for ever. Search 0 reads rank
+// ranks[0].
+std::vector<int> pace_candidates(const std::vector<int>& ranks, int current, std::size_t max = kPaceCandidates,
+                                 std::size_t search = 0);
 
 // The reading to pace from among the candidates' `read`: the freshest, when it is not stale at `now_unix_ms`
-// and its iteration ended later than the current one's (none: keep the current rank).
+// (nor stamped more than kPaceFutureMs after it) and its iteration ended later than the current one's (none:
+// keep the current rank).
 std::optional<IterationUpdate> fresher_pace(const std::optional<IterationUpdate>& current,
                                             const std::vector<IterationUpdate>& read, std::int64_t now_unix_ms);
 

@@ -246,13 +246,9 @@ TEST(Controller, AnIncompleteBaselineIsRetriedAtTheNextChance) {
   EXPECT_EQ(it.profile->command.id, "baseline-0-2.tag");
 }
 
-// A master restarted with an incident open and a remedy in force (the layout says so): it profiles again,
-// and when the incident closes it reverts to the initial allocation with the next epoch after the store's.
-TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
-  ControllerConfig cfg = no_baselines();
-  cfg.mitigate = true;
-  cfg.ack_timeout_s = 20;
-  Driven d(cfg);
+// A master (re)started on a job whose incident 2 (rank 3, 300 -> 400 ms) is open with no fail-slow tracked,
+// its state's cursor at 7-0 and the store's latest plan epoch 5.
+void load_mid_incident(Driven& d) {
   MasterState st;
   st.cursor = "7-0";
   st.state = Phase::kMitigating;
@@ -266,8 +262,18 @@ TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
   open.after_ms = 400;
   open.severity = 4.0 / 3;
   open.ranks = {3};
-  d.id = 7;
   d.c.load(st, open, 5, "7-0", at(100));
+}
+
+// A master restarted with an incident open and a remedy in force (the layout says so): it profiles again,
+// and when the incident closes it reverts to the initial allocation with the next epoch after the store's.
+TEST(Controller, RestartResumesTheOpenIncidentAndRevertsOnClose) {
+  ControllerConfig cfg = no_baselines();
+  cfg.mitigate = true;
+  cfg.ack_timeout_s = 20;
+  Driven d(cfg);
+  d.id = 7;
+  load_mid_incident(d);
   ASSERT_TRUE(d.c.needs(at(100)).registry);
   Intents it = d.c.step(at(100), registry());
   ASSERT_TRUE(it.profile);
@@ -909,16 +915,41 @@ TEST(Controller, PlansAnEarlierMasterDidNotRecordGetTheirEventsOnce) {
     p.t_unix_ms = 1'800'000'000'000 + e;
     plans.push_back(p);
   }
-  Intents it = d.c.record_plans_late(plans, at(50));
+  const Now now = at(50);  // wall time 1'700'000'050'000 ms, job time 50 s
+  for (Plan& p : plans) p.t_unix_ms = now.unix_ms - 10'000 + p.epoch * 1000;
+  Intents it = d.c.record_plans_late(plans, 4, now);
   ASSERT_EQ(types(it.events), (std::vector<std::string>{"plan", "plan"}));
   EXPECT_EQ(it.events[0].detail["epoch"], 5);
   EXPECT_EQ(it.events[1].detail["epoch"], 6);
   EXPECT_EQ(it.events[1].detail["recorded_late"], true);
-  EXPECT_EQ(it.events[1].t_unix_ms, 1'800'000'000'006);  // when it was published
+  EXPECT_EQ(it.events[1].t_unix_ms, now.unix_ms - 4000);  // when it was published, in wall time
+  EXPECT_DOUBLE_EQ(it.events[1].t_s, 46.0);                // and in job time
+  EXPECT_DOUBLE_EQ(it.events[0].t_s, 45.0);
   EXPECT_EQ(it.events[1].source, "master");
   EXPECT_TRUE(it.persist_state);
   EXPECT_EQ(d.c.state().plans_recorded, 6);
-  EXPECT_TRUE(d.c.record_plans_late(plans, at(51)).events.empty());
+  EXPECT_TRUE(d.c.record_plans_late(plans, 4, at(51)).events.empty());
+}
+
+// A plan event a failed commit left to send counts as recorded (the driver passes its epoch): not written twice.
+TEST(Controller, APlanEventWaitingToBeSentIsNotRecordedLateAgain) {
+  Driven d;
+  MasterState st;
+  st.plans_recorded = 4;
+  d.c.load(st, std::nullopt, 6, "9-0", at(50));
+  Plan p5, p6;
+  p5.epoch = 5;
+  p6.epoch = 6;
+  Intents it = d.c.record_plans_late({p5, p6}, 5, at(50));
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"plan"});
+  EXPECT_EQ(it.events[0].detail["epoch"], 6);
+  // Nothing missing, but the state learns that 5 is recorded (so a reload after its commit skips it too).
+  Driven e;
+  e.c.load(st, std::nullopt, 5, "9-0", at(50));
+  it = e.c.record_plans_late({p5}, 5, at(50));
+  EXPECT_TRUE(it.events.empty());
+  EXPECT_TRUE(it.persist_state);
+  EXPECT_EQ(e.c.state().plans_recorded, 5);
 }
 
 // A master restarted while a plan was being applied finds the incident open with no fail-slow; a profile that
@@ -929,17 +960,7 @@ TEST(Controller, AnUnmeasuredProfileOfAnUnsettledIncidentIsRepeatedAtTheJobsPace
   ControllerConfig cfg = mitigating();
   cfg.profile_grace_s = 0.5;
   Driven d(cfg);
-  MasterState st;
-  st.cursor = "7-0";
-  st.state = Phase::kMitigating;
-  st.open_incident = 2;
-  st.incidents_total = 2;
-  Incident open;
-  open.id = 2;
-  open.onset_t_s = 30;
-  open.detected_t_s = 32;
-  open.ranks = {3};
-  d.c.load(st, open, 5, "7-0", at(100));
+  load_mid_incident(d);
   JobInputs in = registry();
   in.pace = pace(50, 400);
   Intents it = d.c.step(at(100), in);
@@ -952,14 +973,29 @@ TEST(Controller, AnUnmeasuredProfileOfAnUnsettledIncidentIsRepeatedAtTheJobsPace
   it = d.c.step(at(103), g);
   EXPECT_FALSE(it.profile);
   // The next profile within about one 400 ms iteration of the last one's end, not 6 s later.
-  std::optional<double> next;
-  for (double t = 103.1; t < 110 && !next; t += 0.1) {
-    JobInputs r = registry();
-    r.pace = pace(58 + static_cast<std::int64_t>((t - 103) / 0.4), 400);
-    if (d.c.step(at(t), r).profile) next = t;
-  }
+  auto next_profile = [&](double from, std::string* id) -> std::optional<double> {
+    for (double t = from; t < from + 8; t += 0.1) {
+      JobInputs r = registry();
+      r.pace = pace(58 + static_cast<std::int64_t>((t - 103) / 0.4), 400);
+      if (auto i = d.c.step(at(t), r); i.profile) {
+        *id = i.profile->command.id;
+        return t;
+      }
+    }
+    return std::nullopt;
+  };
+  std::string id;
+  const auto next = next_profile(103.1, &id);
   ASSERT_TRUE(next);
   EXPECT_LT(*next, 104.0);
+  // Once only: a second profile in a row that measures nothing is followed by the next after the usual 6 s
+  // (a job whose profiles keep measuring nothing is not profiled back to back).
+  d.feed(dp_profiles(id, {0.05, 0.05, 0.05, 0.05}, 0), at(*next + 3));
+  g.pace = pace(70, 400);
+  d.c.step(at(*next + 3), g);
+  const auto third = next_profile(*next + 3.1, &id);
+  ASSERT_TRUE(third);
+  EXPECT_GE(*third, *next + 3 + 5.9);
 }
 
 TEST(Controller, S3IsChargedTheJobsOwnEstimateOfItsSwitch) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <set>
 
 namespace greyhound::master {
 namespace {
@@ -27,11 +28,12 @@ TEST(Pace, NoReadingIsStale) {
 TEST(Pace, AReadingGoesStaleAfterTwoSecondsOrFourIterations) {
   EXPECT_FALSE(pace_stale(iteration(0, kT0), kT0 + 2000));
   EXPECT_TRUE(pace_stale(iteration(0, kT0), kT0 + 2001));
-  // A job with 5 s iterations: its last one ended 15 s ago is not stale, 21 s ago is.
+  // A job with 5 s iterations: its last one ended 15 s ago is not stale, just over 20 s ago is.
   EXPECT_FALSE(pace_stale(iteration(0, kT0, 5000), kT0 + 15000));
   EXPECT_TRUE(pace_stale(iteration(0, kT0, 5000), kT0 + 20001));
   // A reading stamped after now (another host's clock ahead) is fresh; a nonsense iteration time counts as none.
   EXPECT_FALSE(pace_stale(iteration(0, kT0 + 500), kT0));
+  EXPECT_TRUE(pace_stale(iteration(0, kT0 + kPaceFutureMs + 1), kT0));  // not believed
   EXPECT_TRUE(pace_stale(iteration(0, kT0, std::numeric_limits<double>::quiet_NaN()), kT0 + 2001));
   EXPECT_TRUE(pace_stale(iteration(0, kT0, -1e9), kT0 + 2001));
 }
@@ -43,6 +45,16 @@ TEST(Pace, CandidatesSpreadOverTheJobAndLeaveTheCurrentRankOut) {
   EXPECT_EQ(pace_candidates(ranks, 5, 4), (std::vector<int>{0, 4, 8, 12}));
   EXPECT_EQ(pace_candidates({0, 1, 2}, 1, 32), (std::vector<int>{0, 2}));
   EXPECT_TRUE(pace_candidates({}, 0, 32).empty());
+  // Searches that found nothing shift the spread by one rank each, within one stride (4 here).
+  EXPECT_EQ(pace_candidates(ranks, 0, 4, 1), (std::vector<int>{1, 5, 9, 13}));
+  EXPECT_EQ(pace_candidates(ranks, 0, 4, 3), (std::vector<int>{3, 7, 11, 15}));
+  EXPECT_EQ(pace_candidates(ranks, 0, 4, 4), (std::vector<int>{4, 8, 12}));
+  std::set<int> seen;  // every rank within a stride's worth of searches
+  for (std::size_t k = 0; k < 4; ++k) {
+    for (int r : pace_candidates(ranks, 0, 4, k)) seen.insert(r);
+  }
+  EXPECT_EQ(seen.size(), 15u);
+  EXPECT_EQ(pace_candidates({0, 1, 2, 3, 4}, -1, 2, 7), (std::vector<int>{1, 3}));  // 5 ranks, stride 2
   EXPECT_TRUE(pace_candidates(ranks, 0, 0).empty());
   std::vector<int> big;
   for (int r = 0; r < 10000; ++r) big.push_back(r);
@@ -66,6 +78,8 @@ TEST(Pace, TakesTheFreshestCandidateOnlyWhenItIsFreshAndNewer) {
   EXPECT_EQ(fresher_pace(std::nullopt, read, now)->rank, 8);
   // A current reading as fresh as the best candidate stays.
   EXPECT_FALSE(fresher_pace(iteration(0, now - 400), read, now));
+  // A candidate stamped far in the future is not believed.
+  EXPECT_FALSE(fresher_pace(stalled, {iteration(4, now + kPaceFutureMs + 1)}, now));
 }
 
 }  // namespace
