@@ -1396,6 +1396,11 @@ void Controller::step_validation(const Now& now, Intents& out) {
     validated_.insert(id);
     if (!v.aborted && v.cause == "none") not_confirmed_.insert(id);
   }
+  if (!v.aborted) {
+    for (const FailSlow& f : settle_cause(tracker_->mutable_state().fail_slows, v, validating_for_)) {
+      spdlog::info("fail-slow {}: validation {} measured rank {}'s GPU: cause {}", f.id, v.id, f.rank, name(f.cause));
+    }
+  }
   validating_for_.clear();
   const std::int64_t probed = probing_;
   probing_ = 0;

@@ -98,7 +98,8 @@ FailSlowChanges track(std::vector<FailSlow>& open, std::int64_t& total, const Lo
       f.severity = *sev;
       f.misses = 0;
       // A culprit named again keeps the cause its latest localisation gives (host and computation may swap).
-      if (on_a_rank(f.cause) && on_a_rank(loc.cause) && loc.culprit == f.rank) f.cause = loc.cause;
+      // A cause a validation pause measured stays.
+      if (on_a_rank(f.cause) && on_a_rank(loc.cause) && loc.culprit == f.rank && !f.cause_validated) f.cause = loc.cause;
       out.seen.push_back(f);
       kept.push_back(f);
     } else if (!observed(loc, f)) {
@@ -131,6 +132,21 @@ FailSlowChanges track(std::vector<FailSlow>& open, std::int64_t& total, const Lo
     out.opened.push_back(f);
   }
   return out;
+}
+
+std::vector<FailSlow> settle_cause(std::vector<FailSlow>& open, const ValidatedReport& v,
+                                   const std::set<std::int64_t>& ids) {
+  std::vector<FailSlow> changed;
+  if (v.aborted || (v.cause != "gpu" && v.cause != "host") || v.rank < 0) return changed;
+  const Cause measured = v.cause == "gpu" ? Cause::kComputation : Cause::kHost;
+  for (FailSlow& f : open) {
+    if (ids.count(f.id) == 0 || f.rank != v.rank || !on_a_rank(f.cause)) continue;
+    const bool differs = f.cause != measured;
+    f.cause = measured;
+    f.cause_validated = true;
+    if (differs) changed.push_back(f);
+  }
+  return changed;
 }
 
 }  // namespace greyhound::master

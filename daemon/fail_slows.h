@@ -6,7 +6,8 @@
 //  - Findings of a localisation: its culprit when the cause is computation or host (one fail-slow at that
 //    rank), and every suspect link the culprit does not explain (one fail-slow per link).
 //  - An open fail-slow is still there when the localisation names its rank again (computation or host; the
-//    two may swap as evidence grows), or, with the layout, its rank still spends still_slow_ratio x the
+//    two may swap as evidence grows, until a validation measured its GPU: settle_cause), or, with the
+//    layout, its rank still spends still_slow_ratio x the
 //    median of its pipeline stage's other ranks outside NCCL per micro-batch (a micro-batch split balances
 //    the waits, so the culprit may no longer arrive last; its own compute still shows); a link when it is
 //    still among the suspect links, or a transfer crossing it is still slow_link_ratio x its reference
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "daemon/localiser.h"
@@ -63,5 +65,12 @@ struct FailSlowChanges {
 FailSlowChanges track(std::vector<FailSlow>& open, std::int64_t& total, const Localisation& loc,
                       const std::optional<JobLayout>& layout, std::int64_t incident, double onset_t_s, double t_s,
                       bool may_open, const FailSlowRules& rules);
+
+// A validation's verdict on a rank's GPU settles what the profile could only infer, for the fail-slows it
+// validated (`ids`) on that rank: a slow GEMM makes the cause computation, one as fast as its peers' host
+// (both get S2 alike; the cause is what the operator reads). The cause then stays: a later localisation does
+// not swap it (cause_validated). Returns the fail-slows whose cause changed.
+std::vector<FailSlow> settle_cause(std::vector<FailSlow>& open, const ValidatedReport& v,
+                                   const std::set<std::int64_t>& ids);
 
 }  // namespace greyhound::master

@@ -844,6 +844,7 @@ json to_json(const FailSlow& f) {
   if (f.rank >= 0) j["rank"] = f.rank;
   if (f.node >= 0) j["node"] = f.node;
   if (f.link_a >= 0) j["link"] = {f.link_a, f.link_b};
+  if (f.cause_validated) j["cause_validated"] = true;
   return j;
 }
 
@@ -869,6 +870,7 @@ std::optional<FailSlow> fail_slow_from_json(const json& j, std::string* error) {
     x.ended_t_s = f.num_or("ended_t_s", -1);
     x.severity = f.num_or("severity", 1);
     x.misses = static_cast<int>(f.integer_or("misses", 0, 0, 1 << 20));
+    x.cause_validated = f.flag_or("cause_validated", false);
     if (f.has("account")) {
       const Fields a(raw.at("account"));
       x.account.rung = a.word_or("rung", parse_strategy, "S1, S2, S3 or S4", Strategy::kS1);

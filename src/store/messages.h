@@ -209,6 +209,9 @@ struct FailSlow {
   double ended_t_s = -1;             // -1: open
   double severity = 1;               // at its last sighting: its replica's time over the median, or the link's ratio
   int misses = 0;                    // profiles in a row that did not show it
+  // A validation pause measured its rank's GPU (slow: computation; as fast as its peers: host), and the
+  // cause is that verdict's from then on: a later profile does not swap it back.
+  bool cause_validated = false;
   SkiAccount account;
 };
 nlohmann::json to_json(const FailSlow& f);

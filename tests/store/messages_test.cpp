@@ -277,6 +277,15 @@ TEST(Messages, AFailSlowKeepsItsAccountAcrossARoundTrip) {
   j["account"]["trusted"] = "yes";
   EXPECT_FALSE(fail_slow_from_json(j, &err));
   EXPECT_NE(err.find("account.trusted: must be a boolean"), std::string::npos) << err;
+  // A cause a validation measured: kept; absent (not measured, or a state from before it), false.
+  EXPECT_FALSE(to_json(f).contains("cause_validated"));
+  f.cause_validated = true;
+  back = fail_slow_from_json(to_json(f), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_TRUE(back->cause_validated);
+  j = to_json(f);
+  j["cause_validated"] = 1;
+  EXPECT_FALSE(fail_slow_from_json(j, &err));
 }
 
 TEST(Messages, PlanOutcomeAndJobRestartDetailsRoundTripAndChecks) {
