@@ -97,9 +97,11 @@ FailSlowChanges track(std::vector<FailSlow>& open, std::int64_t& total, const Lo
       f.last_seen_t_s = t_s;
       f.severity = *sev;
       f.misses = 0;
-      // A culprit named again keeps the cause its latest localisation gives (host and computation may swap).
-      // A cause a validation pause measured stays.
-      if (on_a_rank(f.cause) && on_a_rank(loc.cause) && loc.culprit == f.rank && !f.cause_validated) f.cause = loc.cause;
+      // A culprit named again keeps the cause its latest localisation gives (host and computation may swap),
+      // unless a validation pause measured it (settle_cause).
+      if (on_a_rank(f.cause) && on_a_rank(loc.cause) && loc.culprit == f.rank && !f.cause_validated) {
+        f.cause = loc.cause;
+      }
       out.seen.push_back(f);
       kept.push_back(f);
     } else if (!observed(loc, f)) {

@@ -155,12 +155,13 @@ bool JobDriver::load(const Now& now) {
   if (!plan) warn_once("plan", "the latest plan is malformed (" + plan.error() + ")");
   if (plan && *plan) epoch = (*plan)->epoch;
   if ((!st || !*st) && epoch > 0) state.plans_recorded = -1;  // no state to say which plans have their events
-  state.plans_recorded = std::min(state.plans_recorded, epoch);  // none recorded beyond the latest
+  if (epoch > 0) state.plans_recorded = std::min(state.plans_recorded, epoch);  // none beyond the latest
   // Plan events a failed commit left to send are recorded too (they go first with the next commit).
   std::int64_t recorded = state.plans_recorded;
   for (const Event& e : unsent_.events) {
-    if (e.type == event_type::kPlan && e.detail.is_object() && e.detail.value("epoch", nlohmann::json()).is_number_integer()) {
-      recorded = std::max(recorded, e.detail["epoch"].get<std::int64_t>());
+    const auto at = e.detail.is_object() ? e.detail.find("epoch") : e.detail.end();
+    if (e.type == event_type::kPlan && at != e.detail.end() && at->is_number_integer()) {
+      recorded = std::max(recorded, at->get<std::int64_t>());
     }
   }
   ctl_.load(state, open, epoch, *last, now);

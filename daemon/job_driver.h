@@ -1,6 +1,6 @@
 // The thin driver of one job's Controller on the master's loop: it owns the job's clock (one read of the
-// pacing rank's iteration time per step gives job time; daemon/pace.h chooses the rank), does every read and write through the job store,
-// and carries the controller's intents out. A malformed value in Redis is logged once per kind and skipped;
+// pacing rank's iteration time per step gives job time; daemon/pace.h chooses the rank), does every read and
+// write through the job store, and carries the controller's intents out. A malformed value in Redis is logged once per kind and skipped;
 // Redis unavailable makes a step a no-op (the controller reloads after a reconnect).
 #pragma once
 

@@ -296,7 +296,9 @@ TEST_F(FaultMatrix, AMasterKilledRightAfterPublishingAPlanLeavesItAppliedAndTheR
     if (p["detail"]["action"] == "revert") revert = p;
     EXPECT_TRUE(recorded.insert(p["detail"]["epoch"].get<long>()).second) << "plan event twice: " << p.dump();
     // The dead master's plan: its event recorded by the restarted one, marked (before, it was missing).
-    if (p["detail"]["epoch"] == 1) EXPECT_EQ(p["detail"].value("recorded_late", false), true) << p.dump();
+    if (p["detail"]["epoch"] == 1) {
+      EXPECT_EQ(p["detail"].value("recorded_late", false), true) << p.dump();
+    }
   }
   for (long e : epochs) EXPECT_EQ(recorded.count(e), 1u) << "no plan event for the applied epoch " << e;
   ASSERT_TRUE(revert) << r.report["events"].dump(1);
