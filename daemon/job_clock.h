@@ -8,6 +8,9 @@
 
 namespace greyhound::master {
 
+// The master's steady clock, seconds (any origin, never goes back): what `Now::mono_s` holds.
+double steady_s();
+
 class JobClock {
  public:
   // A reading: the job's time was `t_s` at wall time `unix_ms` (of the agent that stamped it). Ignored unless

@@ -1,6 +1,6 @@
 #include "daemon/job_driver.h"
 
-#include <chrono>
+#include <algorithm>
 
 #include <spdlog/spdlog.h>
 
@@ -69,7 +69,7 @@ void JobDriver::warn_once(const std::string& kind, const std::string& message) {
 // incident's detection time.
 Now JobDriver::now(const std::optional<IterationUpdate>& pace) {
   Now n;
-  n.mono_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  n.mono_s = steady_s();
   n.unix_ms = unix_ms_now();
   if (pace) clock_.observe(pace->t_s, pace->t_unix_ms);
   if (const auto t = clock_.at(n.unix_ms)) {
@@ -91,27 +91,25 @@ Result<std::optional<IterationUpdate>> JobDriver::read_pace() {
   if (!p && p.code() == Errc::kUnavailable) return p;
   std::optional<IterationUpdate> current;
   if (p && *p) current = **p;
-  const double mono_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double mono_s = steady_s();
   const std::int64_t now_ms = unix_ms_now();
   if (!pace_stale(current, now_ms)) {
-    pace_search_wait_s_ = kPaceSearchFirstS;
-    pace_searches_ = 0;
+    pace_search_.reset();
     return p;
   }
-  if (mono_s < next_pace_search_s_) return p;
-  next_pace_search_s_ = mono_s + pace_search_wait_s_;
-  pace_search_wait_s_ = std::min(2 * pace_search_wait_s_, kPaceSearchMaxS);
+  if (!pace_search_.due(mono_s)) return p;
+  pace_search_.started(mono_s);
   auto ranks = store_.ranks();
   if (!ranks) return p;
   std::vector<IterationUpdate> readings;
-  for (int r : pace_candidates(*ranks, pace_rank_, kPaceCandidates, pace_searches_)) {
+  for (int r : pace_candidates(*ranks, pace_rank_, kPaceCandidates, pace_search_.misses())) {
     auto u = read(r);
     if (!u && u.code() == Errc::kUnavailable) return p;
     if (u && *u) readings.push_back(**u);
   }
   const auto fresher = fresher_pace(current, readings, now_ms);
   if (!fresher) {
-    ++pace_searches_;
+    pace_search_.missed();
     return p;
   }
   if (current) {
@@ -122,9 +120,29 @@ Result<std::optional<IterationUpdate>> JobDriver::read_pace() {
                  fresher->rank);
   }
   pace_rank_ = fresher->rank;
-  pace_search_wait_s_ = kPaceSearchFirstS;
-  pace_searches_ = 0;
+  pace_search_.reset();
   return std::optional<IterationUpdate>(*fresher);
+}
+
+// A master that died between publishing a plan and committing its event left the event out: recorded now (the
+// newest 16 at most; older ones were superseded long ago). Plan events a failed commit left to send count as
+// recorded (they go first with the next commit). False: Redis is unavailable.
+bool JobDriver::record_missed_plans(std::int64_t recorded, const Result<std::optional<Plan>>& latest, const Now& now) {
+  for (const Event& e : unsent_.events) {
+    const auto at = e.detail.is_object() ? e.detail.find("epoch") : e.detail.end();
+    if (e.type == event_type::kPlan && at != e.detail.end() && at->is_number_integer()) {
+      recorded = std::max(recorded, at->get<std::int64_t>());
+    }
+  }
+  const std::int64_t epoch = latest && *latest ? (*latest)->epoch : 0;
+  std::vector<Plan> missed;
+  for (std::int64_t e = std::max(recorded + 1, epoch - 15); e <= epoch; ++e) {
+    auto p = e == epoch ? latest : store_.plan(e);
+    if (!p && p.code() == Errc::kUnavailable) return false;
+    if (p && *p && (*p)->epoch == e) missed.push_back(**p);
+  }
+  carry_out(ctl_.record_plans_late(missed, recorded, now), now);
+  return true;
 }
 
 bool JobDriver::load(const Now& now) {
@@ -156,26 +174,8 @@ bool JobDriver::load(const Now& now) {
   if (plan && *plan) epoch = (*plan)->epoch;
   if ((!st || !*st) && epoch > 0) state.plans_recorded = -1;  // no state to say which plans have their events
   if (epoch > 0) state.plans_recorded = std::min(state.plans_recorded, epoch);  // none beyond the latest
-  // Plan events a failed commit left to send are recorded too (they go first with the next commit).
-  std::int64_t recorded = state.plans_recorded;
-  for (const Event& e : unsent_.events) {
-    const auto at = e.detail.is_object() ? e.detail.find("epoch") : e.detail.end();
-    if (e.type == event_type::kPlan && at != e.detail.end() && at->is_number_integer()) {
-      recorded = std::max(recorded, at->get<std::int64_t>());
-    }
-  }
   ctl_.load(state, open, epoch, *last, now);
-  // A master that died between publishing a plan and committing its event left the event out: recorded now
-  // (the newest 16 at most; older ones were superseded long ago).
-  if (state.plans_recorded >= 0) {
-    std::vector<Plan> missed;
-    for (std::int64_t e = std::max(recorded + 1, epoch - 15); e <= epoch; ++e) {
-      auto p = e == epoch ? plan : store_.plan(e);
-      if (!p && p.code() == Errc::kUnavailable) return false;
-      if (p && *p && (*p)->epoch == e) missed.push_back(**p);
-    }
-    carry_out(ctl_.record_plans_late(missed, recorded, now), now);
-  }
+  if (state.plans_recorded >= 0 && !record_missed_plans(state.plans_recorded, plan, now)) return false;
   loaded_at_reconnects_ = client_.reconnects();
   check_gap_ = true;
   spdlog::info("job {}: state {}, cursor {}, {} incidents so far{}", job(), name(ctl_.state().state), ctl_.cursor(),

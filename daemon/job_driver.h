@@ -49,6 +49,7 @@ class JobDriver {
 
  private:
   bool load(const Now& now);
+  bool record_missed_plans(std::int64_t recorded, const Result<std::optional<Plan>>& latest, const Now& now);
   Now now(const std::optional<IterationUpdate>& pace);
   // The pacing rank's newest iteration (daemon/pace.h); when it is stale, a fresher rank's, which paces the
   // job from then on (searched at most once a second, backing off to 30 s while none is found).
@@ -70,9 +71,7 @@ class JobDriver {
   Controller ctl_;
   JobClock clock_;  // the job's time (now())
   int pace_rank_ = 0;                 // whose iterations pace the job (daemon/pace.h)
-  double next_pace_search_s_ = 0;     // when a stale pace may be searched for again (monotonic seconds)
-  double pace_search_wait_s_ = kPaceSearchFirstS;  // backs off while searches find nothing
-  std::size_t pace_searches_ = 0;     // searches in a row that found nothing (shifts the next one's ranks)
+  PaceSearch pace_search_;            // when a stale pace is searched for
   EventLog& log_;
   int batch_;
   std::uint64_t loaded_at_reconnects_ = ~0ull;

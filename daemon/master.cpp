@@ -21,10 +21,6 @@ constexpr double kDormantRecheckS = 30.0;
 // /metrics answers younger than this are served again (each costs a few Redis reads per rank and node).
 constexpr double kHttpCacheS = 1.0;
 
-double mono_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // This run's tag in profile request ids: its start time, base 36.
 std::string run_tag() {
   constexpr const char* kDigits = "0123456789abcdefghijklmnopqrstuvwxyz";
@@ -157,7 +153,7 @@ HttpResponse Master::http(const HttpRequest& r) {
   }
   if (r.path == "/metrics") {
     // Many scrapers, one set of reads: an exposition younger than a second is served again.
-    const double t = mono_s();
+    const double t = steady_s();
     if (!metrics_cache_.empty() && t - metrics_cache_at_s_ < kHttpCacheS) {
       return {200, "text/plain; version=0.0.4; charset=utf-8", metrics_cache_};
     }
@@ -187,8 +183,8 @@ int Master::tick() {
   }
   if (redis_down_logged_) spdlog::info("connected to Redis at {}", redis_.endpoint().describe());
   redis_down_logged_ = false;
-  if (cfg_.ha && !hold_lease(mono_s())) return 0;
-  discover(mono_s());
+  if (cfg_.ha && !hold_lease(steady_s())) return 0;
+  discover(steady_s());
   int n = 0;
   for (auto& [job, served] : drivers_) {
     if (cfg_.ha && served.driver->epoch() != lease_epoch_) {

@@ -24,11 +24,21 @@ std::vector<int> pace_candidates(const std::vector<int>& ranks, int current, std
   return out;
 }
 
+void PaceSearch::started(double mono_s) {
+  next_s_ = mono_s + wait_s_;
+  wait_s_ = std::min(2 * wait_s_, kPaceSearchMaxS);
+}
+
+void PaceSearch::reset() {
+  wait_s_ = kPaceSearchFirstS;
+  misses_ = 0;
+}
+
 std::optional<IterationUpdate> fresher_pace(const std::optional<IterationUpdate>& current,
                                             const std::vector<IterationUpdate>& read, std::int64_t now_unix_ms) {
   const IterationUpdate* best = nullptr;
   for (const IterationUpdate& u : read) {
-    if (pace_stale(u, now_unix_ms) || u.t_unix_ms > now_unix_ms + kPaceFutureMs) continue;
+    if (pace_stale(u, now_unix_ms)) continue;
     if (!best || u.t_unix_ms > best->t_unix_ms) best = &u;
   }
   if (!best || (current && current->t_unix_ms >= best->t_unix_ms)) return std::nullopt;

@@ -39,6 +39,24 @@ bool pace_stale(const std::optional<IterationUpdate>& u, std::int64_t now_unix_m
 std::vector<int> pace_candidates(const std::vector<int>& ranks, int current, std::size_t max = kPaceCandidates,
                                  std::size_t search = 0);
 
+// When a stale pace is searched for: at once, then (while searches find nothing fresher) after 1 s, 2, 4, ...
+// at most 30 s; a fresh pace, or a search that found one, starts the waits over (the next search still waits
+// the 1 s after the last one: a pace at the edge of stale is not searched on every tick). `misses()` is
+// pace_candidates' `search`.
+class PaceSearch {
+ public:
+  bool due(double mono_s) const { return mono_s >= next_s_; }
+  void started(double mono_s);  // a search starts now: the next one waits
+  void missed() { ++misses_; }  // it found nothing fresher
+  void reset();                 // the pace is fresh (again): waits from 1 s, no misses
+  std::size_t misses() const { return misses_; }
+
+ private:
+  double next_s_ = 0;
+  double wait_s_ = kPaceSearchFirstS;
+  std::size_t misses_ = 0;
+};
+
 // The reading to pace from among the candidates' `read`: the freshest, when it is not stale at `now_unix_ms`
 // (nor stamped more than kPaceFutureMs after it) and its iteration ended later than the current one's (none:
 // keep the current rank).

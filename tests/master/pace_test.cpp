@@ -82,5 +82,31 @@ TEST(Pace, TakesTheFreshestCandidateOnlyWhenItIsFreshAndNewer) {
   EXPECT_FALSE(fresher_pace(stalled, {iteration(4, now + kPaceFutureMs + 1)}, now));
 }
 
+TEST(Pace, SearchesThatFindNothingBackOffToThirtySeconds) {
+  PaceSearch s;
+  EXPECT_TRUE(s.due(100.0));  // the first search: at once
+  std::vector<double> waits;
+  double t = 100.0;
+  for (int k = 0; k < 7; ++k) {
+    s.started(t);
+    s.missed();
+    double next = t;
+    while (!s.due(next)) next += 0.5;
+    waits.push_back(next - t);
+    t = next;
+  }
+  EXPECT_EQ(waits, (std::vector<double>{1, 2, 4, 8, 16, 30, 30}));
+  EXPECT_EQ(s.misses(), 7u);
+  // A fresh pace starts the waits over, yet the next search still waits its 30 s from the last one.
+  s.started(t);
+  s.reset();
+  EXPECT_EQ(s.misses(), 0u);
+  EXPECT_FALSE(s.due(t + 29.5));
+  EXPECT_TRUE(s.due(t + 30));
+  s.started(t + 30);
+  EXPECT_FALSE(s.due(t + 30.5));
+  EXPECT_TRUE(s.due(t + 31));
+}
+
 }  // namespace
 }  // namespace greyhound::master
