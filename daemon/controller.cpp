@@ -1036,7 +1036,7 @@ Intents Controller::record_plans_late(const std::vector<Plan>& plans, std::int64
   }
   for (const Plan& plan : plans) {
     if (plan.epoch <= st.plans_recorded) continue;
-    spdlog::warn("plan {} was published by a master that stopped before recording it: its plan event is written now",
+    spdlog::warn("plan {} has no plan event (a master stopped before recording it, or the job published it when the plan lease lapsed): written now",
                  plan.epoch);
     Event e = plan_event(plan, now);
     // In job time, when it was published (the job's clock then: now less the wall time since).

@@ -98,6 +98,9 @@ struct ControllerConfig {
   // last observed, then twice as long after each probe that finds it still slow, up to 16 times as long;
   // one that a probe finds at its peers' level has ended. 0: never probed (it stays open).
   int probe_iterations = 16;
+  // The plan lease (docs/redis-keys.md): the driver renews it every quarter of this; a job that runs another
+  // configuration than its original one reverts to it by itself once no master renewed the lease this long.
+  double plan_lease_s = 30.0;
 };
 
 // The one source of time of a controller, read by the driver once per step.

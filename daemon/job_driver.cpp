@@ -25,8 +25,31 @@ void EventLog::write(nlohmann::json line) {
 
 JobDriver::JobDriver(RedisClient& client, std::string job, ControllerConfig config, std::string run_tag,
                      EventLog& log, int batch)
-    : client_(client), store_(client, std::move(job)), ctl_(std::move(config), std::move(run_tag)), log_(log),
+    : client_(client),
+      store_(client, std::move(job)),
+      plan_lease_s_(config.plan_lease_s),
+      lease_holder_(run_tag),
+      ctl_(std::move(config), std::move(run_tag)),
+      log_(log),
       batch_(batch) {}
+
+bool JobDriver::renew_plan_lease(const Now& now) {
+  if (now.mono_s < next_lease_s_) return false;
+  const Status s = store_.hold_plan_lease(lease_holder_, static_cast<int>(plan_lease_s_ * 1000));
+  if (!s) {
+    warn_once("plan-lease:" + s.error(), "could not renew the plan lease (" + s.error() + "); retrying");
+    next_lease_s_ = now.mono_s + 0.5;
+    return false;
+  }
+  const bool lapsed = lease_renewed_s_ >= 0 && now.mono_s - lease_renewed_s_ >= plan_lease_s_;
+  if (lapsed) {
+    spdlog::warn("job {}: the plan lease lapsed ({:.1f} s since this master renewed it): loading the job's state "
+                 "again (it may have reverted its remedy)", job(), now.mono_s - lease_renewed_s_);
+  }
+  lease_renewed_s_ = now.mono_s;
+  next_lease_s_ = now.mono_s + plan_lease_s_ / 4;
+  return lapsed;
+}
 
 Result<std::int64_t> JobDriver::lead(std::int64_t epoch, const std::string& master_id) {
   const std::int64_t before = store_.fence();
@@ -195,6 +218,7 @@ int JobDriver::tick() {
     if (!load(t)) return 0;
     t = now(pace);  // with the open incident known (the job clock's fallback)
   }
+  if (renew_plan_lease(t) && !load(t)) return 0;
 
   if (t.mono_s >= next_settings_s_) {  // an operator's settings: within a second
     next_settings_s_ = t.mono_s + 1.0;
@@ -336,7 +360,7 @@ void JobDriver::carry_out(Intents it, const Now& t) {
   if (it.plan) {
     Plan plan = *it.plan;
     plan.t_unix_ms = t.unix_ms;
-    if (const Status s = store_.publish_plan(plan); s) {
+    if (const auto s = store_.publish_plan(plan); s && *s) {
       failpoint("plan_published");
       Intents published = ctl_.plan_published(plan, t);
       for (Event& e : published.events) it.events.push_back(std::move(e));
@@ -344,6 +368,11 @@ void JobDriver::carry_out(Intents it, const Now& t) {
       it.persist_state = true;
     } else {
       ctl_.plan_failed(plan);
+      if (s) {  // the epoch is taken: learnt, with whatever else changed, by loading the state again
+        spdlog::warn("job {}: plan epoch {} is already published (the job reverted its remedy while the plan lease "
+                     "lapsed, or another master): loading the job's state again", job(), plan.epoch);
+        loaded_at_reconnects_ = ~0ull;
+      }
     }
   }
   // Answers to an operator's requests: the newest replaces one a failed write left, retried every step.

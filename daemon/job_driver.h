@@ -51,6 +51,9 @@ class JobDriver {
   bool load(const Now& now);
   bool record_missed_plans(std::int64_t recorded, const Result<std::optional<Plan>>& latest, const Now& now);
   Now now(const std::optional<IterationUpdate>& pace);
+  // Renews the plan lease when due. True when it had lapsed since the last renewal (the job may have
+  // reverted its remedy meanwhile: the state is loaded again).
+  bool renew_plan_lease(const Now& now);
   // The pacing rank's newest iteration (daemon/pace.h); when it is stale, a fresher rank's, which paces the
   // job from then on (searched at most once a second, backing off to 30 s while none is found).
   // Unavailable: Redis is.
@@ -68,6 +71,8 @@ class JobDriver {
 
   RedisClient& client_;
   store::JobStore store_;
+  double plan_lease_s_;       // ControllerConfig::plan_lease_s
+  std::string lease_holder_;  // this run's tag, in the plan lease's value
   Controller ctl_;
   JobClock clock_;  // the job's time (now())
   int pace_rank_ = 0;                 // whose iterations pace the job (daemon/pace.h)
@@ -81,6 +86,8 @@ class JobDriver {
   std::optional<PreflightReport> unsent_preflight_;  // the pre-flight's answer a failed write left to write
   std::optional<OperatorPlanReport> unsent_operator_plan_;  // ... and the answer to an operator's plan
   double next_settings_s_ = 0;  // when to read the operator's settings again (once a second)
+  double next_lease_s_ = 0;     // when to renew the plan lease (monotonic seconds)
+  double lease_renewed_s_ = -1; // when it was last renewed (-1: not yet)
   bool check_gap_ = false;      // (re)loaded: look for a gap at the next read that returns entries
 };
 

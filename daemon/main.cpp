@@ -79,6 +79,8 @@ void print_help() {
       {"--probe-iterations N", std::to_string(c.probe_iterations),
        "probe a congested link that S3 moved the job off this many iterations later, then twice as long after "
        "each probe that finds it slow, up to 16x (0: never)"},
+      {"--plan-lease-s S", num(c.plan_lease_s),
+       "renew the job's plan lease; with no master for this long, a job running a remedy reverts it itself"},
       {"--http ADDR:PORT", "off", "serve /metrics, /status?job=J and /healthz (PORT alone: 127.0.0.1; docs/operations.md)"},
       {"--ha", "off", "one of several masters on this Redis: lead through a lease, or stand by (docs/operations.md)"},
       {"--master-id ID", "host:pid", "--ha: this master's name in the lease and the leader events"},
@@ -107,7 +109,7 @@ int main(int argc, char** argv) {
                              "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin",
                              "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s",
                              "validate-min-excess-ms", "probe-iterations", "http", "pause-estimate-s",
-                             "master-id", "lease-ms"},
+                             "master-id", "lease-ms", "plan-lease-s"},
                             {"help", "mitigate", "ha"});
     if (a.flag("help")) {
       print_help();
@@ -149,6 +151,10 @@ int main(int argc, char** argv) {
         static_cast<int>(a.integer_in("reprofile-iterations", cfg.controller.reprofile_iterations, 0, 1000));
     cfg.controller.check_iterations = static_cast<int>(a.integer_in("check-iterations", cfg.controller.check_iterations, 1, 1000));
     cfg.controller.pay_margin = a.number("pay-margin", cfg.controller.pay_margin);
+    cfg.controller.plan_lease_s = a.number("plan-lease-s", cfg.controller.plan_lease_s);
+    if (!(cfg.controller.plan_lease_s >= 2 && cfg.controller.plan_lease_s <= 3600)) {
+      throw greyhound::ArgError("--plan-lease-s: 2 to 3600 seconds");
+    }
     if (a.has("http")) {
       auto h = greyhound::master::parse_http_address(a.str("http"));
       if (!h) throw greyhound::ArgError(h.error());

@@ -6,12 +6,6 @@
 namespace greyhound::master {
 namespace {
 
-nlohmann::json placement_json(const std::vector<PlacementEntry>& entries) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const PlacementEntry& e : entries) out.push_back({{"rank", e.rank}, {"tp", e.tp}, {"dp", e.dp}, {"pp", e.pp}});
-  return out;
-}
-
 bool can(const JobLayout& l, const char* strategy) {
   return std::find(l.capabilities.begin(), l.capabilities.end(), strategy) != l.capabilities.end();
 }
@@ -23,18 +17,13 @@ OperatorPlanCheck check_operator_plan(const OperatorPlanRequest& req, const JobL
   if (req.action == "release") return out;
   const std::string who = "operator's plan " + req.id + (req.reason.empty() ? "" : ": " + req.reason);
   const std::vector<int>& initial = layout.initial_microbatches.empty() ? layout.microbatches : layout.initial_microbatches;
-  Plan p;
-  p.reason = who;
   if (req.action == "revert") {
-    p.action = PlanAction::kRevert;
-    p.strategy = Strategy::kS1;
-    p.microbatches = initial;
-    if (!layout.placement.empty() && layout.placement != megatron_placement(layout) && layout.gpus_per_node > 0) {
-      p.placement = placement_json(megatron_placement(layout));
-    }
-    out.plan = std::move(p);
+    out.plan = original_configuration_plan(layout);
+    out.plan->reason = who;
     return out;
   }
+  Plan p;
+  p.reason = who;
   if (!req.microbatches.empty()) {
     if (!can(layout, "S2")) {
       out.error = "the job does not advertise S2: it cannot change its split";

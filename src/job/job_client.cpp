@@ -11,6 +11,9 @@
 namespace greyhound::job {
 namespace {
 
+// How often a job running another configuration than its original looks at the plan lease.
+constexpr double kLeaseLookS = 1.0;
+
 // A plan poll runs before a training step: Redis may cost it this much at most.
 RedisClient::Options client_options(const RedisEndpoint& endpoint) {
   RedisClient::Options o;
@@ -57,6 +60,7 @@ Result<PlanPoll> JobClient::poll_plan() {
     }
     seeded_ = true;
   }
+  if (Status s = revert_on_lapse(); !s && s.code() == Errc::kUnavailable) return s.status();
   std::int64_t named_epoch = 0;
   auto read = store_.latest_plan(&named_epoch);
   PlanPoll out;
@@ -104,6 +108,28 @@ Result<PlanPoll> JobClient::poll_plan() {
   }
   last_epoch_ = out.plan.epoch;
   return out;
+}
+
+Status JobClient::revert_on_lapse() {
+  if (!layout_ || !departs_from_original(*layout_)) return ok_status();
+  const double now_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (now_s < next_lease_look_s_) return ok_status();
+  next_lease_look_s_ = now_s + kLeaseLookS;
+  auto held = store_.plan_lease_held();
+  if (!held) return held.status();
+  if (*held) {
+    lease_seen_ = true;
+    return ok_status();
+  }
+  if (!lease_seen_) return ok_status();  // no master ever served this run of the job: its plans are not ours to undo
+  Plan p = original_configuration_plan(*layout_);
+  p.epoch = last_epoch_ + 1;
+  p.reason = "the plan lease lapsed (no master serves the job): back to the job's original configuration";
+  p.t_unix_ms = unix_ms_now();
+  auto written = store_.publish_plan_unleased(p);
+  if (!written) return written.status();
+  if (*written) lease_seen_ = false;  // the next remedy is a master's again, looked after by its lease
+  return ok_status();
 }
 
 Status JobClient::acknowledge(const PlanAck& ack) {

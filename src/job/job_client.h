@@ -8,6 +8,12 @@
 //   good one; a bad one (wrong shape, not advertised, stale, malformed JSON) is reported once, with its
 //   reason, and never replaces the last good one. The first poll starts after the newest epoch the job's
 //   ranks have acknowledged, so a restarted job does not apply (or, for S4, ask for) a plan again.
+// - The plan lease (docs/redis-keys.md, "Plan lease"): while the job runs another configuration than the one
+//   it started with, poll_plan() looks (at most once a second) whether a master still holds the job's plan
+//   lease. Once it has seen the lease held and then finds it lapsed (every master gone for the lease's
+//   length), it publishes the revert to the original configuration itself, at the epoch after the newest it
+//   saw and only while no lease is held and that epoch is free, and returns it as a new plan: every rank
+//   applies it the way it applies a master's. A master that comes back continues after that epoch.
 // - Texts it writes (an ack's detail, a restart's reason) are at most kMaxTextBytes of valid UTF-8, what
 //   the master's readers accept; longer or invalid ones are refused here (kInvalid), not lost there.
 // - acknowledge(), request_restart(): one write each.
@@ -66,6 +72,9 @@ class JobClient {
   Status request_restart(const RestartRequest& request);
 
  private:
+  // The plan lease above: publishes the revert when due. kUnavailable when Redis is away.
+  Status revert_on_lapse();
+
   std::string job_;
   RedisClient redis_;
   store::JobStore store_;
@@ -75,6 +84,8 @@ class JobClient {
   bool seeded_ = false;               // last_epoch_ started from the job's acknowledgements in the store
   std::int64_t last_stale_ = 0;       // the stale epoch reported last (reported once)
   std::string last_malformed_;        // the malformed plan reported last, "<epoch it names>:<error>" (reported once)
+  bool lease_seen_ = false;           // a master held the plan lease at some look
+  double next_lease_look_s_ = 0;      // steady seconds: the next look at the lease
 };
 
 }  // namespace greyhound::job

@@ -130,6 +130,16 @@ end
 return out
 )lua";
 
+// KEYS[1] plan:<epoch>, KEYS[2] plan, KEYS[3] (optional) the plan lease; ARGV[1] the plan's text. Writes both
+// plan keys unless plan:<epoch> exists or (given) the lease is held: 1 written, 0 not.
+constexpr const char* kPublishPlanScript = R"lua(
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[1])
+return 1
+)lua";
+
 // One command: the reply, kUnavailable when Redis could not be reached, kRefused (about the command's key)
 // for an error reply.
 Result<RedisReply> run_on(RedisClient& client, const std::vector<std::string>& argv) {
@@ -363,7 +373,7 @@ Result<std::string> JobStore::last_id(const std::string& key) {
   return std::move(r->str);
 }
 
-Status JobStore::transaction(std::vector<std::vector<std::string>> commands) {
+Status JobStore::transaction(std::vector<std::vector<std::string>> commands, std::vector<RedisReply>* exec) {
   // Fenced: WATCH the job's leader epoch first, so that if another master raises it before EXEC the
   // transaction does nothing. Any other epoch than this store's is taken once more (take_job).
   for (int attempt = 0; fence_ > 0; ++attempt) {
@@ -396,6 +406,7 @@ Status JobStore::transaction(std::vector<std::vector<std::string>> commands) {
     return Status::failure(fence_ > 0 ? "transaction aborted: another master took job " + job_ : "transaction aborted",
                            Errc::kRefused);
   }
+  if (exec) *exec = std::move(r->back().elements);
   return ok_status();
 }
 
@@ -612,9 +623,31 @@ Result<std::optional<Plan>> JobStore::plan(std::int64_t epoch) {
                       parse_plan);
 }
 
-Status JobStore::publish_plan(const Plan& p) {
-  const std::string text = to_json(p).dump();
-  return transaction({{"SET", keys::plan_epoch(job_, p.epoch), text}, {"SET", keys::plan(job_), text}});
+Result<bool> JobStore::publish_plan(const Plan& p) {
+  std::vector<RedisReply> exec;
+  const Status s = transaction(
+      {{"EVAL", kPublishPlanScript, "2", keys::plan_epoch(job_, p.epoch), keys::plan(job_), to_json(p).dump()}}, &exec);
+  if (!s) return s.status();
+  if (Status refused = first_refusal(exec, "publish plan"); !refused) return refused.status();
+  return exec.size() == 1 && exec[0].type == Type::kInteger && exec[0].integer == 1;
+}
+
+Status JobStore::hold_plan_lease(const std::string& master, int ttl_ms) {
+  const nlohmann::json v = {{"master", master}, {"lease_ms", ttl_ms}, {"t_unix_ms", unix_ms_now()}};
+  return write({"SET", keys::plan_lease(job_), v.dump(), "PX", std::to_string(std::max(ttl_ms, 1))});
+}
+
+Result<bool> JobStore::plan_lease_held() {
+  auto r = run({"EXISTS", keys::plan_lease(job_)});
+  if (!r) return r.status();
+  return r->type == Type::kInteger && r->integer == 1;
+}
+
+Result<bool> JobStore::publish_plan_unleased(const Plan& p) {
+  auto r = run({"EVAL", kPublishPlanScript, "3", keys::plan_epoch(job_, p.epoch), keys::plan(job_),
+                keys::plan_lease(job_), to_json(p).dump()});
+  if (!r) return r.status();
+  return r->type == Type::kInteger && r->integer == 1;
 }
 
 Result<std::vector<Entry<PlanAck>>> JobStore::plan_acks() {

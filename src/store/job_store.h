@@ -116,8 +116,16 @@ class JobStore {
   // A malformed plan key fails as kInvalid; *named_epoch (if given) is then the epoch it names (0: none).
   Result<std::optional<Plan>> latest_plan(std::int64_t* named_epoch = nullptr);
   Result<std::optional<Plan>> plan(std::int64_t epoch);
-  // Writes plan:<epoch> (immutable) and plan in one MULTI/EXEC.
-  Status publish_plan(const Plan& p);
+  // Writes plan:<epoch> (immutable) and plan at once, unless plan:<epoch> exists: false then (the epoch is
+  // taken: a job that reverted itself when the plan lease lapsed, or another master).
+  Result<bool> publish_plan(const Plan& p);
+  // The plan lease (docs/redis-keys.md, "Plan lease"): the serving master renews it (`master`: its name,
+  // `ttl_ms` its length); while it is held, the plans in force are looked after.
+  Status hold_plan_lease(const std::string& master, int ttl_ms);
+  Result<bool> plan_lease_held();
+  // The job's side: publishes `p` (a revert, at an epoch after every one it saw) only while no lease is held
+  // and plan:<epoch> does not exist, in one step: false when either stopped it.
+  Result<bool> publish_plan_unleased(const Plan& p);
   Result<std::vector<Entry<PlanAck>>> plan_acks();  // id: the rank
   Status write_ack(const PlanAck& a);
   Result<std::optional<JobLayout>> layout();
@@ -154,7 +162,8 @@ class JobStore {
   Result<std::vector<Entry<T>>> read_stream(const std::string& key, const std::string& after, int count, Parse parse);
   Result<std::string> last_id(const std::string& key);
   // MULTI/EXEC; when fenced, under WATCH of the job's leader epoch, refused when another master leads.
-  Status transaction(std::vector<std::vector<std::string>> commands);
+  // `exec`: EXEC's replies, one per command (when given).
+  Status transaction(std::vector<std::vector<std::string>> commands, std::vector<RedisReply>* exec = nullptr);
   // One write: a transaction when fenced, else the command alone.
   Status write(std::vector<std::string> command);
 

@@ -34,6 +34,7 @@ inline std::string layout(std::string_view j) { return job(j) + "layout"; }     
 inline std::string plan(std::string_view j) { return job(j) + "plan"; }                    // JSON, latest
 inline std::string plan_epoch(std::string_view j, long e) { return job(j) + "plan:" + std::to_string(e); }  // JSON
 inline std::string plan_acks(std::string_view j) { return job(j) + "plan:acks"; }          // HASH rank -> JSON
+inline std::string plan_lease(std::string_view j) { return job(j) + "plan:lease"; }        // JSON, PX: a master serves
 
 inline std::string leader(std::string_view j) { return job(j) + "leader"; }                // fencing epoch of the leading master
 

@@ -523,6 +523,32 @@ std::vector<PlacementEntry> megatron_placement(const JobLayout& l) {
   return out;
 }
 
+json placement_json(const std::vector<PlacementEntry>& entries) {
+  json out = json::array();
+  for (const PlacementEntry& e : entries) out.push_back({{"rank", e.rank}, {"tp", e.tp}, {"dp", e.dp}, {"pp", e.pp}});
+  return out;
+}
+
+namespace {
+const std::vector<int>& initial_microbatches(const JobLayout& l) {
+  return l.initial_microbatches.empty() ? l.microbatches : l.initial_microbatches;
+}
+bool placement_moved(const JobLayout& l) { return !l.placement.empty() && l.placement != megatron_placement(l); }
+}  // namespace
+
+bool departs_from_original(const JobLayout& l) {
+  return l.microbatches != initial_microbatches(l) || placement_moved(l);
+}
+
+Plan original_configuration_plan(const JobLayout& l) {
+  Plan p;
+  p.action = PlanAction::kRevert;
+  p.strategy = Strategy::kS1;
+  p.microbatches = initial_microbatches(l);
+  if (placement_moved(l) && l.gpus_per_node > 0) p.placement = placement_json(megatron_placement(l));
+  return p;
+}
+
 std::string layout_error(const JobLayout& l) {
   if (l.tp < 1 || l.dp < 1 || l.pp < 1) return "tp, dp and pp must be >= 1";
   // In 64 bits: an untrusted tp x dp x pp may overflow ParallelShape::world()'s int.
@@ -1127,9 +1153,7 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
 }
 
 json to_json(const OperatorPlanRequest& r) {
-  json placement = json::array();
-  for (const PlacementEntry& e : r.placement) placement.push_back({{"rank", e.rank}, {"tp", e.tp}, {"dp", e.dp}, {"pp", e.pp}});
-  return {{"id", r.id},       {"action", r.action}, {"microbatches", r.microbatches}, {"placement", placement},
+  return {{"id", r.id},       {"action", r.action}, {"microbatches", r.microbatches}, {"placement", placement_json(r.placement)},
           {"reason", r.reason}, {"t_unix_ms", r.t_unix_ms}};
 }
 

@@ -322,6 +322,8 @@ std::string layout_error(const JobLayout& l);
 std::string placement_error(const JobLayout& l, const std::vector<PlacementEntry>& placement);
 // Megatron's placement of a layout: launch rank r holds the role of global rank r.
 std::vector<PlacementEntry> megatron_placement(const JobLayout& l);
+// A placement as plans and requests write it: [{"rank","tp","dp","pp"}...].
+nlohmann::json placement_json(const std::vector<PlacementEntry>& entries);
 
 // The job's settings at run time (key "settings", written by `greyhoundctl set`, `pause-detection`,
 // `resume-detection`): what an operator changed without restarting anything. Every field is optional (absent:
@@ -371,6 +373,12 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error);
 // job acknowledge a malformed plan as rejected.
 std::int64_t plan_epoch_named(const std::string& text);
 std::optional<Plan> plan_from_json(const nlohmann::json& j, std::string* error);
+// Whether the configuration in force departs from the one the job started with: another split than its
+// initial one, or another placement than Megatron's.
+bool departs_from_original(const JobLayout& l);
+// The plan back to the job's original configuration (action revert, S1): its initial micro-batches, and
+// Megatron's placement when another is in force (and the nodes are known). Epoch, reason and stamp unset.
+Plan original_configuration_plan(const JobLayout& l);
 
 // An operator's manual plan (key "operator_plan", written by `greyhoundctl plan`; docs/operations.md):
 //  apply:   this split (micro-batches by DP index) and/or this placement, checked against the job's layout;

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../support/store_fixture.h"
@@ -47,14 +49,21 @@ class JobClientTest : public greyhound::test_support::StoreFixture {
     l.gpus_per_node = 2;
     return greyhound_job_publish_layout_v1(client_, &l);
   }
-  void publish(std::int64_t epoch, const std::string& strategy, std::vector<int> mb) {
+  // `latest_only`: written over the latest plan key alone (an epoch already published cannot be again).
+  void publish(std::int64_t epoch, const std::string& strategy, std::vector<int> mb, bool latest_only = false) {
     Plan p;
     p.epoch = epoch;
     p.strategy = *parse_strategy(strategy);
     p.microbatches = std::move(mb);
     p.reason = "test plan " + std::to_string(epoch);
     p.predicted_iteration_s = 0.25;
-    ASSERT_TRUE(store_->publish_plan(p));
+    if (latest_only) {
+      raw({"SET", store::keys::plan("job1"), to_json(p).dump()});
+      return;
+    }
+    const auto published = store_->publish_plan(p);
+    ASSERT_TRUE(published) << published.error();
+    ASSERT_TRUE(*published) << "epoch " << epoch << " is taken";
   }
   std::vector<int> vec(const int32_t* p, size_t n) { return std::vector<int>(p, p + n); }
 
@@ -242,7 +251,7 @@ TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne)
       {3, "S2", {5, 3}, GREYHOUND_JOB_PLAN_STALE, "epoch 3 is older than the last plan seen (4)"},
   };
   for (const auto& c : cases) {
-    publish(c.epoch, c.strategy, c.mb);
+    publish(c.epoch, c.strategy, c.mb, c.status == GREYHOUND_JOB_PLAN_STALE);
     EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), c.status) << c.epoch;
     EXPECT_EQ(p.epoch, c.epoch);
     EXPECT_EQ(p.verdict, c.reason);
@@ -312,6 +321,69 @@ TEST_F(JobClientTest, AnAbsentRedisIsUnavailableNotFatal) {
   greyhound_job_plan p{};
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_ERR_UNAVAILABLE);  // the layout was kept
   EXPECT_EQ(greyhound_job_ack_v1(client_, 0, 1, 3, GREYHOUND_JOB_ACK_APPLIED, ""), GREYHOUND_JOB_ERR_UNAVAILABLE);
+}
+
+// The plan lease: a job running a remedy that saw a master hold the lease, and then finds it lapsed, publishes
+// the revert to its original configuration itself (epoch after the newest it saw) and returns it as a plan.
+TEST_F(JobClientTest, ARemedyOutlivingEveryMasterIsRevertedByTheJob) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  publish(1, "S2", {6, 2});
+  greyhound_job_plan p{};
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);  // applied: the layout names the split in force
+
+  // No master ever held the lease (a plan from elsewhere): nothing is undone, however long it stands.
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  EXPECT_EQ((*store_->latest_plan())->epoch, 1);
+
+  // A master holds it (seen at the next look, a second after the last), then is gone for the lease's length.
+  ASSERT_TRUE(store_->hold_plan_lease("run-a", 1500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // looked at once a second at most
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  EXPECT_EQ(p.epoch, 2);
+  EXPECT_EQ(p.strategy, GREYHOUND_JOB_S1);
+  EXPECT_EQ(p.action, GREYHOUND_JOB_ACTION_REVERT);
+  EXPECT_EQ(vec(p.microbatches, p.microbatches_len), (std::vector<int>{4, 4}));
+  EXPECT_NE(std::string(p.reason).find("plan lease lapsed"), std::string::npos) << p.reason;
+  auto stored = store_->plan(2);
+  ASSERT_TRUE(stored && *stored);
+  EXPECT_EQ((*stored)->action, PlanAction::kRevert);
+  EXPECT_EQ((*store_->latest_plan())->epoch, 2);
+  ASSERT_EQ(publish_layout({4, 4}), GREYHOUND_JOB_OK);  // applied: the original configuration again
+
+  // Back on the original configuration, a lapsed lease changes nothing.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  EXPECT_EQ((*store_->latest_plan())->epoch, 2);
+}
+
+// While the lease is held, or when a master took the next epoch first, the job publishes nothing of its own.
+TEST_F(JobClientTest, AHeldLeaseOrATakenEpochKeepsTheJobsHandsOff) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  publish(1, "S2", {6, 2});
+  greyhound_job_plan p{};
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);
+  ASSERT_TRUE(store_->hold_plan_lease("run-a", 60000));
+  for (int i = 0; i < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  }
+  EXPECT_EQ((*store_->latest_plan())->epoch, 1);
+  // The lease gone (deleted), but a master's plan 2 is there first: that is the plan the job gets.
+  raw({"DEL", store::keys::plan_lease("job1")});
+  publish(2, "S2", {5, 3});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  EXPECT_EQ(p.epoch, 2);
+  EXPECT_EQ(p.action, GREYHOUND_JOB_ACTION_APPLY);
+  EXPECT_EQ(vec(p.microbatches, p.microbatches_len), (std::vector<int>{5, 3}));
+  EXPECT_EQ((*store_->latest_plan())->microbatches, (std::vector<int>{5, 3}));
 }
 
 }  // namespace

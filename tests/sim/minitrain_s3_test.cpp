@@ -218,7 +218,8 @@ class MinitrainS3 : public test_support::StoreFixture {
     return last;
   }
 
-  Status publish(std::int64_t epoch, Strategy s, PlanAction a, const std::vector<int>& role_of) {
+  // True when published (false: Redis refused it, or the epoch is taken).
+  bool publish(std::int64_t epoch, Strategy s, PlanAction a, const std::vector<int>& role_of) {
     Plan p;
     p.epoch = epoch;
     p.strategy = s;
@@ -227,7 +228,8 @@ class MinitrainS3 : public test_support::StoreFixture {
     p.reason = "test";
     if (a == PlanAction::kRevert) p.microbatches = {4, 4};
     p.placement = placement_json(role_of);
-    return store_->publish_plan(p);
+    const auto r = store_->publish_plan(p);
+    return r && *r;
   }
 
   // Per role and iteration: "loss checksum", from every rank's lines of the current run.
@@ -246,7 +248,7 @@ class MinitrainS3 : public test_support::StoreFixture {
     args.insert(args.end(), extra.begin(), extra.end());
     start(name, args);
     wait_for_iteration(3);
-    EXPECT_TRUE(publish(next_epoch_, Strategy::kS3, PlanAction::kApply, kOffLink01).ok());
+    EXPECT_TRUE(publish(next_epoch_, Strategy::kS3, PlanAction::kApply, kOffLink01));
     const auto applied = wait_for_acks(next_epoch_);
     for (const auto& [rank, a] : applied) {
       EXPECT_EQ(a.status, AckStatus::kApplied) << "rank " << rank << ": " << a.detail;
@@ -260,7 +262,7 @@ class MinitrainS3 : public test_support::StoreFixture {
       EXPECT_EQ(layout->gpus_per_node, kGpusPerNode);
     }
     ++next_epoch_;
-    EXPECT_TRUE(publish(next_epoch_, Strategy::kS1, PlanAction::kRevert, identity()).ok());
+    EXPECT_TRUE(publish(next_epoch_, Strategy::kS1, PlanAction::kRevert, identity()));
     const auto reverted = wait_for_acks(next_epoch_);
     for (const auto& [rank, a] : reverted) {
       EXPECT_EQ(a.status, AckStatus::kApplied) << "rank " << rank << ": " << a.detail;
@@ -302,7 +304,7 @@ TEST_F(MinitrainS3, MovingRolesOffACongestedLinkMakesIterationsFaster) {
   start("congested", plan_args(),
         R"({"faults":[{"kind":"link","nodes":[0,1],"start_s":0,"end_s":1000,"bandwidth_factor":0.05}]})");
   wait_for_iteration(5);
-  ASSERT_TRUE(publish(1, Strategy::kS3, PlanAction::kApply, kOffLink01).ok());
+  ASSERT_TRUE(publish(1, Strategy::kS3, PlanAction::kApply, kOffLink01));
   const auto acks = wait_for_acks(1);
   finish();
   ASSERT_EQ(acks.size(), static_cast<std::size_t>(kWorld));
@@ -325,7 +327,7 @@ TEST_F(MinitrainS3, MovingRolesOffACongestedLinkMakesIterationsFaster) {
 }
 
 TEST_F(MinitrainS3, AJobWithoutS3AnswersUnsupportedAndKeepsItsPlacement) {
-  ASSERT_TRUE(publish(1, Strategy::kS3, PlanAction::kApply, kOffLink01).ok());  // there before the job starts
+  ASSERT_TRUE(publish(1, Strategy::kS3, PlanAction::kApply, kOffLink01));  // there before the job starts
   start("no-s3", plan_args("S2"));
   const auto acks = wait_for_acks(1);
   const auto layout = wait_for_layout(identity());

@@ -387,6 +387,70 @@ TEST_F(JobStoreTest, TheMastersLeaseHasOneHolderAndEpochsThatOnlyGrow) {
   EXPECT_EQ(*JobStore::acquire_lease(*redis_, "job:third", "d n5", 5000), 10);
 }
 
+// An epoch is published once: a second plan under it changes nothing (publish_plan answers false), fenced or
+// not. The job's own revert is written only while no plan lease is held and its epoch is free.
+TEST_F(JobStoreTest, AnEpochIsPublishedOnceAndTheJobsRevertOnlyWithoutALease) {
+  Plan p;
+  p.epoch = 1;
+  p.strategy = Strategy::kS2;
+  p.microbatches = {6, 2};
+  auto first = store_->publish_plan(p);
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(*first);
+  Plan other = p;
+  other.microbatches = {2, 6};
+  auto again = store_->publish_plan(other);
+  ASSERT_TRUE(again) << again.error();
+  EXPECT_FALSE(*again);
+  EXPECT_EQ((*store_->latest_plan())->microbatches, (std::vector<int>{6, 2}));
+  EXPECT_EQ((*store_->plan(1))->microbatches, (std::vector<int>{6, 2}));
+
+  JobStore leader(*redis_, job_);  // the same under a fence (the script inside MULTI/EXEC)
+  ASSERT_EQ(*leader.take_job(3), 0);
+  auto fenced = leader.publish_plan(other);
+  ASSERT_TRUE(fenced) << fenced.error();
+  EXPECT_FALSE(*fenced);
+  other.epoch = 2;
+  fenced = leader.publish_plan(other);
+  ASSERT_TRUE(fenced) << fenced.error();
+  EXPECT_TRUE(*fenced);
+  EXPECT_EQ((*store_->latest_plan())->epoch, 2);
+
+  // The lease: held while its key lives.
+  EXPECT_FALSE(*store_->plan_lease_held());
+  ASSERT_TRUE(leader.hold_plan_lease("run-a", 300));
+  EXPECT_TRUE(*store_->plan_lease_held());
+  Plan revert;
+  revert.epoch = 3;
+  revert.action = PlanAction::kRevert;
+  revert.microbatches = {4, 4};
+  auto blocked = store_->publish_plan_unleased(revert);
+  ASSERT_TRUE(blocked) << blocked.error();
+  EXPECT_FALSE(*blocked);  // a master holds the lease
+  EXPECT_EQ((*store_->latest_plan())->epoch, 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_FALSE(*store_->plan_lease_held());
+  revert.epoch = 2;
+  blocked = store_->publish_plan_unleased(revert);
+  ASSERT_TRUE(blocked);
+  EXPECT_FALSE(*blocked);  // the epoch is taken
+  revert.epoch = 3;
+  auto written = store_->publish_plan_unleased(revert);
+  ASSERT_TRUE(written) << written.error();
+  EXPECT_TRUE(*written);
+  auto latest = store_->latest_plan();
+  ASSERT_TRUE(latest && *latest);
+  EXPECT_EQ((*latest)->epoch, 3);
+  EXPECT_EQ((*latest)->action, PlanAction::kRevert);
+  EXPECT_EQ(to_json(**store_->plan(3)), to_json(**latest));
+  // A returning master continues after it: its own epoch 3 is refused.
+  other.epoch = 3;
+  fenced = leader.publish_plan(other);
+  ASSERT_TRUE(fenced);
+  EXPECT_FALSE(*fenced);
+  EXPECT_EQ((*store_->latest_plan())->action, PlanAction::kRevert);
+}
+
 // A master of an older epoch writes nothing once a newer one leads the job: commits, plans, commands, events
 // and answers are refused and change nothing. A leader whose job's epoch key vanished raises it again.
 TEST_F(JobStoreTest, AStaleLeadersWritesAreRefusedAndChangeNothing) {

@@ -109,8 +109,9 @@ void OracleDriver::on_tick(double t_s) {
   if (!p) return;
   p->epoch = epoch_ + 1;
   p->t_unix_ms = unix_ms_now();
-  if (const Status s = store_.publish_plan(*p); !s) {
-    warn_once("cannot publish a plan: " + s.error());
+  if (const auto s = store_.publish_plan(*p); !s || !*s) {
+    warn_once(s ? "plan epoch " + std::to_string(p->epoch) + " is taken" : "cannot publish a plan: " + s.error());
+    if (s) epoch_ = p->epoch;  // the next plan after it
     due_ = true;  // again on the next tick
     return;
   }

@@ -1,0 +1,173 @@
+// The job driver against a real redis-server (private port, temp dir): the plan lease it holds, and what it
+// does when the job took a plan epoch itself (docs/redis-keys.md, "Plan lease"). Plans come from an
+// operator's requests here (no agents, no events: the driver serves them within a second).
+#include "daemon/job_driver.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/store_fixture.h"
+#include "store/keys.h"
+
+namespace greyhound::master {
+namespace {
+
+class JobDriverTest : public test_support::StoreFixture {
+ protected:
+  void SetUp() override {
+    StoreFixture::SetUp();
+    if (HasFatalFailure()) return;
+    JobLayout l;
+    l.tp = 1;
+    l.dp = 2;
+    l.pp = 2;
+    l.world = 4;
+    l.microbatches = {4, 4};
+    l.initial_microbatches = {4, 4};
+    l.capabilities = {"S2"};
+    l.gpus_per_node = 2;
+    ASSERT_TRUE(store_->write_layout(l));
+    ControllerConfig cfg;
+    cfg.mitigate = true;
+    cfg.plan_lease_s = 2;
+    driver_ = std::make_unique<JobDriver>(*redis_, job_, cfg, "run-test", log_, 64);
+  }
+  void TearDown() override {
+    driver_.reset();
+    StoreFixture::TearDown();
+  }
+  void request(const std::string& id, std::vector<int> mb) {
+    OperatorPlanRequest r;
+    r.id = id;
+    r.action = "apply";
+    r.microbatches = std::move(mb);
+    r.t_unix_ms = unix_ms_now();
+    ASSERT_TRUE(store_->write_operator_plan(r));
+  }
+  // Ticks (every 50 ms) until the operator's request `id` is answered, or `s` seconds passed.
+  std::optional<OperatorPlanReport> answered(const std::string& id, double s = 5) {
+    for (int i = 0; i < s * 20; ++i) {
+      driver_->tick();
+      if (auto a = store_->operator_plan_result(); a && *a && (*a)->id == id) return **a;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return std::nullopt;
+  }
+  // The job applied plan `epoch`: every rank acknowledges it, the layout names the split in force.
+  void apply(std::int64_t epoch, std::vector<int> mb) {
+    for (int r = 0; r < 4; ++r) {
+      PlanAck ack;
+      ack.rank = r;
+      ack.epoch = epoch;
+      ack.iteration = 10 * epoch;
+      ack.status = AckStatus::kApplied;
+      ack.t_unix_ms = unix_ms_now();
+      ASSERT_TRUE(store_->write_ack(ack));
+    }
+    JobLayout l = **store_->layout();
+    l.microbatches = std::move(mb);
+    ASSERT_TRUE(store_->write_layout(l));
+  }
+  std::vector<nlohmann::json> plan_events() {
+    std::vector<nlohmann::json> out;
+    auto entries = store_->read_events("0-0", 1000);
+    if (!entries) return out;
+    for (const auto& e : *entries) {
+      if (e.value && e.value->type == event_type::kPlan) out.push_back(e.value->detail);
+    }
+    return out;
+  }
+
+  EventLog log_{""};
+  std::unique_ptr<JobDriver> driver_;
+};
+
+TEST_F(JobDriverTest, HoldsThePlanLeaseWhileItServesTheJob) {
+  EXPECT_FALSE(*store_->plan_lease_held());
+  driver_->tick();
+  EXPECT_TRUE(*store_->plan_lease_held());
+  auto ttl = redis_->command({"PTTL", store::keys::plan_lease(job_)});
+  ASSERT_TRUE(ttl && ttl->type == RedisReply::Type::kInteger);
+  EXPECT_GT(ttl->integer, 1500);
+  EXPECT_LE(ttl->integer, 2000);
+  driver_.reset();  // no master serves the job: the lease lapses after its 2 s
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_FALSE(*store_->plan_lease_held());
+}
+
+// The job reverted the operator's split while the lease had lapsed (it published epoch 2 itself). The master
+// comes back (a new driver, as after a restart): it records that plan's event, late, and its next plan is 3.
+TEST_F(JobDriverTest, ARestartedMasterContinuesAfterTheJobsOwnRevert) {
+  request("op-1", {6, 2});
+  auto a = answered("op-1");
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->state, "published") << a->reason;
+  EXPECT_EQ(a->epoch, 1);
+  apply(1, {6, 2});
+  for (int i = 0; i < 3; ++i) driver_->tick();
+  driver_.reset();
+  redis_->command({"DEL", store::keys::plan_lease(job_)});  // lapsed
+  JobLayout l = **store_->layout();
+  Plan revert = original_configuration_plan(l);
+  revert.epoch = 2;
+  revert.reason = "the plan lease lapsed";
+  revert.t_unix_ms = unix_ms_now();
+  ASSERT_TRUE(*store_->publish_plan_unleased(revert));
+  apply(2, {4, 4});
+
+  ControllerConfig cfg;
+  cfg.mitigate = true;
+  cfg.plan_lease_s = 2;
+  driver_ = std::make_unique<JobDriver>(*redis_, job_, cfg, "run-test-2", log_, 64);
+  request("op-2", {5, 3});
+  a = answered("op-2");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->state, "published") << a->reason;
+  EXPECT_EQ(a->epoch, 3);
+  const auto events = plan_events();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[1]["epoch"], 2);
+  EXPECT_EQ(events[1]["action"], "revert");
+  EXPECT_EQ(events[1].value("recorded_late", false), true);
+  EXPECT_EQ(events[2]["epoch"], 3);
+}
+
+// The same while the master lives on, stalled past its lease: the job took epoch 2. The driver notices the
+// lapse when it renews the lease, or at the latest when its plan 2 is refused, and publishes 3 instead.
+TEST_F(JobDriverTest, AMasterStalledPastItsLeaseContinuesAfterTheJobsOwnRevert) {
+  request("op-1", {6, 2});
+  auto a = answered("op-1");
+  ASSERT_TRUE(a && a->epoch == 1);
+  apply(1, {6, 2});
+  for (int i = 0; i < 3; ++i) driver_->tick();
+  redis_->command({"DEL", store::keys::plan_lease(job_)});
+  Plan revert = original_configuration_plan(**store_->layout());
+  revert.epoch = 2;
+  revert.reason = "the plan lease lapsed";
+  ASSERT_TRUE(*store_->publish_plan_unleased(revert));
+  apply(2, {4, 4});
+  request("op-2", {5, 3});  // served at once: the driver does not know it was away (no 2 s passed)
+  a = answered("op-2");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->state, "published") << a->reason;
+  EXPECT_EQ(a->epoch, 3);
+  EXPECT_EQ((*store_->plan(2))->action, PlanAction::kRevert);  // the job's plan stands
+  EXPECT_EQ((*store_->latest_plan())->microbatches, (std::vector<int>{5, 3}));
+  const auto events = plan_events();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[1]["epoch"], 2);
+  EXPECT_EQ(events[1].value("recorded_late", false), true);
+
+  // Stalled past the lease: at its next step it says so and loads the state again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_FALSE(*store_->plan_lease_held());
+  driver_->tick();
+  EXPECT_TRUE(*store_->plan_lease_held());
+}
+
+}  // namespace
+}  // namespace greyhound::master
