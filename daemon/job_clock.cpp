@@ -1,14 +1,9 @@
 #include "daemon/job_clock.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 namespace greyhound::master {
-
-double steady_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 void JobClock::observe(double t_s, std::int64_t unix_ms) {
   if (!std::isfinite(t_s) || t_s < 0 || unix_ms <= 0) return;

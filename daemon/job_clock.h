@@ -6,10 +6,9 @@
 #include <cstdint>
 #include <optional>
 
-namespace greyhound::master {
+#include "common/clock.h"  // steady_s: what `Now::mono_s` holds
 
-// The master's steady clock, seconds (any origin, never goes back): what `Now::mono_s` holds.
-double steady_s();
+namespace greyhound::master {
 
 class JobClock {
  public:

@@ -14,4 +14,7 @@ inline std::uint64_t clock_ns(clockid_t id) {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+// The steady clock in seconds (CLOCK_MONOTONIC: any origin, never goes back), for timers and throttles.
+inline double steady_s() { return static_cast<double>(clock_ns(CLOCK_MONOTONIC)) * 1e-9; }
+
 }  // namespace greyhound

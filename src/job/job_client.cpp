@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/clock.h"
 #include "greyhound/ring.h"
 #include "greyhound/vocabulary.h"
 
@@ -112,7 +113,7 @@ Result<PlanPoll> JobClient::poll_plan() {
 
 Status JobClient::revert_on_lapse() {
   if (!layout_ || !departs_from_original(*layout_)) return ok_status();
-  const double now_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double now_s = steady_s();
   if (now_s < next_lease_look_s_) return ok_status();
   next_lease_look_s_ = now_s + kLeaseLookS;
   auto held = store_.plan_lease_held();
