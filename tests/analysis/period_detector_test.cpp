@@ -370,3 +370,29 @@ TEST(PeriodDetector, SubPatternLockSelfCorrectsByGrowingTheWindow) {
   // Its indices continue those of the micro-batch "iterations" before it.
   for (std::size_t k = 0; k < out.size(); ++k) EXPECT_EQ(out[k].index, k);
 }
+
+TEST(PeriodDetector, OneCallPerIterationIsLockedAfterTwoSearchWindows) {
+  // A pure data-parallel job whose gradients fit one bucket: one AllReduce per iteration. Nothing tells
+  // its period-1 stream from micro-batches inside a longer iteration but more of it, so the lock waits for
+  // the minimum search window (256 records) and as many records again to confirm: 511 iterations. A job
+  // with k calls per iteration waits about 512 / k of them.
+  ge::OpStreamSpec spec;
+  spec.pattern = {ga::op_symbol(2, 0xd0, 1 << 20)};
+  spec.iter_ms = constant_then_block(600, 200.0, 560, 600, 1.5);
+  const auto s = ge::make_op_stream(spec);
+  ga::PeriodDetector det;
+  std::vector<ga::Iteration> out;
+  std::size_t first_reported_at = 0;
+  for (std::size_t i = 0; i < s.t_ns.size(); ++i) {
+    det.push(s.t_ns[i], s.symbols[i], out);
+    if (!out.empty() && first_reported_at == 0) first_reported_at = i;
+  }
+  EXPECT_EQ(first_reported_at, 2 * 256u - 1);
+  EXPECT_EQ(det.period(), 1u);
+  // Then every iteration back to the first is reported, in order, with its exact time.
+  ASSERT_EQ(out.size(), 599u);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    EXPECT_EQ(out[k].index, k);
+    EXPECT_EQ(out[k].iter_ns, k < 560 ? 200e6 : 300e6) << k;
+  }
+}
