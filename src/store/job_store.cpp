@@ -1,6 +1,7 @@
 #include "store/job_store.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 
 #include "common/record_json.h"
@@ -177,11 +178,13 @@ Status first_refusal(const std::vector<RedisReply>& replies, const std::string& 
   return ok_status();
 }
 
+// A decimal integer in [lo, hi] written as greyhound writes one: an optional '-' and digits, nothing around
+// them (std::strtol also takes leading blanks and a '+', so " 4" and "+4" named group rank 4).
 bool to_int(const std::string& s, long lo, long hi, long* out) {
   if (s.empty() || s.size() > 20) return false;
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (*end != '\0' || v < lo || v > hi) return false;
+  long v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || end != s.data() + s.size() || v < lo || v > hi) return false;
   *out = v;
   return true;
 }
@@ -190,8 +193,10 @@ std::vector<std::string> xadd(const std::string& key, long maxlen, const std::st
   return {"XADD", key, "MAXLEN", "~", std::to_string(maxlen), "*", "json", json_text};
 }
 
-// A group's hash, field by field: "size", "member:<i>", "created_by" (a JSON string), "ops:<rank>".
-Entry<GroupRecord> parse_group(const std::string& hex, const RedisReply& hash) {
+}  // namespace
+
+// A group's hash, field by field (job_store.h).
+Entry<GroupRecord> parse_group_hash(const std::string& hex, const RedisReply& hash) {
   Entry<GroupRecord> out;
   out.id = hex;
   GroupRecord g;
@@ -261,8 +266,6 @@ Entry<GroupRecord> parse_group(const std::string& hex, const RedisReply& hash) {
   if (!bad_member) out.value = std::move(g);
   return out;
 }
-
-}  // namespace
 
 // ---- AgentUpdate
 
@@ -567,7 +570,7 @@ Result<std::vector<Entry<GroupRecord>>> JobStore::groups() {
       if (h.type != Type::kArray) {
         out.push_back({hex, std::nullopt, h.is_error() ? h.str : "not a hash"});
       } else {
-        out.push_back(parse_group(hex, h));
+        out.push_back(parse_group_hash(hex, h));
       }
     }
   }

@@ -172,4 +172,12 @@ class JobStore {
   std::int64_t fence_ = 0;  // 0: writes unfenced
 };
 
+// A group's hash as Redis returns it (an array: field, value, field, value, ...; a last field without a value
+// is ignored), for the group named by `hex`: "size", "member:<group rank>" (a global rank), "created_by" (a
+// JSON string), "ops:<global rank>" (a JSON object of op kind -> count), others ignored. No value (with
+// `error`) for an id that is not one, a size or a member that is not a rank, or a member beyond the size;
+// a value with `error` when only a created_by or an op count was malformed (left out). What the agents write
+// (AgentUpdate::group_member, group_ops) reads back as written. Pure; fuzzed (fuzz/fuzz_group_hash.cpp).
+Entry<GroupRecord> parse_group_hash(const std::string& hex, const RedisReply& hash);
+
 }  // namespace greyhound::store

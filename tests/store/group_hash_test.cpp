@@ -1,0 +1,67 @@
+// A group's hash as the job store reads it (parse_group_hash): what the agents write reads back as written;
+// an id, a size or a member that is not one refuses the group; numbers are read strictly.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/job_store.h"
+
+namespace {
+
+using greyhound::RedisReply;
+using greyhound::store::parse_group_hash;
+
+RedisReply hash(const std::vector<std::pair<std::string, std::string>>& fields) {
+  RedisReply r;
+  r.type = RedisReply::Type::kArray;
+  for (const auto& [k, v] : fields) {
+    RedisReply f, x;
+    f.type = x.type = RedisReply::Type::kString;
+    f.str = k;
+    x.str = v;
+    r.elements.push_back(f);
+    r.elements.push_back(x);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST(GroupHash, WhatTheAgentsWriteReadsBackAsWritten) {
+  const auto e = parse_group_hash("00000000000000d0", hash({{"size", "2"}, {"member:0", "4"}, {"member:1", "6"},
+                                                            {"created_by", "\"CommSplit\""},
+                                                            {"ops:4", R"({"AllReduce:1048576":12})"}}));
+  ASSERT_TRUE(e.value) << e.error;
+  EXPECT_EQ(e.error, "");
+  EXPECT_EQ(e.value->id, 0xd0u);
+  EXPECT_EQ(e.value->size, 2);
+  EXPECT_EQ(e.value->members, (std::map<int, int>{{0, 4}, {1, 6}}));
+  EXPECT_TRUE(e.value->complete());
+  EXPECT_EQ(e.value->created_by, "CommSplit");
+  EXPECT_EQ(e.value->ops.at(4).at("AllReduce:1048576"), 12u);
+}
+
+TEST(GroupHash, NumbersAreReadStrictly) {
+  // strtol took leading blanks and a '+': " 2" was a size and "member:+1" group rank 1.
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"size", " 2"}, {"size", "+2"}, {"size", "2 "}, {"size", "0x2"}, {"member:+1", "6"}, {"member: 1", "6"},
+           {"member:1", " 6"}, {"member:1", "6.0"}, {"member:1", "-6"}, {"member:1", "99999999999999999999"}}) {
+    const auto e = parse_group_hash("00000000000000d0", hash({{"member:0", "4"}, {k, v}}));
+    EXPECT_FALSE(e.value) << k << " = '" << v << "'";
+    EXPECT_NE(e.error, "") << k;
+  }
+  // An op count under a rank that is not one is left out, the group kept.
+  const auto e = parse_group_hash("00000000000000d0", hash({{"member:0", "4"}, {"ops: 4", R"({"Send:8":1})"}}));
+  ASSERT_TRUE(e.value);
+  EXPECT_TRUE(e.value->ops.empty());
+  EXPECT_NE(e.error, "");
+}
+
+TEST(GroupHash, AMemberBeyondTheSizeOrABadIdRefusesTheGroup) {
+  EXPECT_FALSE(parse_group_hash("00000000000000d0", hash({{"size", "2"}, {"member:2", "4"}})).value);
+  const auto bad_id = parse_group_hash("not-hex", hash({{"size", "1"}, {"member:0", "4"}}));
+  EXPECT_FALSE(bad_id.value);
+  EXPECT_EQ(bad_id.error, "not a group id");
+}
