@@ -3,16 +3,16 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "common/text.h"
+
 namespace greyhound {
 namespace {
 
 bool parse_int(const char* s, long long lo, long long hi, long long* out) {
-  if (s == nullptr || *s == '\0') return false;
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
+  if (s == nullptr) return false;
+  const auto v = parse_integer(s);
+  if (!v || *v < lo || *v > hi) return false;
+  *out = *v;
   return true;
 }
 

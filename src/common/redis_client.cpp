@@ -54,13 +54,12 @@ RedisReply convert(const redisReply* r) {
 }
 
 int parse_int(const std::string& s, int lo, int hi, const std::string& what) {
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < lo || v > hi) {
+  const auto v = parse_integer(s);
+  if (!v || *v < lo || *v > hi) {
     throw std::invalid_argument("Redis URL: " + what + " '" + s + "' is not an integer in [" + std::to_string(lo) +
                                 ", " + std::to_string(hi) + "]");
   }
-  return static_cast<int>(v);
+  return static_cast<int>(*v);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "common/text.h"
 
+#include <charconv>
+
 #include <cmath>
 #include <cstdlib>
 
@@ -29,6 +31,14 @@ std::optional<double> parse_decimal(std::string_view text) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);  // an underflow is 0 or subnormal; an overflow is not finite
   if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::optional<long long> parse_integer(std::string_view text) {
+  long long v = 0;
+  const char* const last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(text.data(), last, v);
+  if (text.empty() || ec != std::errc{} || end != last) return std::nullopt;
   return v;
 }
 

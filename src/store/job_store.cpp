@@ -1,11 +1,11 @@
 #include "store/job_store.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 
 #include "common/record_json.h"
 #include "common/bounded_json.h"
+#include "common/text.h"
 #include "greyhound/ring.h"
 #include "store/keys.h"
 
@@ -178,14 +178,11 @@ Status first_refusal(const std::vector<RedisReply>& replies, const std::string& 
   return ok_status();
 }
 
-// A decimal integer in [lo, hi] written as greyhound writes one: an optional '-' and digits, nothing around
-// them (std::strtol also takes leading blanks and a '+', so " 4" and "+4" named group rank 4).
+// A decimal integer in [lo, hi], read strictly (parse_integer).
 bool to_int(const std::string& s, long lo, long hi, long* out) {
-  if (s.empty() || s.size() > 20) return false;
-  long v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || end != s.data() + s.size() || v < lo || v > hi) return false;
-  *out = v;
+  const auto v = parse_integer(s);
+  if (!v || *v < lo || *v > hi) return false;
+  *out = static_cast<long>(*v);
   return true;
 }
 

@@ -455,16 +455,15 @@ std::optional<Command> parse_command(const std::string& text, std::string* error
       const json& ranks = args.raw("ranks");
       if (!ranks.is_object() || ranks.size() > static_cast<std::size_t>(kMaxRank)) throw Invalid("ranks: must be an object");
       for (const auto& [key, v] : ranks.items()) {
-        char* end = nullptr;
-        const long r = std::strtol(key.c_str(), &end, 10);
-        if (key.empty() || *end != '\0' || r < 0 || r > kMaxRank) throw Invalid("ranks: '" + printable(key, 32) + "' is not a rank");
+        const auto r = parse_integer(key);
+        if (!r || *r < 0 || *r > kMaxRank) throw Invalid("ranks: '" + printable(key, 32) + "' is not a rank");
         const Fields t(v);
         PauseRankTests tests;
         const json& gemm = t.raw("gemm");
         if (!gemm.is_boolean()) throw Invalid("gemm: must be true or false");
         tests.gemm = gemm.get<bool>();
         for (const auto& x : array_of(t, "transfers", kMaxPauseTransfers)) tests.transfers.push_back(parse_transfer_spec(x));
-        p.ranks[static_cast<int>(r)] = std::move(tests);
+        p.ranks[static_cast<int>(*r)] = std::move(tests);
       }
       c.pause = std::move(p);
     } else if (f.has("args")) {

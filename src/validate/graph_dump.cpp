@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "common/text.h"
@@ -19,12 +20,9 @@ using R = Result<std::vector<DumpedRing>>;
 long attr_int(const pugi::xml_node& n, const char* name) {
   const pugi::xml_attribute a = n.attribute(name);
   if (!a) return -1;
-  const char* v = a.value();
-  char* end = nullptr;
-  errno = 0;
-  const long x = std::strtol(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || x < 0) return -1;
-  return x;
+  const auto x = parse_integer(a.value());
+  if (!x || *x < 0 || *x > std::numeric_limits<long>::max()) return -1;
+  return static_cast<long>(*x);
 }
 
 }  // namespace

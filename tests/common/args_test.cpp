@@ -54,6 +54,17 @@ TEST(Text, ParseDecimal) {
   EXPECT_EQ(*parse_decimal("12.5e1"), 125.0);
 }
 
+TEST(Text, ParseIntegerReadsWhatGreyhoundWrites) {
+  EXPECT_EQ(parse_integer("0"), 0);
+  EXPECT_EQ(parse_integer("42"), 42);
+  EXPECT_EQ(parse_integer("-7"), -7);
+  EXPECT_EQ(parse_integer("9223372036854775807"), INT64_MAX);
+  for (const char* bad : {"", "+4", " 4", "4 ", "\t4", "4\n", "0x10", "4.0", "4e2", "1,", "--4", "-",
+                          "9223372036854775808", "inf"}) {
+    EXPECT_FALSE(parse_integer(bad)) << "'" << bad << "'";
+  }
+}
+
 TEST(Text, PrintableQuotesInPart) {
   EXPECT_EQ(printable("ab\ncd", 10), "ab?cd");
   EXPECT_EQ(printable(std::string(100, 'a'), 4), "aaaa...");
