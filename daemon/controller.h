@@ -241,6 +241,10 @@ class Controller {
   // epoch is given back (failed).
   Intents plan_published(const Plan& plan, const Now& now);
   void plan_failed(const Plan& plan);
+  // The plan's epoch was taken (the job's own revert, another master): the next plan goes after it, whatever
+  // the job's plan key says when the state is loaded again (a malformed one names no epoch: the same epoch
+  // was proposed again for ever).
+  void plan_epoch_taken(const Plan& plan) { epoch_ = std::max(epoch_, plan.epoch); }
   // Plans an earlier master published and died before recording (oldest first): their `plan` events, marked
   // "recorded_late" and stamped when each was published, to commit now. `recorded`: the newest epoch whose
   // event is committed or about to be (the state's plans_recorded rises to it; plans up to it are skipped).

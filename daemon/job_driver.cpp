@@ -369,6 +369,7 @@ void JobDriver::carry_out(Intents it, const Now& t) {
     } else {
       ctl_.plan_failed(plan);
       if (s) {  // the epoch is taken: learnt, with whatever else changed, by loading the state again
+        ctl_.plan_epoch_taken(plan);
         spdlog::warn("job {}: plan epoch {} is already published (the job reverted its remedy while the plan lease "
                      "lapsed, or another master): loading the job's state again", job(), plan.epoch);
         loaded_at_reconnects_ = ~0ull;

@@ -14,6 +14,11 @@ namespace {
 
 // How often a job running another configuration than its original looks at the plan lease.
 constexpr double kLeaseLookS = 1.0;
+// How long the lease must stay lapsed, over looks that each find it absent, before the job reverts: a
+// quarter of the lease's length (how often its master renews it), so that a key missing for a moment while a
+// master serves the job (a Redis restarted without it, a new master's first tick) is no lapse; this when the
+// lease's value did not say its length.
+constexpr double kDefaultLapseGraceS = 5.0;
 
 // A plan poll runs before a training step: Redis may cost it this much at most.
 RedisClient::Options client_options(const RedisEndpoint& endpoint) {
@@ -105,31 +110,56 @@ Result<PlanPoll> JobClient::poll_plan() {
       out.kind = PlanPoll::Kind::kPlan;
       out.placement = std::move(check.placement);
       last_good_ = out;
+      note_lease_at_plan();
       break;
   }
   last_epoch_ = out.plan.epoch;
   return out;
 }
 
+void JobClient::note_lease_at_plan() {
+  // Whoever published the plan just taken: a master that holds the lease (the job reverts the plan if every
+  // master goes), or a publisher that holds none (an older master, a test harness), whose plans are not the
+  // job's to undo. Looked at now rather than once the job runs the plan (the framework republishes its
+  // layout a few iterations later), so that a master that dies right after publishing is seen holding it.
+  int lease_ms = 0;
+  auto held = store_.plan_lease_held(&lease_ms);
+  if (!held) return;  // Redis away: the looks while the job runs the plan decide
+  lease_seen_ = *held;
+  if (*held) lapse_grace_s_ = lease_ms > 0 ? lease_ms / 4000.0 : kDefaultLapseGraceS;
+  lapsed_since_s_ = -1;
+}
+
 Status JobClient::revert_on_lapse() {
-  if (!layout_ || !departs_from_original(*layout_)) return ok_status();
+  if (!layout_ || !departs_from_original(*layout_)) {
+    lapsed_since_s_ = -1;
+    return ok_status();
+  }
   const double now_s = steady_s();
   if (now_s < next_lease_look_s_) return ok_status();
   next_lease_look_s_ = now_s + kLeaseLookS;
-  auto held = store_.plan_lease_held();
+  int lease_ms = 0;
+  auto held = store_.plan_lease_held(&lease_ms);
   if (!held) return held.status();
   if (*held) {
     lease_seen_ = true;
+    lapse_grace_s_ = lease_ms > 0 ? lease_ms / 4000.0 : kDefaultLapseGraceS;
+    lapsed_since_s_ = -1;
     return ok_status();
   }
   if (!lease_seen_) return ok_status();  // no master ever served this run of the job: its plans are not ours to undo
+  if (lapsed_since_s_ < 0) lapsed_since_s_ = now_s;
+  if (now_s - lapsed_since_s_ < lapse_grace_s_) return ok_status();  // lapsed at every look for the grace first
   Plan p = original_configuration_plan(*layout_);
   p.epoch = last_epoch_ + 1;
   p.reason = "the plan lease lapsed (no master serves the job): back to the job's original configuration";
   p.t_unix_ms = unix_ms_now();
   auto written = store_.publish_plan_unleased(p);
   if (!written) return written.status();
-  if (*written) lease_seen_ = false;  // the next remedy is a master's again, looked after by its lease
+  if (*written) {
+    lease_seen_ = false;  // the next remedy is a master's again, looked after by its lease
+    lapsed_since_s_ = -1;
+  }
   return ok_status();
 }
 

@@ -10,10 +10,12 @@
 //   ranks have acknowledged, so a restarted job does not apply (or, for S4, ask for) a plan again.
 // - The plan lease (docs/redis-keys.md, "Plan lease"): while the job runs another configuration than the one
 //   it started with, poll_plan() looks (at most once a second) whether a master still holds the job's plan
-//   lease. Once it has seen the lease held and then finds it lapsed (every master gone for the lease's
-//   length), it publishes the revert to the original configuration itself, at the epoch after the newest it
-//   saw and only while no lease is held and that epoch is free, and returns it as a new plan: every rank
-//   applies it the way it applies a master's. A master that comes back continues after that epoch.
+//   lease. Once it has seen the lease held (also when it took the plan: a plan published by a master that
+//   holds no lease is not the job's to undo) and then finds it lapsed at every look for a quarter of the
+//   lease's length more (every master gone for the lease's length and one renewal more), it publishes the revert to the original configuration itself, at the
+//   epoch after the newest it saw and only while no lease is held and that epoch is free, and returns it as
+//   a new plan: every rank applies it the way it applies a master's. A master that comes back continues
+//   after that epoch.
 // - Texts it writes (an ack's detail, a restart's reason) are at most kMaxTextBytes of valid UTF-8, what
 //   the master's readers accept; longer or invalid ones are refused here (kInvalid), not lost there.
 // - acknowledge(), request_restart(): one write each.
@@ -74,6 +76,8 @@ class JobClient {
  private:
   // The plan lease above: publishes the revert when due. kUnavailable when Redis is away.
   Status revert_on_lapse();
+  // A plan was just taken: whether its publisher holds the lease decides whether the job may revert it.
+  void note_lease_at_plan();
 
   std::string job_;
   RedisClient redis_;
@@ -84,8 +88,10 @@ class JobClient {
   bool seeded_ = false;               // last_epoch_ started from the job's acknowledgements in the store
   std::int64_t last_stale_ = 0;       // the stale epoch reported last (reported once)
   std::string last_malformed_;        // the malformed plan reported last, "<epoch it names>:<error>" (reported once)
-  bool lease_seen_ = false;           // a master held the plan lease at some look
+  bool lease_seen_ = false;           // a master held the plan lease at some look since the last plan taken
   double next_lease_look_s_ = 0;      // steady seconds: the next look at the lease
+  double lapsed_since_s_ = -1;        // steady seconds: the first of the looks in a row that found it lapsed
+  double lapse_grace_s_ = 5.0;        // how long it stays lapsed before the revert (a quarter of its length)
 };
 
 }  // namespace greyhound::job

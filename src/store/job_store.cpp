@@ -637,10 +637,21 @@ Status JobStore::hold_plan_lease(const std::string& master, int ttl_ms) {
   return write({"SET", keys::plan_lease(job_), v.dump(), "PX", std::to_string(std::max(ttl_ms, 1))});
 }
 
-Result<bool> JobStore::plan_lease_held() {
+Result<bool> JobStore::plan_lease_held(int* lease_ms) {
+  if (lease_ms != nullptr) *lease_ms = 0;
   auto r = run({"EXISTS", keys::plan_lease(job_)});
   if (!r) return r.status();
-  return r->type == Type::kInteger && r->integer == 1;
+  if (r->type != Type::kInteger || r->integer != 1) return false;
+  if (lease_ms != nullptr) {
+    // Its first bytes only (what a master writes is about 80): a hostile value is not fetched whole.
+    auto v = run({"GETRANGE", keys::plan_lease(job_), "0", "255"});
+    const auto j = v && v->type == Type::kString ? parse_bounded(v->str) : Result<nlohmann::json>::failure("");
+    if (j && j->is_object() && j->contains("lease_ms") && (*j)["lease_ms"].is_number_integer()) {
+      const std::int64_t ms = (*j)["lease_ms"].get<std::int64_t>();
+      if (ms >= 1 && ms <= 3600 * 1000) *lease_ms = static_cast<int>(ms);
+    }
+  }
+  return true;
 }
 
 Result<bool> JobStore::publish_plan_unleased(const Plan& p) {

@@ -122,7 +122,9 @@ class JobStore {
   // The plan lease (docs/redis-keys.md, "Plan lease"): the serving master renews it (`master`: its name,
   // `ttl_ms` its length); while it is held, the plans in force are looked after.
   Status hold_plan_lease(const std::string& master, int ttl_ms);
-  Result<bool> plan_lease_held();
+  // Whether a lease is held; with `lease_ms`, the length its holder gave it (0 when its value does not say:
+  // the lease counts as held whatever its value).
+  Result<bool> plan_lease_held(int* lease_ms = nullptr);
   // The job's side: publishes `p` (a revert, at an epoch after every one it saw) only while no lease is held
   // and plan:<epoch> does not exist, in one step: false when either stopped it.
   Result<bool> publish_plan_unleased(const Plan& p);

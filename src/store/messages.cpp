@@ -532,7 +532,13 @@ namespace {
 const std::vector<int>& initial_microbatches(const JobLayout& l) {
   return l.initial_microbatches.empty() ? l.microbatches : l.initial_microbatches;
 }
-bool placement_moved(const JobLayout& l) { return !l.placement.empty() && l.placement != megatron_placement(l); }
+// Whether the placement in force is another than Megatron's, in whatever order the job listed its entries.
+bool placement_moved(const JobLayout& l) {
+  if (l.placement.empty()) return false;
+  std::vector<PlacementEntry> in_force = l.placement;
+  std::sort(in_force.begin(), in_force.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  return in_force != megatron_placement(l);
+}
 }  // namespace
 
 bool departs_from_original(const JobLayout& l) {

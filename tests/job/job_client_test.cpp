@@ -338,11 +338,16 @@ TEST_F(JobClientTest, ARemedyOutlivingEveryMasterIsRevertedByTheJob) {
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
   EXPECT_EQ((*store_->latest_plan())->epoch, 1);
 
-  // A master holds it (seen at the next look, a second after the last), then is gone for the lease's length.
+  // A master holds it (seen at the next look, a second after the last), then is gone for the lease's length:
+  // the first look that finds it lapsed starts the grace (a quarter of the lease, 375 ms), a look after it
+  // reverts.
   ASSERT_TRUE(store_->hold_plan_lease("run-a", 1500));
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
-  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // looked at once a second at most
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // lapsed: the grace begins
+  EXPECT_EQ((*store_->latest_plan())->epoch, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
   EXPECT_EQ(p.epoch, 2);
@@ -359,6 +364,46 @@ TEST_F(JobClientTest, ARemedyOutlivingEveryMasterIsRevertedByTheJob) {
   // Back on the original configuration, a lapsed lease changes nothing.
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  EXPECT_EQ((*store_->latest_plan())->epoch, 2);
+}
+
+// A master that dies right after publishing: the job sees it holding the lease when it takes the plan (before
+// it runs the plan and republishes its layout), so the lapse that follows is one the job acts on.
+TEST_F(JobClientTest, AMasterDeadRightAfterPublishingIsSeenHoldingTheLeaseAtThePlan) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  ASSERT_TRUE(store_->hold_plan_lease("run-a", 1200));
+  publish(1, "S2", {6, 2});
+  greyhound_job_plan p{};
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // lapsed before the job runs the plan
+  ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // the first look: the grace
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  EXPECT_EQ(p.epoch, 2);
+  EXPECT_EQ(p.action, GREYHOUND_JOB_ACTION_REVERT);
+}
+
+// A plan taken while no lease is held (its publisher holds none: an older master) is not the job's to undo,
+// even after an earlier plan's master was seen holding the lease.
+TEST_F(JobClientTest, APlanPublishedWithoutALeaseIsNotUndoneByTheJob) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  ASSERT_TRUE(store_->hold_plan_lease("run-a", 1200));  // a grace of 300 ms
+  publish(1, "S2", {6, 2});
+  greyhound_job_plan p{};
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // a look: held
+  raw({"DEL", store::keys::plan_lease("job1")});
+  publish(2, "S2", {5, 3});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  EXPECT_EQ(p.epoch, 2);
+  ASSERT_EQ(publish_layout({5, 3}), GREYHOUND_JOB_OK);
+  for (int i = 0; i < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  }
   EXPECT_EQ((*store_->latest_plan())->epoch, 2);
 }
 

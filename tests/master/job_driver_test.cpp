@@ -136,6 +136,37 @@ TEST_F(JobDriverTest, ARestartedMasterContinuesAfterTheJobsOwnRevert) {
   EXPECT_EQ(events[2]["epoch"], 3);
 }
 
+// A restarted master whose job's plan key names no epoch (malformed) while plan:1 and plan:2 exist: each
+// epoch it finds taken moves it past that one (before, it proposed the same epoch again for ever, published
+// nothing, and kept renewing the lease, so the job never reverted either).
+TEST_F(JobDriverTest, AMalformedPlanKeyDoesNotMakeTheMasterProposeATakenEpochForEver) {
+  request("op-1", {6, 2});
+  auto a = answered("op-1");
+  ASSERT_TRUE(a && a->epoch == 1);
+  apply(1, {6, 2});
+  driver_.reset();
+  redis_->command({"DEL", store::keys::plan_lease(job_)});
+  Plan revert = original_configuration_plan(**store_->layout());
+  revert.epoch = 2;
+  revert.reason = "the plan lease lapsed";
+  ASSERT_TRUE(*store_->publish_plan_unleased(revert));
+  apply(2, {4, 4});
+  redis_->command({"SET", store::keys::plan(job_), "{not json"});
+  redis_->command({"DEL", store::keys::master(job_)});  // no state to start from either
+
+  ControllerConfig cfg;
+  cfg.mitigate = true;
+  cfg.plan_lease_s = 2;
+  driver_ = std::make_unique<JobDriver>(*redis_, job_, cfg, "run-test-2", log_, 64);
+  request("op-2", {5, 3});
+  a = answered("op-2");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->state, "published") << a->reason;
+  EXPECT_EQ(a->epoch, 3);
+  EXPECT_EQ((*store_->plan(2))->action, PlanAction::kRevert);  // neither earlier plan was overwritten
+  EXPECT_EQ((*store_->plan(1))->microbatches, (std::vector<int>{6, 2}));
+}
+
 // The same while the master lives on, stalled past its lease: the job took epoch 2. The driver notices the
 // lapse when it renews the lease, or at the latest when its plan 2 is refused, and publishes 3 instead.
 TEST_F(JobDriverTest, AMasterStalledPastItsLeaseContinuesAfterTheJobsOwnRevert) {

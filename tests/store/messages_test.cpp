@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace greyhound {
 namespace {
 
@@ -180,10 +182,17 @@ TEST(Messages, JobLayoutCarriesThePlacementInForce) {
   l.placement = megatron_placement(l);
   std::swap(l.placement[2].rank, l.placement[4].rank);  // the TP groups on nodes 1 and 2 trade roles
   std::swap(l.placement[3].rank, l.placement[5].rank);
+  EXPECT_TRUE(departs_from_original(l));
   std::string err;
   const auto back = parse_job_layout(to_json(l).dump(), &err);
   ASSERT_TRUE(back) << err;
   EXPECT_EQ(back->placement, l.placement);
+  // Megatron's own placement, whatever the order of its entries, is no departure (the job would revert to
+  // what it runs when the plan lease lapses).
+  JobLayout same = l;
+  same.placement = megatron_placement(l);
+  std::reverse(same.placement.begin(), same.placement.end());
+  EXPECT_FALSE(departs_from_original(same));
   EXPECT_TRUE(parse_job_layout(R"({"tp":1,"dp":2,"pp":1,"world":2,"microbatches":[4,4]})", &err)->placement.empty())
       << "absent: Megatron's placement";
 
