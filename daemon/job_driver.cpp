@@ -426,6 +426,11 @@ void JobDriver::log_emitted(const std::vector<Event>& events, std::int64_t unix_
   }
 }
 
+bool JobDriver::plan_lease_held() {
+  auto held = store_.plan_lease_held();
+  return !held || *held;
+}
+
 bool JobDriver::agents_alive() {
   auto nodes = store_.agents();
   if (!nodes) return nodes.code() == Errc::kUnavailable;  // unknown: not a reason to retire

@@ -41,6 +41,8 @@ class JobDriver {
   const Controller& controller() const { return ctl_; }
   // True when some agent of the job has a live heartbeat (read now).
   bool agents_alive();
+  // True when a master holds the job's plan lease (read now; unknown counts as held).
+  bool plan_lease_held();
 
   // --ha: leads the job at `epoch` (store::JobStore::take_job: every write fenced from now on) and, when
   // that is new, says so with a `leader` event. 0 when it leads the job now, else the newer epoch that does.

@@ -155,6 +155,16 @@ int main(int argc, char** argv) {
     if (!(cfg.controller.plan_lease_s >= 2 && cfg.controller.plan_lease_s <= 3600)) {
       throw greyhound::ArgError("--plan-lease-s: 2 to 3600 seconds");
     }
+    // The plan lease is renewed between steps, every quarter of its length: a step must come that often. A
+    // standby (--ha) leads within about 4/3 of --lease-ms, and must renew it before it lapses.
+    if (poll_ms * 4 > cfg.controller.plan_lease_s * 1000) {
+      throw greyhound::ArgError("--poll-ms must be at most a quarter of --plan-lease-s (the plan lease is renewed "
+                                "between steps; a longer gap lets the job revert its remedy)");
+    }
+    if (cfg.ha && cfg.lease_ms * 2 > cfg.controller.plan_lease_s * 1000) {
+      throw greyhound::ArgError("--lease-ms must be at most half of --plan-lease-s (a standby takes over within "
+                                "about 4/3 of --lease-ms, before the plan lease lapses)");
+    }
     if (a.has("http")) {
       auto h = greyhound::master::parse_http_address(a.str("http"));
       if (!h) throw greyhound::ArgError(h.error());

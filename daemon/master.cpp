@@ -100,7 +100,10 @@ void Master::discover(double now_s) {
     if (drivers_.count(job) != 0 || fnmatch(cfg_.jobs_pattern.c_str(), job.c_str(), 0) != 0) continue;
     if (auto it = dormant_.find(job); it != dormant_.end() && now_s < it->second) continue;
     auto d = make_driver(job);
-    if (!d->agents_alive()) {  // a job of the past, or not started yet: look again later, not every pass
+    // A job of the past, or not started yet: look again later, not every pass. Unless a master served it
+    // with the plan lease until lately (this one restarted, its agents too): the lease is renewed without a
+    // gap, or the job would revert a remedy in force while its agents come back.
+    if (!d->agents_alive() && !d->plan_lease_held()) {
       dormant_[job] = now_s + kDormantRecheckS;
       continue;
     }

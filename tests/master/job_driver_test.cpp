@@ -2,6 +2,7 @@
 // does when the job took a plan epoch itself (docs/redis-keys.md, "Plan lease"). Plans come from an
 // operator's requests here (no agents, no events: the driver serves them within a second).
 #include "daemon/job_driver.h"
+#include "daemon/master.h"
 
 #include <gtest/gtest.h>
 
@@ -198,6 +199,24 @@ TEST_F(JobDriverTest, AMasterStalledPastItsLeaseContinuesAfterTheJobsOwnRevert) 
   EXPECT_FALSE(*store_->plan_lease_held());
   driver_->tick();
   EXPECT_TRUE(*store_->plan_lease_held());
+}
+
+// A master serving every job of a pattern (--jobs) leaves a registered job without a live agent dormant for
+// 30 s, unless a master held its plan lease until lately: restarted together with the agents, it must renew
+// the lease at once, or the job takes the gap for every master gone and reverts the remedy in force.
+class MasterJobsTest : public greyhound::test_support::StoreFixture {};
+
+TEST_F(MasterJobsTest, AJobWhosePlanLeaseIsHeldIsServedBeforeItsAgentsAreBack) {
+  raw({"SADD", store::keys::jobs(), "leased", "idle"});
+  store::JobStore leased(*redis_, "leased");
+  ASSERT_TRUE(leased.hold_plan_lease("run-before", 30000));
+  MasterConfig cfg;
+  cfg.jobs_pattern = "*";
+  cfg.redis = parse_redis_url(server_->url());
+  Master m(cfg);
+  m.tick();
+  EXPECT_NE(m.driver("leased"), nullptr) << "a job with a remedy looked after: served, its lease renewed";
+  EXPECT_EQ(m.driver("idle"), nullptr) << "a job of the past: dormant";
 }
 
 }  // namespace

@@ -107,6 +107,9 @@ class LaunchErrors(unittest.TestCase):
             (["--ha", "--master-id", "a\tb"], "--master-id: 1 to 128 bytes, no blanks or control bytes"),
             (["--ha", "--poll-ms", "2000"], "--poll-ms must be at most a third of --lease-ms"),
             (["--ha", "--lease-ms", "100"], "--lease-ms"),
+            # The plan lease would lapse under a healthy master: renewed between steps, taken over by a standby.
+            (["--poll-ms", "600", "--plan-lease-s", "2"], "--poll-ms must be at most a quarter of --plan-lease-s"),
+            (["--ha", "--lease-ms", "2000", "--plan-lease-s", "3"], "--lease-ms must be at most half of --plan-lease-s"),
         ]
         for flags, needle in cases:
             r = run([master, "--job", "x", "--redis", UNREACHABLE] + flags, env=self.env)
