@@ -194,11 +194,23 @@ TEST_F(JobDriverTest, AMasterStalledPastItsLeaseContinuesAfterTheJobsOwnRevert) 
   EXPECT_EQ(events[1]["epoch"], 2);
   EXPECT_EQ(events[1].value("recorded_late", false), true);
 
-  // Stalled past the lease: at its next step it says so and loads the state again.
+  // Stalled past the lease, during which the job reverted plan 3 itself (epoch 4): at its next step the
+  // driver says so and loads the state again, which records the job's plan 4 (late) before it publishes.
   std::this_thread::sleep_for(std::chrono::milliseconds(2100));
   EXPECT_FALSE(*store_->plan_lease_held());
+  apply(3, {5, 3});
+  revert = original_configuration_plan(**store_->layout());
+  revert.epoch = 4;
+  revert.reason = "the plan lease lapsed";
+  revert.t_unix_ms = unix_ms_now();
+  ASSERT_TRUE(*store_->publish_plan_unleased(revert));
+  apply(4, {4, 4});
   driver_->tick();
   EXPECT_TRUE(*store_->plan_lease_held());
+  const auto after = plan_events();
+  ASSERT_EQ(after.size(), 4u) << "the reload records the job's plan at once";
+  EXPECT_EQ(after[3]["epoch"], 4);
+  EXPECT_EQ(after[3].value("recorded_late", false), true);
 }
 
 // A master serving every job of a pattern (--jobs) leaves a registered job without a live agent dormant for
