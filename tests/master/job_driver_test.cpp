@@ -32,10 +32,14 @@ class JobDriverTest : public test_support::StoreFixture {
     l.capabilities = {"S2"};
     l.gpus_per_node = 2;
     ASSERT_TRUE(store_->write_layout(l));
+    start_driver("run-test");
+  }
+  // A master's driver for the job (a new one: as after a restart), mitigating, with a plan lease of 2 s.
+  void start_driver(const std::string& run_tag) {
     ControllerConfig cfg;
     cfg.mitigate = true;
     cfg.plan_lease_s = 2;
-    driver_ = std::make_unique<JobDriver>(*redis_, job_, cfg, "run-test", log_, 64);
+    driver_ = std::make_unique<JobDriver>(*redis_, job_, cfg, run_tag, log_, 64);
   }
   void TearDown() override {
     driver_.reset();
@@ -72,6 +76,16 @@ class JobDriverTest : public test_support::StoreFixture {
     JobLayout l = **store_->layout();
     l.microbatches = std::move(mb);
     ASSERT_TRUE(store_->write_layout(l));
+  }
+  // The job reverts to its original configuration itself at `epoch` (the plan lease lapsed) and applies it.
+  void job_reverts(std::int64_t epoch) {
+    Plan revert = original_configuration_plan(**store_->layout());
+    revert.epoch = epoch;
+    revert.reason = "the plan lease lapsed";
+    revert.t_unix_ms = unix_ms_now();
+    auto written = store_->publish_plan_unleased(revert);
+    ASSERT_TRUE(written && *written);
+    apply(epoch, {4, 4});
   }
   std::vector<nlohmann::json> plan_events() {
     std::vector<nlohmann::json> out;
@@ -112,18 +126,9 @@ TEST_F(JobDriverTest, ARestartedMasterContinuesAfterTheJobsOwnRevert) {
   for (int i = 0; i < 3; ++i) driver_->tick();
   driver_.reset();
   redis_->command({"DEL", store::keys::plan_lease(job_)});  // lapsed
-  JobLayout l = **store_->layout();
-  Plan revert = original_configuration_plan(l);
-  revert.epoch = 2;
-  revert.reason = "the plan lease lapsed";
-  revert.t_unix_ms = unix_ms_now();
-  ASSERT_TRUE(*store_->publish_plan_unleased(revert));
-  apply(2, {4, 4});
+  job_reverts(2);
 
-  ControllerConfig cfg;
-  cfg.mitigate = true;
-  cfg.plan_lease_s = 2;
-  driver_ = std::make_unique<JobDriver>(*redis_, job_, cfg, "run-test-2", log_, 64);
+  start_driver("run-test-2");
   request("op-2", {5, 3});
   a = answered("op-2");
   ASSERT_TRUE(a);
@@ -147,18 +152,11 @@ TEST_F(JobDriverTest, AMalformedPlanKeyDoesNotMakeTheMasterProposeATakenEpochFor
   apply(1, {6, 2});
   driver_.reset();
   redis_->command({"DEL", store::keys::plan_lease(job_)});
-  Plan revert = original_configuration_plan(**store_->layout());
-  revert.epoch = 2;
-  revert.reason = "the plan lease lapsed";
-  ASSERT_TRUE(*store_->publish_plan_unleased(revert));
-  apply(2, {4, 4});
+  job_reverts(2);
   redis_->command({"SET", store::keys::plan(job_), "{not json"});
   redis_->command({"DEL", store::keys::master(job_)});  // no state to start from either
 
-  ControllerConfig cfg;
-  cfg.mitigate = true;
-  cfg.plan_lease_s = 2;
-  driver_ = std::make_unique<JobDriver>(*redis_, job_, cfg, "run-test-2", log_, 64);
+  start_driver("run-test-2");
   request("op-2", {5, 3});
   a = answered("op-2");
   ASSERT_TRUE(a);
@@ -177,11 +175,7 @@ TEST_F(JobDriverTest, AMasterStalledPastItsLeaseContinuesAfterTheJobsOwnRevert) 
   apply(1, {6, 2});
   for (int i = 0; i < 3; ++i) driver_->tick();
   redis_->command({"DEL", store::keys::plan_lease(job_)});
-  Plan revert = original_configuration_plan(**store_->layout());
-  revert.epoch = 2;
-  revert.reason = "the plan lease lapsed";
-  ASSERT_TRUE(*store_->publish_plan_unleased(revert));
-  apply(2, {4, 4});
+  job_reverts(2);
   request("op-2", {5, 3});  // served at once: the driver does not know it was away (no 2 s passed)
   a = answered("op-2");
   ASSERT_TRUE(a);
@@ -199,12 +193,7 @@ TEST_F(JobDriverTest, AMasterStalledPastItsLeaseContinuesAfterTheJobsOwnRevert) 
   std::this_thread::sleep_for(std::chrono::milliseconds(2100));
   EXPECT_FALSE(*store_->plan_lease_held());
   apply(3, {5, 3});
-  revert = original_configuration_plan(**store_->layout());
-  revert.epoch = 4;
-  revert.reason = "the plan lease lapsed";
-  revert.t_unix_ms = unix_ms_now();
-  ASSERT_TRUE(*store_->publish_plan_unleased(revert));
-  apply(4, {4, 4});
+  job_reverts(4);
   driver_->tick();
   EXPECT_TRUE(*store_->plan_lease_held());
   const auto after = plan_events();
