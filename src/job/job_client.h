@@ -12,10 +12,10 @@
 //   it started with, poll_plan() looks (at most once a second) whether a master still holds the job's plan
 //   lease. Once it has seen the lease held (also when it took the plan: a plan published by a master that
 //   holds no lease is not the job's to undo) and then finds it lapsed at every look for a quarter of the
-//   lease's length more (every master gone for the lease's length and one renewal more), it publishes the revert to the original configuration itself, at the
-//   epoch after the newest it saw and only while no lease is held and that epoch is free, and returns it as
-//   a new plan: every rank applies it the way it applies a master's. A master that comes back continues
-//   after that epoch.
+//   lease's length more (every master gone for the lease's length and one renewal more), it publishes the
+//   revert to the original configuration itself, at the epoch after the newest it saw and only while no
+//   lease is held and that epoch is free, and returns it as a new plan: every rank applies it the way it
+//   applies a master's. A master that comes back continues after that epoch.
 // - Texts it writes (an ack's detail, a restart's reason) are at most kMaxTextBytes of valid UTF-8, what
 //   the master's readers accept; longer or invalid ones are refused here (kInvalid), not lost there.
 // - acknowledge(), request_restart(): one write each.
