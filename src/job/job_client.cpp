@@ -66,7 +66,16 @@ Result<PlanPoll> JobClient::poll_plan() {
     }
     seeded_ = true;
   }
-  if (Status s = revert_on_lapse(); !s && s.code() == Errc::kUnavailable) return s.status();
+  if (Status s = revert_on_lapse(); !s) {
+    if (s.code() == Errc::kUnavailable) return s.status();
+    // Refused otherwise (a read-only replica, Redis out of memory): said once per reason, or the remedy
+    // would stay in force with nothing to tell why; the plan is read as usual from the next poll on.
+    if (s.error() != last_revert_error_) {
+      last_revert_error_ = s.error();
+      return Result<PlanPoll>::failure("the plan lease lapsed but the revert could not be written: " + s.error(),
+                                       s.code());
+    }
+  }
   std::int64_t named_epoch = 0;
   auto read = store_.latest_plan(&named_epoch);
   PlanPoll out;
@@ -159,6 +168,7 @@ Status JobClient::revert_on_lapse() {
   if (*written) {
     lease_seen_ = false;  // the next remedy is a master's again, looked after by its lease
     lapsed_since_s_ = -1;
+    last_revert_error_.clear();
   }
   return ok_status();
 }

@@ -92,6 +92,7 @@ class JobClient {
   double next_lease_look_s_ = 0;      // steady seconds: the next look at the lease
   double lapsed_since_s_ = -1;        // steady seconds: the first of the looks in a row that found it lapsed
   double lapse_grace_s_ = 5.0;        // how long it stays lapsed before the revert (a quarter of its length)
+  std::string last_revert_error_;     // why the last revert could not be written (reported once)
 };
 
 }  // namespace greyhound::job

@@ -407,6 +407,33 @@ TEST_F(JobClientTest, APlanPublishedWithoutALeaseIsNotUndoneByTheJob) {
   EXPECT_EQ((*store_->latest_plan())->epoch, 2);
 }
 
+// A revert Redis refuses to write (out of memory here; a read-only replica alike) is said once, with why, and
+// written at a later look once Redis takes writes again.
+TEST_F(JobClientTest, ARevertRedisRefusesIsReportedOnceAndWrittenLater) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  ASSERT_TRUE(store_->hold_plan_lease("run-a", 1000));  // a grace of 250 ms
+  publish(1, "S2", {6, 2});
+  greyhound_job_plan p{};
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);
+  raw({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  raw({"CONFIG", "SET", "maxmemory", "1"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // lapsed
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // the grace begins
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_ERR_REFUSED);
+  const std::string why = greyhound_job_last_error_v1(client_);
+  EXPECT_NE(why.find("the revert could not be written"), std::string::npos) << why;
+  EXPECT_NE(why.find("OOM"), std::string::npos) << why;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // said once
+  raw({"CONFIG", "SET", "maxmemory", "0"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  EXPECT_EQ(p.epoch, 2);
+  EXPECT_EQ(p.action, GREYHOUND_JOB_ACTION_REVERT);
+}
+
 // While the lease is held, or when a master took the next epoch first, the job publishes nothing of its own.
 TEST_F(JobClientTest, AHeldLeaseOrATakenEpochKeepsTheJobsHandsOff) {
   ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
