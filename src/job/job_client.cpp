@@ -12,7 +12,8 @@
 namespace greyhound::job {
 namespace {
 
-// How often a job running another configuration than its original looks at the plan lease.
+// How often a job running another configuration than its original looks at the plan lease: once a second,
+// and at least twice within the grace below (a lease of a few seconds).
 constexpr double kLeaseLookS = 1.0;
 // How long the lease must stay lapsed, over looks that each find it absent, before the job reverts: a
 // quarter of the lease's length (how often its master renews it), so that a key missing for a moment while a
@@ -146,13 +147,13 @@ Status JobClient::revert_on_lapse() {
   }
   const double now_s = steady_s();
   if (now_s < next_lease_look_s_) return ok_status();
-  next_lease_look_s_ = now_s + kLeaseLookS;
   int lease_ms = 0;
   auto held = store_.plan_lease_held(&lease_ms);
+  if (held && *held) lapse_grace_s_ = lease_ms > 0 ? lease_ms / 4000.0 : kDefaultLapseGraceS;
+  next_lease_look_s_ = now_s + std::min(kLeaseLookS, lapse_grace_s_ / 2);  // with the grace just read
   if (!held) return held.status();
   if (*held) {
     lease_seen_ = true;
-    lapse_grace_s_ = lease_ms > 0 ? lease_ms / 4000.0 : kDefaultLapseGraceS;
     lapsed_since_s_ = -1;
     return ok_status();
   }

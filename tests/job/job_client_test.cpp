@@ -339,16 +339,16 @@ TEST_F(JobClientTest, ARemedyOutlivingEveryMasterIsRevertedByTheJob) {
   EXPECT_EQ((*store_->latest_plan())->epoch, 1);
 
   // A master holds it (seen at the next look, a second after the last), then is gone for the lease's length:
-  // the first look that finds it lapsed starts the grace (a quarter of the lease, 375 ms), a look after it
-  // reverts.
+  // the first look that finds it lapsed starts the grace (a quarter of the lease, 375 ms; looks now come
+  // every half of it), a look after it reverts.
   ASSERT_TRUE(store_->hold_plan_lease("run-a", 1500));
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(650));  // 1.75 s after the lease was taken
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // lapsed: the grace begins
   EXPECT_EQ((*store_->latest_plan())->epoch, 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
   EXPECT_EQ(p.epoch, 2);
   EXPECT_EQ(p.strategy, GREYHOUND_JOB_S1);
@@ -378,7 +378,7 @@ TEST_F(JobClientTest, AMasterDeadRightAfterPublishingIsSeenHoldingTheLeaseAtTheP
   std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // lapsed before the job runs the plan
   ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // the first look: the grace
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));  // past the grace (300 ms)
   ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
   EXPECT_EQ(p.epoch, 2);
   EXPECT_EQ(p.action, GREYHOUND_JOB_ACTION_REVERT);
@@ -396,12 +396,12 @@ TEST_F(JobClientTest, APlanPublishedWithoutALeaseIsNotUndoneByTheJob) {
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // a look: held
   raw({"DEL", store::keys::plan_lease("job1")});
   publish(2, "S2", {5, 3});
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // a look (every 150 ms): lapsed
   ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
   EXPECT_EQ(p.epoch, 2);
   ASSERT_EQ(publish_layout({5, 3}), GREYHOUND_JOB_OK);
-  for (int i = 0; i < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  for (int i = 0; i < 2; ++i) {  // looks past the grace: no revert of plan 2
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));
     EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
   }
   EXPECT_EQ((*store_->latest_plan())->epoch, 2);
@@ -420,15 +420,15 @@ TEST_F(JobClientTest, ARevertRedisRefusesIsReportedOnceAndWrittenLater) {
   raw({"CONFIG", "SET", "maxmemory", "1"});
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // lapsed
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // the grace begins
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past it (250 ms)
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_ERR_REFUSED);
   const std::string why = greyhound_job_last_error_v1(client_);
   EXPECT_NE(why.find("the revert could not be written"), std::string::npos) << why;
   EXPECT_NE(why.find("OOM"), std::string::npos) << why;
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // another look (every 125 ms), refused again
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // said once
   raw({"CONFIG", "SET", "maxmemory", "0"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
   EXPECT_EQ(p.epoch, 2);
   EXPECT_EQ(p.action, GREYHOUND_JOB_ACTION_REVERT);
