@@ -1,6 +1,5 @@
 #include "greyhound/config.h"
 
-#include <cerrno>
 #include <cstdlib>
 
 #include "common/text.h"

@@ -20,6 +20,7 @@ constexpr double kLeaseLookS = 1.0;
 // master serves the job (a Redis restarted without it, a new master's first tick) is no lapse; this when the
 // lease's value did not say its length.
 constexpr double kDefaultLapseGraceS = 5.0;
+double lapse_grace_s(int lease_ms) { return lease_ms > 0 ? lease_ms / 4000.0 : kDefaultLapseGraceS; }
 
 // A plan poll runs before a training step: Redis may cost it this much at most.
 RedisClient::Options client_options(const RedisEndpoint& endpoint) {
@@ -136,7 +137,7 @@ void JobClient::note_lease_at_plan() {
   auto held = store_.plan_lease_held(&lease_ms);
   if (!held) return;  // Redis away: the looks while the job runs the plan decide
   lease_seen_ = *held;
-  if (*held) lapse_grace_s_ = lease_ms > 0 ? lease_ms / 4000.0 : kDefaultLapseGraceS;
+  if (*held) lapse_grace_s_ = lapse_grace_s(lease_ms);
   lapsed_since_s_ = -1;
 }
 
@@ -149,7 +150,7 @@ Status JobClient::revert_on_lapse() {
   if (now_s < next_lease_look_s_) return ok_status();
   int lease_ms = 0;
   auto held = store_.plan_lease_held(&lease_ms);
-  if (held && *held) lapse_grace_s_ = lease_ms > 0 ? lease_ms / 4000.0 : kDefaultLapseGraceS;
+  if (held && *held) lapse_grace_s_ = lapse_grace_s(lease_ms);
   next_lease_look_s_ = now_s + std::min(kLeaseLookS, lapse_grace_s_ / 2);  // with the grace just read
   if (!held) return held.status();
   if (*held) {

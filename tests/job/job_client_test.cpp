@@ -50,6 +50,7 @@ class JobClientTest : public greyhound::test_support::StoreFixture {
     return greyhound_job_publish_layout_v1(client_, &l);
   }
   // `latest_only`: written over the latest plan key alone (an epoch already published cannot be again).
+  void run_split_under_lease(int lease_ms);
   void publish(std::int64_t epoch, const std::string& strategy, std::vector<int> mb, bool latest_only = false) {
     Plan p;
     p.epoch = epoch;
@@ -367,6 +368,17 @@ TEST_F(JobClientTest, ARemedyOutlivingEveryMasterIsRevertedByTheJob) {
   EXPECT_EQ((*store_->latest_plan())->epoch, 2);
 }
 
+// A master holding the plan lease (`lease_ms` long) publishes the split [6,2] at epoch 1; the job takes it
+// and runs it (its layout names it).
+void JobClientTest::run_split_under_lease(int lease_ms) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  ASSERT_TRUE(store_->hold_plan_lease("run-a", lease_ms));
+  publish(1, "S2", {6, 2});
+  greyhound_job_plan p{};
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
+  ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);
+}
+
 // A master that dies right after publishing: the job sees it holding the lease when it takes the plan (before
 // it runs the plan and republishes its layout), so the lapse that follows is one the job acts on.
 TEST_F(JobClientTest, AMasterDeadRightAfterPublishingIsSeenHoldingTheLeaseAtThePlan) {
@@ -387,12 +399,8 @@ TEST_F(JobClientTest, AMasterDeadRightAfterPublishingIsSeenHoldingTheLeaseAtTheP
 // A plan taken while no lease is held (its publisher holds none: an older master) is not the job's to undo,
 // even after an earlier plan's master was seen holding the lease.
 TEST_F(JobClientTest, APlanPublishedWithoutALeaseIsNotUndoneByTheJob) {
-  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
-  ASSERT_TRUE(store_->hold_plan_lease("run-a", 1200));  // a grace of 300 ms
-  publish(1, "S2", {6, 2});
+  run_split_under_lease(1200);  // a grace of 300 ms
   greyhound_job_plan p{};
-  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
-  ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);  // a look: held
   raw({"DEL", store::keys::plan_lease("job1")});
   publish(2, "S2", {5, 3});
@@ -410,12 +418,8 @@ TEST_F(JobClientTest, APlanPublishedWithoutALeaseIsNotUndoneByTheJob) {
 // A revert Redis refuses to write (out of memory here; a read-only replica alike) is said once, with why, and
 // written at a later look once Redis takes writes again.
 TEST_F(JobClientTest, ARevertRedisRefusesIsReportedOnceAndWrittenLater) {
-  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
-  ASSERT_TRUE(store_->hold_plan_lease("run-a", 1000));  // a grace of 250 ms
-  publish(1, "S2", {6, 2});
+  run_split_under_lease(1000);  // a grace of 250 ms
   greyhound_job_plan p{};
-  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK);
-  ASSERT_EQ(publish_layout({6, 2}), GREYHOUND_JOB_OK);
   raw({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
   raw({"CONFIG", "SET", "maxmemory", "1"});
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // lapsed
