@@ -1,5 +1,7 @@
 #include "cuda_api.h"
 
+#include "runtime.h"
+
 #include <dlfcn.h>
 
 #include <cerrno>
@@ -10,7 +12,14 @@ const CudaApi& cuda_api() {
   static const CudaApi api = [] {
     CudaApi a;
     const int saved = errno;
-    const auto sym = [](auto& fn, const char* name) { fn = dlsym(RTLD_DEFAULT, name); };
+    // The global scope first (a job that links CUDA), else the library itself (one loaded with RTLD_LOCAL,
+    // as torch's are).
+    const auto sym_in = [](auto& fn, const char* name, const char* library) {
+      void* f = dlsym(RTLD_DEFAULT, name);
+      fn = f != nullptr ? f : resolve_in_loaded(name, library, nullptr);
+    };
+    const auto sym = [&](auto& fn, const char* name) { sym_in(fn, name, "libcudart.so"); };
+    const auto blas = [&](auto& fn, const char* name) { sym_in(fn, name, "libcublas.so"); };
     sym(a.event_create, "cudaEventCreateWithFlags");
     sym(a.event_record, "cudaEventRecord");
     sym(a.event_query, "cudaEventQuery");
@@ -24,10 +33,10 @@ const CudaApi& cuda_api() {
     sym(a.malloc, "cudaMalloc");
     sym(a.free, "cudaFree");
     sym(a.memset, "cudaMemset");
-    sym(a.blas_create, "cublasCreate_v2");
-    sym(a.blas_destroy, "cublasDestroy_v2");
-    sym(a.blas_set_stream, "cublasSetStream_v2");
-    sym(a.gemm_ex, "cublasGemmEx");
+    blas(a.blas_create, "cublasCreate_v2");
+    blas(a.blas_destroy, "cublasDestroy_v2");
+    blas(a.blas_set_stream, "cublasSetStream_v2");
+    blas(a.gemm_ex, "cublasGemmEx");
     errno = saved;
     return a;
   }();

@@ -5,6 +5,7 @@
 #include "common/private_file.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -93,10 +94,47 @@ void log_line(LogLevel level, const char* fmt, ...) noexcept {
   errno = saved;
 }
 
+namespace {
+
+// The loaded libraries whose file name begins with a prefix (dl_iterate_phdr's callback: it only copies
+// names; dlopen is called after it returns, outside the loader's lock).
+struct LoadedLibraries {
+  const char* prefix;
+  std::size_t prefix_len;
+  int n = 0;
+  char paths[8][512];
+};
+
+int collect_loaded(dl_phdr_info* info, std::size_t, void* data) {
+  auto* found = static_cast<LoadedLibraries*>(data);
+  const char* path = info->dlpi_name;
+  if (path == nullptr || path[0] == '\0') return 0;
+  const char* slash = std::strrchr(path, '/');
+  const char* base = slash != nullptr ? slash + 1 : path;
+  if (std::strncmp(base, found->prefix, found->prefix_len) != 0) return 0;
+  if (found->n < 8) std::snprintf(found->paths[found->n++], sizeof found->paths[0], "%s", path);
+  return 0;
+}
+
+}  // namespace
+
+void* resolve_in_loaded(const char* name, const char* prefix, void* self) noexcept {
+  LoadedLibraries found{prefix, std::strlen(prefix), 0, {}};
+  dl_iterate_phdr(collect_loaded, &found);
+  for (int i = 0; i < found.n; ++i) {
+    void* lib = dlopen(found.paths[i], RTLD_NOLOAD | RTLD_LAZY);  // already loaded: a reference, no load
+    if (lib == nullptr) continue;
+    void* fn = dlsym(lib, name);
+    if (fn != nullptr && fn != self) return fn;
+  }
+  return nullptr;
+}
+
 void* resolve_real(const char* name, void* self) noexcept {
   const int saved = errno;
   void* fn = dlsym(RTLD_NEXT, name);
   if (fn == self) fn = nullptr;  // we were loaded after NCCL, not before it
+  if (fn == nullptr) fn = resolve_in_loaded(name, "libnccl.so", self);
   if (fn == nullptr) {
     log_line(LogLevel::kError, "%s: the real NCCL function is not loaded in this process (%s)", name,
              "is libnccl.so.2 linked by the job?");

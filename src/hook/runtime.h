@@ -50,8 +50,17 @@ inline std::uint32_t current_tid() noexcept { return t_tid != 0 ? t_tid : fetch_
 // One line to stderr, "greyhound[pid]: ...", if `level` passes GREYHOUND_LOG_LEVEL. Allocation-free.
 void log_line(LogLevel level, const char* fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 
-// dlsym(RTLD_NEXT, name), refusing our own definitions; logs once per missing name. nullptr if absent.
+// dlsym(RTLD_NEXT, name), refusing our own definitions, else the same name in a loaded libnccl.so*
+// (resolve_in_loaded); logs once per missing name. nullptr if absent.
 void* resolve_real(const char* name, void* self) noexcept;
+
+// `name` looked up in each loaded library whose file name begins with `prefix` ("libnccl.so",
+// "libcudart.so"), not `self`; nullptr if none has it. This reaches a library that was loaded with
+// RTLD_LOCAL, which the global scope searched by dlsym(RTLD_NEXT) and dlsym(RTLD_DEFAULT) does not hold:
+// Python loads extension modules so, and with them what they link (torch's NCCL, CUDA runtime and cuBLAS),
+// while the job's calls into them still reach the preloaded hook first. The library is held open (never
+// unloaded under a pointer we keep).
+void* resolve_in_loaded(const char* name, const char* prefix, void* self) noexcept;
 
 inline std::uint64_t monotonic_ns() noexcept {
   timespec ts;
