@@ -1,7 +1,8 @@
-// greyhoundctl passes --topology ring|tree (--ranks R1,R2,.. | --graph-dump FILE [--channel C])
+// greyhoundctl passes --topology ring|tree (--ranks R1,R2,.. | --graph-dump FILE --topo-dump FILE [--channel C])
 // The validation's P2P pass plan (include/greyhound/validate/pass_plan.h) over a ring or binary tree of
 // ranks: --ranks in the order given (the ring's order, or the tree in heap layout); --graph-dump the ring
-// order of channel C (default 0) of NCCL's graph dump (NCCL_GRAPH_DUMP_FILE; ring topology only). Prints
+// order of channel C (default 0) of NCCL's graph dump (NCCL_GRAPH_DUMP_FILE; ring topology only), whose
+// devices --topo-dump (NCCL_TOPO_DUMP_FILE of the same run) gives the ranks of. Prints
 // one JSON object, {"passes":[[[src,dst],...],...]}: every link once, no rank twice in a pass. Bad input:
 // one error line, exit 2.
 #include <cstdio>
@@ -19,11 +20,15 @@
 namespace greyhound::ctl {
 
 int cmd_passes(const Argv& argv) {
-  const Args args(argv, {"topology", "ranks", "graph-dump", "channel"}, {});
+  const Args args(argv, {"topology", "ranks", "graph-dump", "topo-dump", "channel"}, {});
   const std::string topology = args.str("topology");
   if (topology != "ring" && topology != "tree") throw ArgError("--topology: ring or tree, not '" + topology + "'");
   if (args.has("ranks") == args.has("graph-dump")) throw ArgError("give one of --ranks, --graph-dump");
   if (args.has("channel") && !args.has("graph-dump")) throw ArgError("--channel needs --graph-dump");
+  if (args.has("graph-dump") != args.has("topo-dump")) {
+    throw ArgError("--graph-dump and --topo-dump go together: NCCL's graph dump names CUDA devices, the topology "
+                   "dump (NCCL_TOPO_DUMP_FILE, same run) their ranks");
+  }
   std::vector<int> order;
   if (args.has("ranks")) {
     for (std::int64_t r : parse_integer_list(args.str("ranks"), "--ranks")) {
@@ -32,13 +37,18 @@ int cmd_passes(const Argv& argv) {
     }
   } else {
     if (topology != "ring") throw ArgError("--graph-dump gives a ring order: use --topology ring");
-    const std::string path = args.str("graph-dump");
-    std::ifstream in(path);
-    if (!in) throw ArgError("--graph-dump: cannot read " + path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const auto rings = validate::parse_graph_dump_rings(ss.str());
-    if (!rings) throw ArgError("--graph-dump " + path + ": " + rings.error());
+    const auto read = [&](const char* flag) {
+      const std::string path = args.str(flag);
+      std::ifstream in(path);
+      if (!in) throw ArgError(std::string("--") + flag + ": cannot read " + path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    const auto ranks = validate::parse_topology_dump_ranks(read("topo-dump"));
+    if (!ranks) throw ArgError("--topo-dump " + args.str("topo-dump") + ": " + ranks.error());
+    const auto rings = validate::parse_graph_dump_rings(read("graph-dump"), *ranks);
+    if (!rings) throw ArgError("--graph-dump " + args.str("graph-dump") + ": " + rings.error());
     const std::int64_t c = args.integer("channel", 0);
     if (c < 0 || c >= static_cast<std::int64_t>(rings->size())) {
       throw ArgError("--channel " + std::to_string(c) + ": the dump's ring has " + std::to_string(rings->size()) +

@@ -3,9 +3,8 @@
 #include <pugixml.hpp>
 
 #include <algorithm>
-
-#include <cstdlib>
 #include <limits>
+#include <set>
 #include <string>
 
 #include "common/text.h"
@@ -13,32 +12,95 @@
 namespace greyhound::validate {
 namespace {
 
-using R = Result<std::vector<DumpedRing>>;
+using Rings = Result<std::vector<DumpedRing>>;
+using Ranks = Result<std::map<std::int64_t, int>>;
 
-// A non-negative integer attribute, or -1.
-long attr_int(const pugi::xml_node& n, const char* name) {
+// A non-negative integer attribute as NCCL writes one: decimal ("%d"), or hexadecimal with 0x ("%#lx");
+// -1 if absent or anything else.
+std::int64_t attr_int(const pugi::xml_node& n, const char* name) {
   const pugi::xml_attribute a = n.attribute(name);
   if (!a) return -1;
-  const auto x = parse_integer(a.value());
-  if (!x || *x < 0 || *x > std::numeric_limits<long>::max()) return -1;
-  return static_cast<long>(*x);
+  const std::string v = a.value();
+  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+    if (v.size() > 2 + 16) return -1;
+    std::uint64_t x = 0;
+    for (std::size_t i = 2; i < v.size(); ++i) {
+      const char c = v[i];
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return -1;
+      x = x * 16 + static_cast<std::uint64_t>(d);
+    }
+    return x > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ? -1 : static_cast<std::int64_t>(x);
+  }
+  const auto x = parse_integer(v);
+  if (!x || *x < 0) return -1;
+  return static_cast<std::int64_t>(*x);
+}
+
+constexpr std::int64_t kMaxRank = 1 << 24;
+
+std::string quoted(const pugi::xml_node& n, const char* name) {
+  return "'" + printable(n.attribute(name).value(), 32) + "'";
+}
+
+void find_gpus(const pugi::xml_node& n, std::vector<pugi::xml_node>& out, int depth) {
+  if (depth > 64) return;  // deeper than any PCI tree
+  for (const pugi::xml_node c : n.children()) {
+    if (std::string(c.name()) == "gpu") out.push_back(c);
+    find_gpus(c, out, depth + 1);
+  }
 }
 
 }  // namespace
 
-Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml) {
+Result<std::map<std::int64_t, int>> parse_topology_dump_ranks(std::string_view xml) {
   pugi::xml_document doc;
   const pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
   if (!parsed) {
-    return R::failure("graph dump: not XML (" + std::string(parsed.description()) + " at offset " +
-                      std::to_string(parsed.offset) + ")");
+    return Ranks::failure("topology dump: not XML (" + std::string(parsed.description()) + " at offset " +
+                          std::to_string(parsed.offset) + ")");
+  }
+  const pugi::xml_node root = doc.document_element();
+  if (std::string(root.name()) != "system") {
+    return Ranks::failure("topology dump: the root is <" + printable(root.name(), 64) + ">, not <system>");
+  }
+  std::vector<pugi::xml_node> gpus;
+  find_gpus(root, gpus, 0);
+  if (gpus.empty()) return Ranks::failure("topology dump: no <gpu>");
+  std::map<std::int64_t, int> out;
+  std::set<int> ranks;
+  for (const pugi::xml_node& g : gpus) {
+    const std::int64_t dev = attr_int(g, "dev");
+    const std::int64_t rank = attr_int(g, "rank");
+    if (dev < 0) return Ranks::failure("topology dump: a <gpu> whose dev is " + quoted(g, "dev"));
+    if (rank < 0 || rank > kMaxRank) {
+      return Ranks::failure("topology dump: device " + std::to_string(dev) + ": rank " + quoted(g, "rank") +
+                            " (a dump taken before the communicator's ranks were known?)");
+    }
+    if (!out.emplace(dev, static_cast<int>(rank)).second) {
+      return Ranks::failure("topology dump: device " + std::to_string(dev) + " appears twice");
+    }
+    if (!ranks.insert(static_cast<int>(rank)).second) {
+      return Ranks::failure("topology dump: rank " + std::to_string(rank) + " appears twice");
+    }
+  }
+  return out;
+}
+
+Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml,
+                                                       const std::map<std::int64_t, int>& device_ranks) {
+  pugi::xml_document doc;
+  const pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
+  if (!parsed) {
+    return Rings::failure("graph dump: not XML (" + std::string(parsed.description()) + " at offset " +
+                          std::to_string(parsed.offset) + ")");
   }
   const pugi::xml_node root = doc.document_element();
   if (std::string(root.name()) != "graphs") {
-    return R::failure("graph dump: the root is <" + printable(root.name(), 64) + ">, not <graphs>");
+    return Rings::failure("graph dump: the root is <" + printable(root.name(), 64) + ">, not <graphs>");
   }
   if (attr_int(root, "version") != 1) {
-    return R::failure("graph dump: version '" + printable(root.attribute("version").value(), 64) + "' (only 1 is known)");
+    return Rings::failure("graph dump: version " + quoted(root, "version") + " (only 1 is known)");
   }
   std::vector<DumpedRing> out;
   bool ring_graph = false;
@@ -49,28 +111,31 @@ Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml) {
     for (const pugi::xml_node channel : graph.children("channel")) {
       DumpedRing ring;
       ring.channel = c++;
+      const std::string where = "graph dump: channel " + std::to_string(ring.channel) + ": ";
       for (const pugi::xml_node n : channel.children()) {
         const std::string name = n.name();
         if (name == "net") {
           ring.crosses_nodes = true;
         } else if (name == "gpu") {
-          const long rank = attr_int(n, "rank");
-          if (rank < 0 || rank > (1 << 24)) {
-            return R::failure("graph dump: channel " + std::to_string(ring.channel) +
-                              ": a <gpu> without a rank (a dump of NCCL before 2.12 names devices only)");
+          const std::int64_t dev = attr_int(n, "dev");
+          if (dev < 0) return Rings::failure(where + "a <gpu> whose dev is " + quoted(n, "dev"));
+          const auto rank = device_ranks.find(dev);
+          if (rank == device_ranks.end()) {
+            return Rings::failure(where + "device " + std::to_string(dev) +
+                                  " has no rank in the topology dump (a dump of another communicator or node?)");
           }
-          if (std::find(ring.ranks.begin(), ring.ranks.end(), rank) != ring.ranks.end()) {
-            return R::failure("graph dump: channel " + std::to_string(ring.channel) + ": rank " + std::to_string(rank) +
-                              " appears twice in one ring");
+          if (std::find(ring.ranks.begin(), ring.ranks.end(), rank->second) != ring.ranks.end()) {
+            return Rings::failure(where + "rank " + std::to_string(rank->second) + " appears twice in one ring");
           }
-          ring.ranks.push_back(static_cast<int>(rank));
+          ring.devices.push_back(dev);
+          ring.ranks.push_back(rank->second);
         }
       }
       out.push_back(std::move(ring));
     }
     break;  // one ring graph per dump
   }
-  if (!ring_graph) return R::failure("graph dump: no ring graph (pattern 4)");
+  if (!ring_graph) return Rings::failure("graph dump: no ring graph (pattern 4)");
   return out;
 }
 

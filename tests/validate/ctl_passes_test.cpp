@@ -31,16 +31,32 @@ TEST(CtlPasses, RingAndTreeOfTheRanksAsGiven) {
 }
 
 TEST(CtlPasses, TheRingOrderOfAGraphDump) {
-  const std::string dump = std::string(GREYHOUND_VALIDATE_DATA) + "/graph-dump-2nodes.xml";
-  Outcome o = run("--topology ring --graph-dump " + dump + " --channel 1");
+  const std::string data = std::string(GREYHOUND_VALIDATE_DATA);
+  Outcome o = run("--topology ring --graph-dump " + data + "/graph-dump-2nodes.xml --topo-dump " + data +
+                  "/topo-dump-2nodes.xml --channel 1");
   ASSERT_EQ(o.status, 0) << o.out;
   EXPECT_EQ(o.out, "{\"passes\":[[[2,3],[1,0]],[[3,1],[0,2]]]}\n");
+  // NCCL 2.28's dumps of a one-GPU communicator: a ring of one rank, with no link to time.
+  o = run("--topology ring --graph-dump " + data + "/nccl-2.28-h200-graph.xml --topo-dump " + data +
+          "/nccl-2.28-h200-topo.xml");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_NE(o.out.find("a ring of 1 rank(s) has no link to time"), std::string::npos) << o.out;
+  // The graph dump alone names devices, not ranks.
+  o = run("--topology ring --graph-dump " + data + "/graph-dump-2nodes.xml");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_NE(o.out.find("--graph-dump and --topo-dump go together"), std::string::npos) << o.out;
+  // A topology dump of another node: a device the graph names has no rank.
+  o = run("--topology ring --graph-dump " + data + "/graph-dump-2nodes.xml --topo-dump " + data +
+          "/nccl-2.28-h200-topo.xml");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_NE(o.out.find("device 1 has no rank in the topology dump"), std::string::npos) << o.out;
 }
 
 TEST(CtlPasses, BadInputIsOneLineAndExitStatus2) {
   for (const char* args : {"--topology star --ranks 0,1", "--topology ring", "--topology ring --ranks 0,x",
                            "--topology ring --ranks 0,1,0", "--topology tree --graph-dump /nonexistent",
-                           "--topology ring --graph-dump /nonexistent", "--topology ring --ranks 0,1 --channel 2", "--topology ring --ranks 4"}) {
+                           "--topology ring --graph-dump /nonexistent --topo-dump /nonexistent", "--topology ring --ranks 0,1 --channel 2",
+                           "--topology ring --ranks 4", "--topology ring --ranks 0,1 --topo-dump /nonexistent"}) {
     const Outcome o = run(args);
     EXPECT_EQ(o.status, 2) << args << ": " << o.out;
     EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 1) << args << ": " << o.out;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -131,15 +132,28 @@ std::string fixture(const std::string& name) {
   return ss.str();
 }
 
-TEST(GraphDump, TheRingsOfEveryChannelInOrder) {
-  auto rings = parse_graph_dump_rings(fixture("graph-dump-2nodes.xml"));
+std::map<std::int64_t, int> topology(const std::string& name) {
+  auto ranks = parse_topology_dump_ranks(fixture(name));
+  EXPECT_TRUE(ranks) << ranks.error();
+  return ranks ? *ranks : std::map<std::int64_t, int>{};
+}
+
+TEST(GraphDump, TheRingsOfEveryChannelInOrderWithTheRanksOfTheTopologyDump) {
+  // Rank 0's node: devices 0-3 hold ranks 0, 1, 3, 2; the dump names devices, partly in hexadecimal.
+  const auto ranks2 = topology("topo-dump-2nodes.xml");
+  EXPECT_EQ(ranks2, (std::map<std::int64_t, int>{{0, 0}, {1, 1}, {2, 3}, {3, 2}}));
+  auto rings = parse_graph_dump_rings(fixture("graph-dump-2nodes.xml"), ranks2);
   ASSERT_TRUE(rings) << rings.error();
   ASSERT_EQ(rings->size(), 2u);
+  EXPECT_EQ((*rings)[0].devices, (std::vector<std::int64_t>{0, 1, 2, 3}));
   EXPECT_EQ((*rings)[0].ranks, (std::vector<int>{0, 1, 3, 2}));
   EXPECT_EQ((*rings)[1].ranks, (std::vector<int>{2, 3, 1, 0}));
   EXPECT_TRUE((*rings)[0].crosses_nodes);
   EXPECT_EQ((*rings)[1].channel, 1);
-  rings = parse_graph_dump_rings(fixture("graph-dump-1node.xml"));
+  // GPUs nested under PCI switches, with children of their own.
+  const auto ranks1 = topology("topo-dump-1node.xml");
+  EXPECT_EQ(ranks1.size(), 4u);
+  rings = parse_graph_dump_rings(fixture("graph-dump-1node.xml"), ranks1);
   ASSERT_TRUE(rings) << rings.error();
   ASSERT_EQ(rings->size(), 1u);
   EXPECT_EQ((*rings)[0].ranks, (std::vector<int>{0, 2, 1, 3}));
@@ -148,30 +162,72 @@ TEST(GraphDump, TheRingsOfEveryChannelInOrder) {
   EXPECT_EQ(check_passes(plan, ring_links({0, 2, 1, 3})), "");
 }
 
+TEST(GraphDump, WhatNccl228WroteOnAnH200) {
+  // scripts/gpu-check on one H200 (NCCL 2.28, a one-rank communicator): 32 ring channels of device 0, no
+  // network; the topology dump gives device 0 rank 0.
+  const auto ranks = topology("nccl-2.28-h200-topo.xml");
+  EXPECT_EQ(ranks, (std::map<std::int64_t, int>{{0, 0}}));
+  const auto rings = parse_graph_dump_rings(fixture("nccl-2.28-h200-graph.xml"), ranks);
+  ASSERT_TRUE(rings) << rings.error();
+  ASSERT_EQ(rings->size(), 32u);
+  for (const DumpedRing& r : *rings) {
+    EXPECT_EQ(r.ranks, std::vector<int>{0});
+    EXPECT_FALSE(r.crosses_nodes);
+  }
+}
+
 TEST(GraphDump, WhatIsNotARingDumpIsRefusedWithItsReason) {
-  const auto err = [](const std::string& xml) {
-    auto r = parse_graph_dump_rings(xml);
+  const std::map<std::int64_t, int> ranks = {{0, 0}, {1, 1}, {2, 5}};
+  const auto err = [&](const std::string& xml) {
+    auto r = parse_graph_dump_rings(xml, ranks);
     return r ? std::string("parsed") : r.error();
   };
   EXPECT_NE(err("<graphs version=\"1\"><graph").find("not XML"), std::string::npos);
   EXPECT_NE(err("<system version=\"1\"/>").find("not <graphs>"), std::string::npos);
   EXPECT_NE(err("<graphs version=\"2\"/>").find("version '2'"), std::string::npos);
   EXPECT_NE(err("<graphs version=\"1\"><graph id=\"1\" pattern=\"1\"/></graphs>").find("no ring graph"), std::string::npos);
-  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu dev=\"0\"/></channel></graph></graphs>")
-                .find("without a rank"),
+  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu rank=\"0\"/></channel></graph></graphs>")
+                .find("a <gpu> whose dev is ''"),
             std::string::npos);
-  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu rank=\"-2\"/></channel></graph></graphs>")
-                .find("without a rank"),
+  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu dev=\"0xg\"/></channel></graph></graphs>")
+                .find("whose dev is '0xg'"),
             std::string::npos);
+  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu dev=\"0x7\"/></channel></graph></graphs>")
+                .find("channel 0: device 7 has no rank in the topology dump"),
+            std::string::npos);
+  EXPECT_EQ(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu dev=\"0x2\"/><gpu dev=\"0\"/></channel>"
+                "</graph></graphs>"),
+            "parsed");
   // A rank twice in one ring (a ring order with a repeated hop), and a long root or version quoted in part.
-  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu rank=\"1\"/><gpu rank=\"0\"/>"
-                "<gpu rank=\"1\"/></channel></graph></graphs>")
+  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu dev=\"1\"/><gpu dev=\"0\"/>"
+                "<gpu dev=\"0x1\"/></channel></graph></graphs>")
                 .find("channel 0: rank 1 appears twice in one ring"),
             std::string::npos);
   const std::string long_root = err("<" + std::string(5000, 'g') + "/>");
   EXPECT_NE(long_root.find("not <graphs>"), std::string::npos);
   EXPECT_LT(long_root.size(), 200u);
   EXPECT_LT(err("<graphs version=\"" + std::string(5000, '7') + "\"/>").size(), 200u);
+  EXPECT_NE(err("<graphs version=\"1\"><graph pattern=\"4\"><channel><gpu dev=\"0x" + std::string(40, 'f') +
+                "\"/></channel></graph></graphs>").find("whose dev is"),
+            std::string::npos);
+}
+
+TEST(TopologyDump, WhatHasNoRankForEachDeviceIsRefusedWithItsReason) {
+  const auto err = [](const std::string& xml) {
+    auto r = parse_topology_dump_ranks(xml);
+    return r ? std::string("parsed") : r.error();
+  };
+  EXPECT_NE(err("<system").find("not XML"), std::string::npos);
+  EXPECT_NE(err("<graphs version=\"1\"/>").find("not <system>"), std::string::npos);
+  EXPECT_NE(err("<system version=\"1\"><cpu/></system>").find("no <gpu>"), std::string::npos);
+  EXPECT_NE(err("<system><cpu><pci><gpu dev=\"0\" sm=\"90\"/></pci></cpu></system>").find("device 0: rank ''"),
+            std::string::npos);
+  EXPECT_NE(err("<system><gpu rank=\"0\"/></system>").find("whose dev is ''"), std::string::npos);
+  EXPECT_NE(err("<system><gpu dev=\"0\" rank=\"0\"/><gpu dev=\"0\" rank=\"1\"/></system>").find("device 0 appears twice"),
+            std::string::npos);
+  EXPECT_NE(err("<system><gpu dev=\"0\" rank=\"3\"/><gpu dev=\"1\" rank=\"3\"/></system>").find("rank 3 appears twice"),
+            std::string::npos);
+  EXPECT_EQ(err("<system><gpu dev=\"1\" rank=\"7\"/></system>"), "parsed");
 }
 
 }  // namespace
