@@ -70,4 +70,19 @@ TEST(GpuCheck, TheScriptAnswersHelpAndRefusesBadArguments) {
   EXPECT_EQ(r.code, 2) << r.out;
 }
 
+TEST(GpuCheck, TheBundleScriptAnswersHelpAndRefusesBadArguments) {
+  const std::string bundle = std::string(GREYHOUND_SOURCE_DIR) + "/scripts/gpu-bundle";
+  Ran r = run(bundle + " --help");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("usage: scripts/gpu-bundle"), std::string::npos) << r.out;
+  r = run(bundle + " --bogus");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown option '--bogus'"), std::string::npos) << r.out;
+  r = run(bundle + " a b c");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = run(bundle + " /tmp/gh-same-dir /tmp/gh-same-dir/");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("must not be the build directory"), std::string::npos) << r.out;
+}
+
 }  // namespace
