@@ -82,6 +82,7 @@ std::optional<Plan> Planner::s2(const Localisation& loc, double iteration_s, con
   // 1F1B wants multiples of the pipeline depth when the current split allows it (the paper's constraint).
   const bool multiples = std::all_of(cur.begin(), cur.end(), [&](int m) { return m % layout_.pp == 0; });
   pr.pipeline_depth = multiples ? layout_.pp : 1;
+  pr.fill_slots = layout_.pp - 1;  // t are slot times: a replica runs m + P - 1 slots (the makespan below)
   mitigate::MicrobatchSolver solver;
   auto sol = solver.solve(pr);
   if (!sol) return std::nullopt;

@@ -18,12 +18,12 @@ std::string num(double v) {
 }  // namespace
 
 // Largest k in [lo, hi] with value(i, k) <= limit, or lo when there is none above lo. The estimate
-// limit / (P t_i) is within a unit or two of the answer (k <= 2^40, relative error ~1e-16), and the
+// limit / (P t_i) - F / P is within a unit or two of the answer (k <= 2^40, relative error ~1e-16), and the
 // two loops settle it with exact comparisons of the rounded products, so counts agree exactly with
 // the makespan we report.
 std::int64_t MicrobatchSolver::units_within(std::size_t i, double limit, std::int64_t lo,
                                             std::int64_t hi) const {
-  const double q = limit * inv_w_[i];
+  const double q = limit * inv_w_[i] - f_units_;
   std::int64_t k;
   if (!(q < static_cast<double>(hi))) {
     k = hi;
@@ -91,9 +91,9 @@ void MicrobatchSolver::fill(std::int64_t steps) {
   Point hi = count(hi_x);
   const double slack = static_cast<double>(active) / 4.0 + 1.0;
   const double target = static_cast<double>(steps);
-  // First probe: the continuous estimate sum_i (x / (P t_i) - k_i) = steps, plus the half unit per group
-  // that rounding down loses on average.
-  double x = (target + base_sum + static_cast<double>(active) / 2.0) / inv_sum;
+  // First probe: the continuous estimate sum_i (x / (P t_i) - F / P - k_i) = steps, plus the half unit per
+  // group that rounding down loses on average.
+  double x = (target + base_sum + static_cast<double>(active) * (0.5 + f_units_)) / inv_sum;
   bool newton = true;
   std::int64_t prev_width = hi.n - lo.n;
   while (hi.n - lo.n > limit) {
@@ -164,6 +164,10 @@ Result<MicrobatchPlan> MicrobatchSolver::solve(const MicrobatchProblem& pb) {
   if (m_total > kMaxTotalMicrobatches) {
     return R::failure("total " + std::to_string(m_total) + " exceeds the supported maximum 2^40");
   }
+  const std::int64_t f = pb.fill_slots;
+  if (f < 0 || f > kMaxTotalMicrobatches) {
+    return R::failure("fill slots " + std::to_string(f) + ": they must be within 0..2^40");
+  }
   if (m_total % p != 0) {
     return R::failure("total " + std::to_string(m_total) + " is not a multiple of the pipeline depth " +
                       std::to_string(p) + " (1F1B needs every m_i to be a multiple of P)");
@@ -175,8 +179,8 @@ Result<MicrobatchPlan> MicrobatchSolver::solve(const MicrobatchProblem& pb) {
                 : "DP groups x pipeline depth = " + std::to_string(d * p) +
                       ": every DP group needs at least P micro-batches"));
   }
-  if (!std::isfinite(static_cast<double>(m_total) * t_max)) {
-    return R::failure("total x largest time overflows a double");
+  if (!std::isfinite(static_cast<double>(m_total + f) * t_max)) {
+    return R::failure("(total + fill slots) x largest time overflows a double");
   }
   const auto& cur = pb.current;
   if (!cur.empty()) {
@@ -202,13 +206,15 @@ Result<MicrobatchPlan> MicrobatchSolver::solve(const MicrobatchProblem& pb) {
 
   t_ = t;
   p_ = p;
+  f_ = f;
+  f_units_ = static_cast<double>(f) / static_cast<double>(p);
   const std::int64_t units = m_total / p;  // K: the problem in units of P micro-batches
   const auto n = static_cast<std::size_t>(d);
   inv_w_.resize(n);
   for (std::size_t i = 0; i < n; ++i) inv_w_[i] = 1.0 / (static_cast<double>(p) * t[i]);
 
   // 1. The optimal makespan: the greedy from one unit each is optimal (the K - D smallest finish times
-  //    of the multiset {k P t_i : k >= 2}; any allocation with makespan T has all its steps <= T, so K - D
+  //    of the multiset {(k P + F) t_i : k >= 2}; any allocation with makespan T has all its steps <= T, so K - D
   //    steps <= T exist and the greedy's largest step is <= T).
   k_.assign(n, 1);
   cap_.assign(n, 1 + (units - d));

@@ -18,11 +18,12 @@ namespace {
 
 using Alloc = std::vector<std::int64_t>;
 
-double finish(double t, std::int64_t m) { return static_cast<double>(m) * t; }
+// A group's finish time with `f` fill slots (MicrobatchProblem::fill_slots).
+double finish(double t, std::int64_t m, std::int64_t f = 0) { return static_cast<double>(m + f) * t; }
 
-double makespan_of(const std::vector<double>& t, const Alloc& m) {
+double makespan_of(const std::vector<double>& t, const Alloc& m, std::int64_t f = 0) {
   double best = 0.0;
-  for (std::size_t i = 0; i < t.size(); ++i) best = std::max(best, finish(t[i], m[i]));
+  for (std::size_t i = 0; i < t.size(); ++i) best = std::max(best, finish(t[i], m[i], f));
   return best;
 }
 
@@ -36,13 +37,13 @@ std::int64_t moved_of(const Alloc& m, const Alloc& cur) {
 using StepKey = std::tuple<std::int64_t, double, std::size_t>;
 
 std::vector<StepKey> step_keys_descending(const std::vector<double>& t, std::int64_t p, const Alloc& m,
-                                          const Alloc& cur) {
+                                          const Alloc& cur, std::int64_t f) {
   std::vector<StepKey> keys;
   for (std::size_t i = 0; i < t.size(); ++i) {
     for (std::int64_t k = 1; k < m[i] / p; ++k) {
       std::int64_t change = 0;
       if (!cur.empty()) change = std::llabs(p * (k + 1) - cur[i]) - std::llabs(p * k - cur[i]);
-      keys.emplace_back(change, finish(t[i], p * (k + 1)), i);
+      keys.emplace_back(change, finish(t[i], p * (k + 1), f), i);
     }
   }
   std::sort(keys.rbegin(), keys.rend());
@@ -70,7 +71,8 @@ void for_each_composition(Alloc& k, std::size_t at, std::int64_t units, Visit&& 
   }
 }
 
-Brute brute_force(const std::vector<double>& t, std::int64_t m_total, std::int64_t p, const Alloc& cur) {
+Brute brute_force(const std::vector<double>& t, std::int64_t m_total, std::int64_t p, const Alloc& cur,
+                  std::int64_t f = 0) {
   const std::size_t d = t.size();
   Brute out;
   out.makespan = std::numeric_limits<double>::infinity();
@@ -79,9 +81,9 @@ Brute brute_force(const std::vector<double>& t, std::int64_t m_total, std::int64
   for_each_composition(k, 0, m_total / p, [&](const Alloc& units) {
     Alloc m(d);
     for (std::size_t i = 0; i < d; ++i) m[i] = units[i] * p;
-    const double ms = makespan_of(t, m);
+    const double ms = makespan_of(t, m, f);
     const std::int64_t mv = cur.empty() ? 0 : moved_of(m, cur);
-    auto keys = step_keys_descending(t, p, m, cur);
+    auto keys = step_keys_descending(t, p, m, cur, f);
     if (ms < out.makespan) {
       out = Brute{m, ms, mv};
       best_keys = std::move(keys);
@@ -168,6 +170,20 @@ TEST(MicrobatchSolver, PipelineDepthConstraint) {
   EXPECT_EQ(odd->moved, 2);
 }
 
+TEST(MicrobatchSolver, PipelineFillSlotsBreakTheTieThePaperModelLeaves) {
+  // Two replicas of a 2-stage 1F1B pipeline, 16 micro-batches, slot times 52.4 and 65.5 ms (replica 1 on a
+  // slow GPU), 8 + 8 in force. Without fill, 8 x 65.5 = 524 and 10 x 52.4 = 524 tie and 8 + 8 is kept;
+  // the pipeline runs m + 1 slots, 9 x 65.5 = 589.5 against 11 x 52.4 = 576.4: 10 + 6 is better.
+  MicrobatchSolver solver;
+  auto r = solver.solve({{52.4, 65.5}, 16, 2, {8, 8}});
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->microbatches, (Alloc{8, 8}));
+  r = solver.solve({{52.4, 65.5}, 16, 2, {8, 8}, 1});
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->microbatches, (Alloc{10, 6}));
+  EXPECT_DOUBLE_EQ(r->makespan_ms, 11 * 52.4);
+}
+
 TEST(MicrobatchSolver, RejectsInfeasibleInput) {
   MicrobatchSolver solver;
   auto err = [&](MicrobatchProblem pb) {
@@ -191,7 +207,8 @@ TEST(MicrobatchSolver, RejectsInfeasibleInput) {
             "total 3 is less than the number of DP groups 4: every DP group needs a micro-batch");
   EXPECT_EQ(err({{1.0, 1.0, 1.0, 1.0}, 12, 4, {}}),
             "total 12 is less than DP groups x pipeline depth = 16: every DP group needs at least P micro-batches");
-  EXPECT_EQ(err({{1e305, 1.0}, 1 << 20, 1, {}}), "total x largest time overflows a double");
+  EXPECT_EQ(err({{1e305, 1.0}, 1 << 20, 1, {}}), "(total + fill slots) x largest time overflows a double");
+  EXPECT_EQ(err({{1.0, 1.0}, 4, 1, {}, -1}), "fill slots -1: they must be within 0..2^40");
   EXPECT_EQ(err({{1.0, 1.0}, 4, 1, {2, 1, 1}}), "current allocation has 3 entries, expected 2 (one per DP group)");
   EXPECT_EQ(err({{1.0, 1.0}, 4, 1, {2, 1}}), "current allocation sums to 3, expected the total 4");
   EXPECT_EQ(err({{1.0, 1.0}, 4, 1, {5, -1}}), "current allocation entry 1 is -1: entries must be >= 0");
@@ -223,11 +240,13 @@ TEST(MicrobatchSolver, EqualsBruteForceOnRandomSmallInstances) {
     const int cur_kind = (trial / 3) % 3;
     if (cur_kind == 1) cur = random_composition(rng, m_total, d, p);    // a valid 1F1B allocation (maybe 0s)
     if (cur_kind == 2) cur = random_composition(rng, m_total, d, 1);    // anything summing to M
-    const auto r = solver.solve({t, m_total, p, cur});
+    // No fill (the paper's model), a 1F1B pipeline's P - 1, or an arbitrary count.
+    const std::int64_t f = trial % 4 == 0 ? 0 : trial % 4 == 1 ? p - 1 : trial % 4 == 2 ? 0 : 3;
+    const auto r = solver.solve({t, m_total, p, cur, f});
     ASSERT_TRUE(r.ok()) << r.error();
-    const Brute b = brute_force(t, m_total, p, cur);
+    const Brute b = brute_force(t, m_total, p, cur, f);
     ASSERT_EQ(r->makespan_ms, b.makespan) << "trial " << trial;
-    ASSERT_EQ(makespan_of(t, r->microbatches), r->makespan_ms);
+    ASSERT_EQ(makespan_of(t, r->microbatches, f), r->makespan_ms);
     ASSERT_EQ(r->microbatches, b.best) << "trial " << trial;
     ASSERT_EQ(r->moved, cur.empty() ? 0 : b.min_moved) << "trial " << trial;
     std::int64_t sum = 0;
@@ -245,7 +264,7 @@ TEST(MicrobatchSolver, EqualsBruteForceOnRandomSmallInstances) {
 // An independent implementation of the same rule for sizes brute force cannot reach: a heap greedy for the
 // makespan, then the documented step keys taken one at a time under the makespan's per-group bounds.
 Alloc reference(const std::vector<double>& t, std::int64_t m_total, std::int64_t p, const Alloc& cur,
-                double* makespan) {
+                double* makespan, std::int64_t f = 0) {
   const std::size_t d = t.size();
   const std::int64_t units = m_total / p;
   using Entry = std::tuple<double, std::size_t>;  // (finish after the next unit, group)
@@ -253,15 +272,15 @@ Alloc reference(const std::vector<double>& t, std::int64_t m_total, std::int64_t
   Alloc k(d, 1);
   double best = 0.0;
   for (std::size_t i = 0; i < d; ++i) {
-    best = std::max(best, finish(t[i], p));
-    heap.emplace(finish(t[i], 2 * p), i);
+    best = std::max(best, finish(t[i], p, f));
+    heap.emplace(finish(t[i], 2 * p, f), i);
   }
   for (std::int64_t s = 0; s < units - static_cast<std::int64_t>(d); ++s) {
     auto [v, i] = heap.top();
     heap.pop();
     ++k[i];
     best = std::max(best, v);
-    heap.emplace(finish(t[i], (k[i] + 1) * p), i);
+    heap.emplace(finish(t[i], (k[i] + 1) * p, f), i);
   }
   *makespan = best;
   if (cur.empty()) {
@@ -271,14 +290,14 @@ Alloc reference(const std::vector<double>& t, std::int64_t m_total, std::int64_t
   Alloc bound(d);
   for (std::size_t i = 0; i < d; ++i) {
     bound[i] = 1;
-    while (finish(t[i], (bound[i] + 1) * p) <= best) ++bound[i];
+    while (finish(t[i], (bound[i] + 1) * p, f) <= best) ++bound[i];
   }
   using Step = std::tuple<std::int64_t, double, std::size_t>;
   std::priority_queue<Step, std::vector<Step>, std::greater<>> steps;
   auto push = [&](std::size_t i, std::int64_t from) {
     if (from >= bound[i]) return;
     const std::int64_t change = std::llabs(p * (from + 1) - cur[i]) - std::llabs(p * from - cur[i]);
-    steps.emplace(change, finish(t[i], p * (from + 1)), i);
+    steps.emplace(change, finish(t[i], p * (from + 1), f), i);
   };
   Alloc out(d, 1);
   for (std::size_t i = 0; i < d; ++i) push(i, 1);
@@ -309,10 +328,11 @@ TEST(MicrobatchSolver, EqualsReferenceOnMediumInstances) {
     Alloc cur;
     if (trial % 3 == 1) cur.assign(d, per * p);
     if (trial % 3 == 2) cur = random_composition(rng, m_total, d, 1);
-    const auto r = solver.solve({t, m_total, p, cur});
+    const std::int64_t f = trial % 2 == 0 ? 0 : p - 1 + trial % 5;
+    const auto r = solver.solve({t, m_total, p, cur, f});
     ASSERT_TRUE(r.ok()) << r.error();
     double ref_makespan = 0.0;
-    const Alloc ref = reference(t, m_total, p, cur, &ref_makespan);
+    const Alloc ref = reference(t, m_total, p, cur, &ref_makespan, f);
     ASSERT_EQ(r->makespan_ms, ref_makespan) << "trial " << trial;
     ASSERT_EQ(r->microbatches, ref) << "trial " << trial;
   }
