@@ -464,7 +464,6 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   e.detail = to_json(report);
   out.events.push_back(std::move(e));
   out.persist_state = true;
-  last_loc_ = loc;
   ++stats_.localisations[std::string(name(loc.cause))];
   stats_.groups = group_timings(views, in.groups, in.traffic);
   if (const auto& inc = tracker_->open_incident(); inc && inc->id != localised_incident_ && loc.cause != Cause::kUnknown) {
@@ -482,6 +481,11 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
       ++unmeasured_in_row_;
     }
   } else if (last_change_s_ < last_profile_s_) {
+    // What the planner and the validator work from: a profile of one configuration that measured
+    // iterations. One that measured none, or spans a plan switch (two configurations at once), would give
+    // them replica times of nothing (an S2 solve that finds no better split, and declines S2 for good).
+    last_loc_ = loc;
+    last_loc_profile_s_ = last_profile_s_;
     last_groups_ = in.groups;
     last_ranks_.assign(p.expected.begin(), p.expected.end());
     const std::vector<FailSlow> opened = track_fail_slows(loc, now, out);
@@ -766,7 +770,14 @@ void Controller::observe_iterations(const JobInputs& in, const Now& now, Intents
     if (recent_s_.size() > 16) recent_s_.erase(recent_s_.begin());
     for (auto& [id, a] : accounts_) {
       if (!a.ski) continue;
-      const auto d = a.ski->observe({t, true});
+      // The account's rung judged only on iterations it ran in: not under an operator's plan, nor while its
+      // S2 or S3 plan awaits its acknowledgements (or was never made), else it would be climbed past on
+      // iterations without it.
+      const mitigate::Strategy rung = a.ski->strategy();
+      const bool held = operator_hold() ||
+                        (rung == mitigate::Strategy::kS2Microbatches && split_for_.count(id) == 0) ||
+                        (rung == mitigate::Strategy::kS3Topology && placement_for_.count(id) == 0);
+      const auto d = a.ski->observe({t, true, held});
       if (d.action == mitigate::SkiRentalAction::kApply) {
         spdlog::info("fail-slow {}: {}", id, d.reason);
         out.persist_state = true;
@@ -890,6 +901,8 @@ void Controller::reconcile(const Now& now, Intents& out) {
         p->incident = incident;
         propose_plan(std::move(*p), want3, p->action == PlanAction::kApply, out);
         return;
+      } else if (!current_localisation()) {
+        return;  // nothing on a localisation of a configuration that no longer runs: the next profile decides
       } else if (planner_->moved()) {
         // Nothing better than what runs: a placement in force already serves them (one of the fail-slows it
         // was made for ended, and the rest keep it); else S3 cannot help them.
@@ -955,6 +968,9 @@ void Controller::reconcile(const Now& now, Intents& out) {
         propose_plan(std::move(*p), want2, p->action == PlanAction::kApply, out);
         return;
       }
+      // Nothing better on a localisation of a configuration that no longer runs (the replica times it measured
+      // under another split or placement): not declined on it, the profile that follows the change decides.
+      if (!current_localisation()) return;
       // Nothing better than what runs: a split in force already serves them; else S2 cannot help them.
       if (planner_->split_in_force()) {
         split_for_ = want2;

@@ -233,6 +233,7 @@ class Controller {
   // release (or the request gone) gives the configuration back to greyhound's remedies.
   Intents offer_operator_plan(const std::optional<OperatorPlanRequest>& req, const std::string& answer, const Now& now);
   bool operator_hold() const { return operator_hold_ || operator_req_.has_value(); }
+  bool current_localisation() const { return last_loc_ && last_loc_profile_s_ > last_change_s_; }
 
   Needs needs(const Now& now) const;
   // One step after the events: profiling windows, baselines, acknowledgements, the planner.
@@ -373,7 +374,12 @@ class Controller {
   std::string want_profile_why_;
 
   std::map<std::int64_t, Account> accounts_;  // per open fail-slow
-  std::optional<Localisation> last_loc_;       // the latest localisation (what S2 and S3 are solved on)
+  // The latest localisation of one configuration that measured iterations (what S2 and S3 are solved on),
+  // and when its profile began. Once a change of configuration came after that (not current_localisation),
+  // its replica times describe a configuration that no longer runs: a remedy found on it is still proposed
+  // (and checked against measurement), but finding none declines nothing until a profile of the new one.
+  std::optional<Localisation> last_loc_;
+  double last_loc_profile_s_ = -1e18;
   double previous_loc_t_s_ = -1e18;            // job time of the last localisation fail-slows were tracked on
   bool settled_ = true;        // fail-slows are known (false: an incident loaded without them awaits a profile)
   bool unmeasured_ = false;    // unsettled, and the last profile measured no iteration: profile again

@@ -144,6 +144,7 @@ SkiRentalDecision SkiRental::observe(const SkiRentalObservation& obs) {
     post_loss_s_ = 0.0;
     calm_iterations_ = 0;
     loss_s_ += excess;
+    if (obs.held) return d;  // the fail-slow's cost, but no measure of the strategy, which was not in force
     strategy_loss_s_ += excess;
     window_.push_back(obs.iteration_s);
     while (static_cast<int>(window_.size()) > config_.window) window_.pop_front();

@@ -806,6 +806,21 @@ TEST(Controller, NoValidationPauseForAnS3ThatNoPlacementWouldPay) {
     it = f.step(JobInputs{}, split ? 470 : 500);
   }
   EXPECT_TRUE(split);
+  // The profile S3 found no placement on measured the job before the split: S3 is declined on one of the
+  // configuration in force.
+  std::optional<ProfileRequest> next;
+  for (int i = 0; i < 40 && !next; ++i) next = f.step(registry(), 470).profile;
+  ASSERT_TRUE(next);
+  f.d.feed(j.profiles(next->command.id, {0.05, 0.05, 0.60, 0.02}), at(f.t, f.t));
+  JobInputs done;
+  done.groups = j.groups;
+  done.layout = j.l;
+  it = f.step(done, 470);
+  for (int i = 0; i < 10; ++i) {
+    for (const ProfileRequest& c : it.commands) EXPECT_NE(c.command.cmd, "pause") << "paused after the split";
+    if (it.plan) EXPECT_FALSE(it.plan->placement.is_array()) << it.plan->reason;
+    it = f.step(JobInputs{}, 470);
+  }
   EXPECT_FALSE(f.d.c.fail_slows()[0].account.s3) << "S3 declined for the GPU";
 }
 

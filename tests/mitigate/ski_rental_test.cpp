@@ -280,6 +280,33 @@ TEST(SkiRental, ARungDeclinedBelowTheOneInForceIsNotFallenBackTo) {
   if (n > 0) EXPECT_EQ(d.strategy, Strategy::kS4Restart);
 }
 
+TEST(SkiRental, IterationsWithoutTheStrategyInForceCountTheLossButNeitherJudgeNorClimb) {
+  // S2 taken; its plan then waits (acknowledgements, an operator's plan in its place) while the job runs
+  // slow: the loss grows, the rung stays, and the window holds nothing of those iterations.
+  SkiRentalConfig c;
+  c.s3_pause_s = 5.0;
+  SkiRental s = make(FailSlowCause::kComputation, c);
+  SkiRentalDecision d;
+  ASSERT_EQ(feed(s, 1.5, 10, true, &d), 4);
+  ASSERT_EQ(d.strategy, Strategy::kS2Microbatches);
+  const double before = s.accumulated_loss_s();
+  for (int i = 0; i < 100; ++i) {
+    d = s.observe({1.5, true, true});
+    ASSERT_EQ(d.action, SkiRentalAction::kStay) << i;
+  }
+  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  EXPECT_NEAR(s.accumulated_loss_s(), before + 50.0, 1e-9);
+  EXPECT_TRUE(s.state().window.empty());
+  EXPECT_EQ(s.state().strategy_loss_s, 0.0);
+  // In force and fixing it (1.05 s): judged on those iterations alone, so it stays despite the loss before.
+  EXPECT_EQ(feed(s, 1.05, 20, true, &d), 0);
+  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  // In force and no longer fixing it: once the window's median says so (3 of 5), the loss, the held
+  // iterations' included, pays for S3 at once.
+  EXPECT_EQ(feed(s, 1.5, 20, true, &d), 3);
+  EXPECT_EQ(d.strategy, Strategy::kS3Topology);
+}
+
 TEST(SkiRental, RejectsBadSettings) {
   SkiRentalConfig c;
   EXPECT_EQ(SkiRental::create(c, {FailSlowCause::kComputation, 0.0}).error(),

@@ -3,7 +3,8 @@
 // far is not. Like renting skis until the rent paid equals the price of buying, the controller stays with
 // the current strategy until the loss accumulated over the incident reaches the overhead of the next one.
 //
-// Rule, evaluated once per iteration (the master calls observe() with the iteration that just ended):
+// Rule, evaluated once per iteration (the master calls observe() with the iteration that just ended; one
+// in which the current strategy was not in force only adds to the loss, SkiRentalObservation::held):
 //  - While the fail-slow is present: loss += max(0, t_iteration - t_healthy). If the current strategy has
 //    not brought the iteration time (median of the last `window` iterations since it took effect) back to
 //    within fixed_ratio x healthy, and loss >= overhead(next), apply `next`: the next strategy that can help
@@ -65,6 +66,10 @@ struct SkiRentalIncident {
 struct SkiRentalObservation {
   double iteration_s = 0.0;       // duration of the iteration that just ended
   bool fail_slow_present = true;  // the localised cause is still there (profiling / validation)
+  // The current strategy was not in force in this iteration (a plan still awaiting its acknowledgements, an
+  // operator's plan in its place): the fail-slow's loss counts, but the iteration says nothing of the
+  // strategy, so it neither judges it (no climb) nor enters the window it is judged on.
+  bool held = false;
 };
 
 enum class SkiRentalAction : std::uint8_t {
