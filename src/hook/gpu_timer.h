@@ -2,7 +2,7 @@
 // pair of CUDA events around each call on its stream, read back later with cudaEventQuery (never a
 // blocking synchronisation on the training thread), and reported as Timing records (ring_layout.h).
 //
-// The CUDA runtime is reached through dlsym(RTLD_DEFAULT) at first use, never linked: in a process without
+// The CUDA runtime is reached through dlsym at first use (cuda_api.h), never linked: in a process without
 // it, profiling reports kProfileStatusUnavailable and costs nothing. Each thread has its own fixed pool of
 // event pairs, created on the first profiled call (the only allocation, and only while profiling); when the
 // pool is exhausted, calls go untimed and are counted in RingControl.timings_dropped.
