@@ -26,11 +26,15 @@ std::int64_t attr_int(const pugi::xml_node& n, const char* name) {
     std::uint64_t x = 0;
     for (std::size_t i = 2; i < v.size(); ++i) {
       const char c = v[i];
-      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
       if (d < 0) return -1;
       x = x * 16 + static_cast<std::uint64_t>(d);
     }
-    return x > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ? -1 : static_cast<std::int64_t>(x);
+    if (x > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return -1;
+    return static_cast<std::int64_t>(x);
   }
   const auto x = parse_integer(v);
   if (!x || *x < 0) return -1;
@@ -51,19 +55,30 @@ void find_gpus(const pugi::xml_node& n, std::vector<pugi::xml_node>& out, int de
   }
 }
 
+// Parses `xml` into `doc`; its root element, or why not ("<what>: not XML ..." or the wrong root).
+Result<pugi::xml_node> load_root(pugi::xml_document& doc, std::string_view xml, const char* what,
+                                 const char* root_name) {
+  using N = Result<pugi::xml_node>;
+  const pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
+  if (!parsed) {
+    return N::failure(std::string(what) + ": not XML (" + parsed.description() + " at offset " +
+                      std::to_string(parsed.offset) + ")");
+  }
+  const pugi::xml_node root = doc.document_element();
+  if (std::string(root.name()) != root_name) {
+    return N::failure(std::string(what) + ": the root is <" + printable(root.name(), 64) + ">, not <" + root_name +
+                      ">");
+  }
+  return root;
+}
+
 }  // namespace
 
 Result<std::map<std::int64_t, int>> parse_topology_dump_ranks(std::string_view xml) {
   pugi::xml_document doc;
-  const pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
-  if (!parsed) {
-    return Ranks::failure("topology dump: not XML (" + std::string(parsed.description()) + " at offset " +
-                          std::to_string(parsed.offset) + ")");
-  }
-  const pugi::xml_node root = doc.document_element();
-  if (std::string(root.name()) != "system") {
-    return Ranks::failure("topology dump: the root is <" + printable(root.name(), 64) + ">, not <system>");
-  }
+  const auto loaded = load_root(doc, xml, "topology dump", "system");
+  if (!loaded) return Ranks::failure(loaded.error());
+  const pugi::xml_node root = *loaded;
   std::vector<pugi::xml_node> gpus;
   find_gpus(root, gpus, 0);
   if (gpus.empty()) return Ranks::failure("topology dump: no <gpu>");
@@ -90,15 +105,9 @@ Result<std::map<std::int64_t, int>> parse_topology_dump_ranks(std::string_view x
 Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml,
                                                        const std::map<std::int64_t, int>& device_ranks) {
   pugi::xml_document doc;
-  const pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
-  if (!parsed) {
-    return Rings::failure("graph dump: not XML (" + std::string(parsed.description()) + " at offset " +
-                          std::to_string(parsed.offset) + ")");
-  }
-  const pugi::xml_node root = doc.document_element();
-  if (std::string(root.name()) != "graphs") {
-    return Rings::failure("graph dump: the root is <" + printable(root.name(), 64) + ">, not <graphs>");
-  }
+  const auto loaded = load_root(doc, xml, "graph dump", "graphs");
+  if (!loaded) return Rings::failure(loaded.error());
+  const pugi::xml_node root = *loaded;
   if (attr_int(root, "version") != 1) {
     return Rings::failure("graph dump: version " + quoted(root, "version") + " (only 1 is known)");
   }
