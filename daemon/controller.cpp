@@ -902,7 +902,8 @@ void Controller::reconcile(const Now& now, Intents& out) {
         propose_plan(std::move(*p), want3, p->action == PlanAction::kApply, out);
         return;
       } else if (!current_localisation()) {
-        return;  // nothing on a localisation of a configuration that no longer runs: the next profile decides
+        // Nothing on a localisation of a configuration that no longer runs: the next profile decides (S4 and
+        // S2 below go on meanwhile).
       } else if (planner_->moved()) {
         // Nothing better than what runs: a placement in force already serves them (one of the fail-slows it
         // was made for ended, and the rest keep it); else S3 cannot help them.

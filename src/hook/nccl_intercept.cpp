@@ -1,5 +1,6 @@
 // The NCCL entry points libgreyhound.so interposes, with the exact signatures of nccl.h (2.28): each
-// forwards to the real function (resolved once with dlsym(RTLD_NEXT)), then appends one record.
+// forwards to the real function (resolved once: dlsym(RTLD_NEXT), else in a loaded libnccl.so*, runtime.h),
+// then appends one record.
 // Order per call: read the clock, call the real NCCL, record; errno and the real return code are handed
 // back untouched. Re-entrant calls (NCCL calling itself through its PLT) are forwarded unrecorded.
 #include <nccl.h>

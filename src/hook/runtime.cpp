@@ -18,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <vector>
 
 namespace greyhound::hook {
 
@@ -97,12 +98,12 @@ void log_line(LogLevel level, const char* fmt, ...) noexcept {
 namespace {
 
 // The loaded libraries whose file name begins with a prefix (dl_iterate_phdr's callback: it only copies
-// names; dlopen is called after it returns, outside the loader's lock).
+// names; dlopen is called after it returns, outside the loader's lock). In load order: with two copies
+// loaded (two frameworks' NCCLs), the first has the name.
 struct LoadedLibraries {
   const char* prefix;
   std::size_t prefix_len;
-  int n = 0;
-  char paths[8][512];
+  std::vector<std::string> paths;
 };
 
 int collect_loaded(dl_phdr_info* info, std::size_t, void* data) {
@@ -111,23 +112,32 @@ int collect_loaded(dl_phdr_info* info, std::size_t, void* data) {
   if (path == nullptr || path[0] == '\0') return 0;
   const char* slash = std::strrchr(path, '/');
   const char* base = slash != nullptr ? slash + 1 : path;
-  if (std::strncmp(base, found->prefix, found->prefix_len) != 0) return 0;
-  if (found->n < 8) std::snprintf(found->paths[found->n++], sizeof found->paths[0], "%s", path);
+  if (std::strncmp(base, found->prefix, found->prefix_len) == 0) found->paths.emplace_back(path);
   return 0;
 }
 
 }  // namespace
 
 void* resolve_in_loaded(const char* name, const char* prefix, void* self) noexcept {
-  LoadedLibraries found{prefix, std::strlen(prefix), 0, {}};
-  dl_iterate_phdr(collect_loaded, &found);
-  for (int i = 0; i < found.n; ++i) {
-    void* lib = dlopen(found.paths[i], RTLD_NOLOAD | RTLD_LAZY);  // already loaded: a reference, no load
-    if (lib == nullptr) continue;
-    void* fn = dlsym(lib, name);
-    if (fn != nullptr && fn != self) return fn;
+  try {
+    LoadedLibraries found{prefix, std::strlen(prefix), {}};
+    dl_iterate_phdr(collect_loaded, &found);
+    void* fn = nullptr;
+    for (const std::string& path : found.paths) {
+      void* lib = dlopen(path.c_str(), RTLD_NOLOAD | RTLD_LAZY);  // already loaded: a reference, no load
+      if (lib == nullptr) continue;
+      void* f = dlsym(lib, name);
+      if (f != nullptr && f != self) {
+        fn = f;  // the library stays referenced: never unloaded under a pointer we keep
+        break;
+      }
+      dlclose(lib);  // the reference just taken; the library stays loaded by whoever loaded it
+    }
+    dlerror();  // our failed lookups leave nothing for the job's next dlerror()
+    return fn;
+  } catch (...) {  // out of memory while listing: not found, the call fails as before
+    return nullptr;
   }
-  return nullptr;
 }
 
 void* resolve_real(const char* name, void* self) noexcept {

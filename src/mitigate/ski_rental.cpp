@@ -151,7 +151,8 @@ SkiRentalDecision SkiRental::observe(const SkiRentalObservation& obs) {
     return escalate();
   }
 
-  // The fail-slow is over.
+  // The fail-slow is over. An iteration without the strategy in force says nothing of its configuration.
+  if (obs.held) return d;
   if (strategy_ == Strategy::kS1Ignore || strategy_ == Strategy::kS4Restart) {
     finished_ = true;
     return d;

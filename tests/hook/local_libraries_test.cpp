@@ -22,6 +22,10 @@ TEST(HookLocalLibraries, CallsReachTheJobsOwnNcclAndTheHookTimesThemWithItsCudaR
   char tmpl[] = "/tmp/gh-local-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() { std::system(("rm -rf " + dir).c_str()); }
+  } remove_dir{dir};  // also when an assertion ends the test early
   const int calls = 8;
   const std::string cmd = "GREYHOUND_SHM_DIR=" + dir + " GREYHOUND_JOB=local GREYHOUND_RANK=0 LD_PRELOAD=" +
                           GREYHOUND_HOOK_PATH + " " + GREYHOUND_DLOPEN_JOB + " " + GREYHOUND_LOCAL_JOB + " " +
@@ -55,7 +59,6 @@ TEST(HookLocalLibraries, CallsReachTheJobsOwnNcclAndTheHookTimesThemWithItsCudaR
   }
   EXPECT_EQ(all_reduces, calls);
   EXPECT_GE(timings, calls / 2);
-  std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace

@@ -818,7 +818,9 @@ TEST(Controller, NoValidationPauseForAnS3ThatNoPlacementWouldPay) {
   it = f.step(done, 470);
   for (int i = 0; i < 10; ++i) {
     for (const ProfileRequest& c : it.commands) EXPECT_NE(c.command.cmd, "pause") << "paused after the split";
-    if (it.plan) EXPECT_FALSE(it.plan->placement.is_array()) << it.plan->reason;
+    if (it.plan) {
+      EXPECT_FALSE(it.plan->placement.is_array()) << it.plan->reason;
+    }
     it = f.step(JobInputs{}, 470);
   }
   EXPECT_FALSE(f.d.c.fail_slows()[0].account.s3) << "S3 declined for the GPU";

@@ -67,8 +67,10 @@ struct SkiRentalObservation {
   double iteration_s = 0.0;       // duration of the iteration that just ended
   bool fail_slow_present = true;  // the localised cause is still there (profiling / validation)
   // The current strategy was not in force in this iteration (a plan still awaiting its acknowledgements, an
-  // operator's plan in its place): the fail-slow's loss counts, but the iteration says nothing of the
-  // strategy, so it neither judges it (no climb) nor enters the window it is judged on.
+  // operator's plan in its place): while the fail-slow is present its loss counts, but the iteration says
+  // nothing of the strategy, so it neither judges it (no climb) nor enters the window it is judged on; once
+  // the fail-slow is over it adds nothing to the rent of the strategy's configuration (no revert). It is
+  // still the job's latest iteration (S2's price).
   bool held = false;
 };
 
