@@ -901,14 +901,12 @@ void Controller::reconcile(const Now& now, Intents& out) {
         p->incident = incident;
         propose_plan(std::move(*p), want3, p->action == PlanAction::kApply, out);
         return;
-      } else if (!current_localisation()) {
-        // Nothing on a localisation of a configuration that no longer runs: the next profile decides (S4 and
-        // S2 below go on meanwhile).
       } else if (planner_->moved()) {
         // Nothing better than what runs: a placement in force already serves them (one of the fail-slows it
-        // was made for ended, and the rest keep it); else S3 cannot help them.
+        // was made for ended, and the rest keep it); else S3 cannot help them, unless the localisation was
+        // of a configuration that no longer runs (then the next profile decides).
         placement_for_ = want3;
-      } else {
+      } else if (current_localisation()) {
         for (std::int64_t id : want3) {
           if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
             it->second.ski->decline(mitigate::Strategy::kS3Topology);
@@ -969,13 +967,12 @@ void Controller::reconcile(const Now& now, Intents& out) {
         propose_plan(std::move(*p), want2, p->action == PlanAction::kApply, out);
         return;
       }
-      // Nothing better on a localisation of a configuration that no longer runs (the replica times it measured
-      // under another split or placement): not declined on it, the profile that follows the change decides.
-      if (!current_localisation()) return;
-      // Nothing better than what runs: a split in force already serves them; else S2 cannot help them.
+      // Nothing better than what runs: a split in force already serves them; else S2 cannot help them, unless
+      // the localisation was of a configuration that no longer runs (the replica times it measured under
+      // another split or placement): not declined on it, the profile that follows the change decides.
       if (planner_->split_in_force()) {
         split_for_ = want2;
-      } else {
+      } else if (current_localisation()) {
         for (std::int64_t id : want2) {
           if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
             it->second.ski->decline(mitigate::Strategy::kS2Microbatches);
