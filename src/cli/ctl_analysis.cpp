@@ -38,11 +38,7 @@
 #include "greyhound/analysis/slowdown_detector.h"
 
 namespace greyhound::ctl {
-namespace {
 
-namespace ga = greyhound::analysis;
-
-// The whole file, or ArgError naming it.
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ArgError(path + ": cannot open: " + std::strerror(errno));
@@ -50,6 +46,10 @@ std::string read_file(const std::string& path) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+namespace {
+
+namespace ga = greyhound::analysis;
 
 template <class T>
 T rows_or_throw(const std::string& path, Result<T> rows) {

@@ -24,4 +24,7 @@ int cmd_resume_detection(const Argv& args);    // ctl_settings.cpp: ... unset
 int cmd_operator_plan(const Argv& args);       // ctl_operator_plan.cpp: an operator's manual plan, revert, release
 int cmd_preflight(const Argv& args);           // ctl_preflight.cpp: a pre-flight check of every GPU and link
 
+// The whole file, or ArgError naming it and why (ctl_analysis.cpp).
+std::string read_file(const std::string& path);
+
 }  // namespace greyhound::ctl

@@ -6,9 +6,7 @@
 // one JSON object, {"passes":[[[src,dst],...],...]}: every link once, no rank twice in a pass. Bad input:
 // one error line, exit 2.
 #include <cstdio>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -37,17 +35,9 @@ int cmd_passes(const Argv& argv) {
     }
   } else {
     if (topology != "ring") throw ArgError("--graph-dump gives a ring order: use --topology ring");
-    const auto read = [&](const char* flag) {
-      const std::string path = args.str(flag);
-      std::ifstream in(path);
-      if (!in) throw ArgError(std::string("--") + flag + ": cannot read " + path);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      return ss.str();
-    };
-    const auto ranks = validate::parse_topology_dump_ranks(read("topo-dump"));
+    const auto ranks = validate::parse_topology_dump_ranks(read_file(args.str("topo-dump")));
     if (!ranks) throw ArgError("--topo-dump " + args.str("topo-dump") + ": " + ranks.error());
-    const auto rings = validate::parse_graph_dump_rings(read("graph-dump"), *ranks);
+    const auto rings = validate::parse_graph_dump_rings(read_file(args.str("graph-dump")), *ranks);
     if (!rings) throw ArgError("--graph-dump " + args.str("graph-dump") + ": " + rings.error());
     const std::int64_t c = args.integer("channel", 0);
     if (c < 0 || c >= static_cast<std::int64_t>(rings->size())) {
