@@ -866,6 +866,9 @@ void Controller::reconcile(const Now& now, Intents& out) {
   // The open incident, else the last one (whose remedy a revert undoes).
   const std::int64_t incident = tracker_->open_incident() ? tracker_->open_incident()->id
                                                           : (tracker_->state().incidents_total > 0 ? tracker_->state().incidents_total : -1);
+  // A split no fail-slow wants any more is undone before anything new is planned: it only slows the job
+  // now (the GPU it offloaded recovered), and a new remedy's check would otherwise hold it in force.
+  if (wanting(Strategy::kS2).empty() && reconcile_split({}, incident, out)) return;
   // While a validation pause runs, S3 and S4 wait for its verdict (S2 and reverts do not).
   const std::set<std::int64_t> want3 = wanting(Strategy::kS3);
   if (want3 != placement_for_ && !(validating_ && !want3.empty())) {
@@ -950,38 +953,43 @@ void Controller::reconcile(const Now& now, Intents& out) {
   }
   // S2 last: a fail-slow that climbed from S2 to S3 keeps its split until S3 is settled (planned, or
   // declined and back at S2), so the split is not undone and redone in between.
-  const std::set<std::int64_t> want2 = wanting(Strategy::kS2);
-  if (want2 != split_for_) {
-    if (want2.empty()) {
-      if (auto p = planner_->back_to(planner_->original(), true, false,
-                                     "no fail-slow wants the split any more (it served " + ids(split_for_) +
-                                         "): back to the original allocation")) {
-        p->incident = incident;
-        propose_plan(std::move(*p), {}, false, out);
-        return;
-      }
-      split_for_.clear();
-    } else if (last_loc_) {
-      if (auto p = planner_->s2(*last_loc_, last_iteration_s_, "S2 for fail-slow(s) " + ids(want2))) {
-        p->incident = incident;
-        propose_plan(std::move(*p), want2, p->action == PlanAction::kApply, out);
-        return;
-      }
-      // Nothing better than what runs: a split in force already serves them; else S2 cannot help them, unless
-      // the localisation was of a configuration that no longer runs (the replica times it measured under
-      // another split or placement): not declined on it, the profile that follows the change decides.
-      if (planner_->split_in_force()) {
-        split_for_ = want2;
-      } else if (current_localisation()) {
-        for (std::int64_t id : want2) {
-          if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
-            it->second.ski->decline(mitigate::Strategy::kS2Microbatches);
-          }
-        }
-        out.persist_state = true;
+  reconcile_split(wanting(Strategy::kS2), incident, out);
+}
+
+// The split follows the fail-slows that want it; true when a plan was proposed.
+bool Controller::reconcile_split(const std::set<std::int64_t>& want2, std::int64_t incident, Intents& out) {
+  if (want2 == split_for_) return false;
+  if (want2.empty()) {
+    if (auto p = planner_->back_to(planner_->original(), true, false,
+                                   "no fail-slow wants the split any more (it served " + ids(split_for_) +
+                                       "): back to the original allocation")) {
+      p->incident = incident;
+      propose_plan(std::move(*p), {}, false, out);
+      return true;
+    }
+    split_for_.clear();
+    return false;
+  }
+  if (!last_loc_) return false;
+  if (auto p = planner_->s2(*last_loc_, last_iteration_s_, "S2 for fail-slow(s) " + ids(want2))) {
+    p->incident = incident;
+    propose_plan(std::move(*p), want2, p->action == PlanAction::kApply, out);
+    return true;
+  }
+  // Nothing better than what runs: a split in force already serves them; else S2 cannot help them, unless
+  // the localisation was of a configuration that no longer runs (the replica times it measured under
+  // another split or placement): not declined on it, the profile that follows the change decides.
+  if (planner_->split_in_force()) {
+    split_for_ = want2;
+  } else if (current_localisation()) {
+    for (std::int64_t id : want2) {
+      if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
+        it->second.ski->decline(mitigate::Strategy::kS2Microbatches);
       }
     }
+    out.persist_state = true;
   }
+  return false;
 }
 
 // The master's own evidence closes the incident: no fail-slow left, and the configuration back to the

@@ -28,7 +28,7 @@ struct Runs {
   Runs(Runs&& o) noexcept : with(std::move(o.with)), without(std::move(o.without)), root(std::move(o.root)) { o.root.clear(); }
   Runs(const Runs&) = delete;
   ~Runs() {
-    if (!root.empty()) std::system(("rm -rf " + root).c_str());
+    itest::remove_temp_dir(root);
   }
 };
 
@@ -80,7 +80,8 @@ void never_slower(const Runs& runs) {
   std::cerr << "[ note ] throughput with greyhound " << with << ", without " << without << " iterations/min\n";
 }
 
-constexpr double kRevertBoundS = 10;  // from a fault's end to the remedy made for it undone (measured 1.8-2.5 s)
+constexpr double kRevertBoundS = 10;  // from a fault's end to the remedy made for it undone (the overlap
+                                      // below: 5.1 s, the profile sees the GPU recovered after 4.8 s)
 
 TEST(FailSlows, ASplitForASlowGpuRevertsSoonAfterItRecoversWhileAnOverlappingLinkStaysOpen) {
   // The GPU of rank 3 at 1/1.5 from 15 to 35 s; the link between nodes 2 and 3 at 5 % from 22 to 50 s.
@@ -104,12 +105,12 @@ TEST(FailSlows, ASplitForASlowGpuRevertsSoonAfterItRecoversWhileAnOverlappingLin
   EXPECT_GT(link_end, gpu_end) << "the link's fail-slow stays open after the GPU's ended";
   EXPECT_GE(link_end, 50.0);
   // Whatever the split was while the GPU was slow, the original is back within the bound after it recovered.
-  EXPECT_EQ(split_at(r, 35.0 + kRevertBoundS), (std::vector<int>{8, 8}));
+  EXPECT_EQ(split_at(r, 35.0 + kRevertBoundS), (std::vector<int>{8, 8})) << r.decisions();
   std::vector<std::string> during_gpu;
   for (const auto& p : r.events("plan")) {
     if (p["t_s"].get<double>() < 35.0 && p["detail"]["strategy"] == "S2") during_gpu.push_back(p.dump());
   }
-  EXPECT_FALSE(during_gpu.empty()) << "S2 was tried for the slow GPU";
+  EXPECT_FALSE(during_gpu.empty()) << "S2 was tried for the slow GPU:\n" << r.decisions();
 }
 
 TEST(FailSlows, ACpuContendedHostIsAHostStragglerAndGetsS2) {
@@ -301,7 +302,7 @@ TEST(FailSlows, S4RestartsTheJobWithoutTheSlowNodeFromItsCheckpointWithTheSameGl
             << " s); median iteration before the restart " << slow[slow.size() / 2] << " ms, after "
             << after[after.size() / 2] << " ms\n";
   EXPECT_LT(after[after.size() / 2], 0.9 * slow[slow.size() / 2]);
-  std::system(("rm -rf " + root).c_str());
+  itest::remove_temp_dir(root);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -33,6 +34,17 @@ inline std::string make_temp_dir(const char* prefix) {
   return tmpl;
 }
 
+// Removes a test's temporary directory, unless GREYHOUND_KEEP_TEST_DIRS is set (then it says where it is,
+// for reading a failing run's logs and events).
+inline void remove_temp_dir(const std::string& dir) {
+  if (dir.empty()) return;
+  if (std::getenv("GREYHOUND_KEEP_TEST_DIRS") != nullptr) {
+    std::fprintf(stderr, "[ kept ] %s\n", dir.c_str());
+    return;
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
 struct SimRun {
   int exit_code = -1;
   nlohmann::json report;
@@ -47,6 +59,33 @@ struct SimRun {
       if (e.value("type", "") == type) out.push_back(e);
     }
     return out;
+  }
+  // The master's decisions in job time, one per line (localisations, fail-slows, plans, remedy checks), for
+  // a failing test to say what happened without the whole event log.
+  std::string decisions() const {
+    std::ostringstream out;
+    for (const auto& e : report["events"]) {
+      const std::string type = e.value("type", "");
+      const nlohmann::json& d = e.contains("detail") ? e["detail"] : nlohmann::json::object();
+      std::string what;
+      if (type == "localised") {
+        what = d.value("cause", "") + " culprit " + std::to_string(d.value("culprit", -1));
+      } else if (type == "fail_slow_open" || type == "fail_slow_end") {
+        what = "id " + std::to_string(d.value("id", -1)) + " " + d.value("cause", "") + " " + d.value("reason", "");
+      } else if (type == "plan") {
+        what = "epoch " + std::to_string(d.value("epoch", -1)) + " " + d.value("strategy", "") + " " +
+               d.value("action", "") + " " + d.value("microbatches", nlohmann::json::array()).dump() + ": " +
+               d.value("reason", "");
+      } else if (type == "plan_applied") {
+        what = "epoch " + std::to_string(d.value("epoch", -1));
+      } else if (type == "remedy_check") {
+        what = "epoch " + std::to_string(d.value("epoch", -1)) + " " + d.value("reason", "");
+      } else {
+        continue;
+      }
+      out << e.value("t_s", 0.0) << " " << type << " " << what << "\n";
+    }
+    return out.str();
   }
   // Empty, or where the job itself ran slower in (from_s, to_s] by what the detector is built to report:
   // rank 0 ran 6 consecutive iterations (min_run) each >= 8 % above the span's median (the 10 % validation,
