@@ -52,9 +52,10 @@ bool advertises(const OracleJob& job, Strategy s) {
   return std::find(job.capabilities.begin(), job.capabilities.end(), std::string(name(s))) != job.capabilities.end();
 }
 
-double makespan(const std::vector<int>& m, const std::vector<double>& t) {
+// A replica runs its m micro-batches in m + fill slots (1F1B: fill = P - 1), each of its time t.
+double makespan(const std::vector<int>& m, const std::vector<double>& t, int fill) {
   double out = 0;
-  for (std::size_t i = 0; i < m.size(); ++i) out = std::max(out, m[i] * t[i]);
+  for (std::size_t i = 0; i < m.size(); ++i) out = std::max(out, (m[i] + fill) * t[i]);
   return out;
 }
 
@@ -115,12 +116,13 @@ Result<std::optional<Plan>> oracle_plan(const OracleJob& job, const FaultSchedul
   const int P = job.shape.pp;
   const bool multiples = std::all_of(in_force.begin(), in_force.end(), [&](int m) { return m % P == 0; });
   pr.pipeline_depth = multiples ? P : 1;
+  pr.fill_slots = P - 1;  // the makespan greyhound's planner solves for too
   mitigate::MicrobatchSolver solver;
   auto sol = solver.solve(pr);
   if (!sol) return Error{Errc::kInvalid, "S2 for " + fmt_vec(t) + ": " + sol.error(), {}};
   std::vector<int> split;
   for (auto m : sol->microbatches) split.push_back(static_cast<int>(m));
-  const double now = makespan(in_force, t);
+  const double now = makespan(in_force, t, P - 1);
   if (split == in_force || sol->makespan_ms >= now * 0.99) return std::optional<Plan>{};
   p.action = split == job.initial_microbatches ? PlanAction::kRevert : PlanAction::kApply;
   p.microbatches = split;
