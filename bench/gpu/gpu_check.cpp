@@ -202,12 +202,7 @@ json p2p_self_test(const Options& o, ncclComm_t comm) {
 // This process's ring (the hook made it at the first NCCL call), writable; nullptr without the hook.
 std::unique_ptr<greyhound::RingReader> own_ring() {
   const greyhound::EnvConfig env = greyhound::read_env_config();
-  for (const std::string& path : greyhound::list_ring_files(env.shm_dir, greyhound::sanitize_job_name(env.job))) {
-    std::string err;
-    auto r = greyhound::RingReader::open(path, &err);
-    if (r && r->header().pid == getpid()) return r;
-  }
-  return nullptr;
+  return greyhound::open_process_ring(env.shm_dir, greyhound::sanitize_job_name(env.job), getpid());
 }
 
 bool wait_state(greyhound::PauseControl* pc, std::uint64_t id, std::uint32_t state, double max_s) {

@@ -160,4 +160,8 @@ class RingReader {
 std::vector<std::string> list_ring_files(const std::string& dir, std::string_view job,
                                          std::vector<std::string>* refused = nullptr);
 
+// The ring of process `pid` among job's rings in `dir` (a process reading the ring its preloaded hook
+// writes: the pause and device-profiling checks), or null when it has none.
+std::unique_ptr<RingReader> open_process_ring(const std::string& dir, std::string_view job, pid_t pid);
+
 }  // namespace greyhound

@@ -376,4 +376,13 @@ std::vector<std::string> list_ring_files(const std::string& dir, std::string_vie
   return out;
 }
 
+std::unique_ptr<RingReader> open_process_ring(const std::string& dir, std::string_view job, pid_t pid) {
+  for (const std::string& path : list_ring_files(dir, job)) {
+    std::string why;
+    auto r = RingReader::open(path, &why);
+    if (r && r->header().pid == static_cast<std::int32_t>(pid)) return r;
+  }
+  return nullptr;
+}
+
 }  // namespace greyhound

@@ -300,6 +300,20 @@ TEST_F(RingTest, ListsRingsOfOneJobByHeader) {
   EXPECT_EQ(list_ring_files(dir_, "").size(), 2u);
 }
 
+TEST_F(RingTest, FindsTheRingOfOneProcess) {
+  std::string err;
+  auto mine = RingWriter::create(dir_, ring_file_name("a", "0"), 64, RingIdentity{"a", 0, 0}, &err);
+  ASSERT_TRUE(mine) << err;
+  auto other = RingWriter::create(dir_, ring_file_name("a", "1"), 64, RingIdentity{"a", 1, 0}, &err);
+  ASSERT_TRUE(other) << err;
+  other->header()->pid = getpid() + 1;  // another process of the job
+  const auto found = open_process_ring(dir_, "a", getpid());
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->header().rank, 0);
+  EXPECT_FALSE(open_process_ring(dir_, "b", getpid())) << "another job's rings are not searched";
+  EXPECT_FALSE(open_process_ring(dir_ + "/absent", "a", getpid()));
+}
+
 TEST(RingNames, SanitisedJobNames) {
   EXPECT_EQ(sanitize_job_name("my job/../x"), "my_job_.._x");
   EXPECT_EQ(sanitize_job_name(""), "default");

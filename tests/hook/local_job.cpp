@@ -33,12 +33,7 @@ extern "C" __attribute__((visibility("default"))) int gh_local_job_run(int calls
   if (cudaStreamCreate(&stream) != cudaSuccess) return 12;
   // The hook's ring for this process, to switch device profiling on as the agent would.
   const greyhound::EnvConfig env = greyhound::read_env_config();
-  std::unique_ptr<greyhound::RingReader> ring;
-  for (const std::string& path : greyhound::list_ring_files(env.shm_dir, greyhound::sanitize_job_name(env.job))) {
-    std::string err;
-    auto r = greyhound::RingReader::open(path, &err);
-    if (r && r->header().pid == getpid()) ring = std::move(r);
-  }
+  const auto ring = greyhound::open_process_ring(env.shm_dir, greyhound::sanitize_job_name(env.job), getpid());
   if (!ring) return 13;
   std::string err;
   greyhound::RingControl* control = ring->control(&err);
