@@ -164,9 +164,15 @@ TEST_F(Validation, ASlowGpuAndASlowLinkAtOnceAreBothNamed) {
       if (l.slow) slow_links.insert({std::min(l.src_node, l.dst_node), std::max(l.src_node, l.dst_node)});
     }
     // The GPU comes first: where it was tested, it is the verdict.
-    if (!x.gpus.empty()) EXPECT_EQ(x.cause, "gpu") << x.reason;
-    if (x.cause == "gpu") EXPECT_EQ(x.rank, 1) << x.reason;
-    if (x.cause == "link") EXPECT_EQ(std::make_pair(x.node_a, x.node_b), std::make_pair(2, 3)) << x.reason;
+    if (!x.gpus.empty()) {
+      EXPECT_EQ(x.cause, "gpu") << x.reason;
+    }
+    if (x.cause == "gpu") {
+      EXPECT_EQ(x.rank, 1) << x.reason;
+    }
+    if (x.cause == "link") {
+      EXPECT_EQ(std::make_pair(x.node_a, x.node_b), std::make_pair(2, 3)) << x.reason;
+    }
   }
   EXPECT_EQ(slow_gpus, (std::set<int>{1}));
   EXPECT_EQ(slow_links, (std::set<std::pair<int, int>>{{2, 3}}));
