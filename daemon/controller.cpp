@@ -866,9 +866,12 @@ void Controller::reconcile(const Now& now, Intents& out) {
   // The open incident, else the last one (whose remedy a revert undoes).
   const std::int64_t incident = tracker_->open_incident() ? tracker_->open_incident()->id
                                                           : (tracker_->state().incidents_total > 0 ? tracker_->state().incidents_total : -1);
-  // A split no fail-slow wants any more is undone before anything new is planned: it only slows the job
-  // now (the GPU it offloaded recovered), and a new remedy's check would otherwise hold it in force.
-  if (wanting(Strategy::kS2).empty() && reconcile_split({}, incident, out)) return;
+  // A split whose fail-slows have all ended is undone before anything new is planned: it only slows the
+  // job now (the GPU it offloaded recovered), and a new remedy's check would otherwise hold it in force. A
+  // split whose fail-slow is still open (climbed to S4, say) stays until that rung is settled, below.
+  const bool orphaned = std::none_of(split_for_.begin(), split_for_.end(),
+                                     [&](std::int64_t id) { return accounts_.count(id) != 0; });
+  if (orphaned && wanting(Strategy::kS2).empty() && reconcile_split({}, incident, out)) return;
   // While a validation pause runs, S3 and S4 wait for its verdict (S2 and reverts do not).
   const std::set<std::int64_t> want3 = wanting(Strategy::kS3);
   if (want3 != placement_for_ && !(validating_ && !want3.empty())) {
@@ -951,8 +954,9 @@ void Controller::reconcile(const Now& now, Intents& out) {
                           std::to_string(now_s) + " s now does not pay");
     it->second.ski->decline(mitigate::Strategy::kS4Restart);
   }
-  // S2 last: a fail-slow that climbed from S2 to S3 keeps its split until S3 is settled (planned, or
-  // declined and back at S2), so the split is not undone and redone in between.
+  // S2 last: a fail-slow that climbed from S2 to S3 or S4 keeps its split until that rung is settled
+  // (planned, or declined and back at S2), so the split is not undone and redone in between (only a split
+  // of fail-slows that all ended was undone first, above).
   reconcile_split(wanting(Strategy::kS2), incident, out);
 }
 
