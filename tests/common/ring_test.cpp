@@ -302,14 +302,16 @@ TEST_F(RingTest, ListsRingsOfOneJobByHeader) {
 
 TEST_F(RingTest, FindsTheRingOfOneProcess) {
   std::string err;
-  auto mine = RingWriter::create(dir_, ring_file_name("a", "0"), 64, RingIdentity{"a", 0, 0}, &err);
-  ASSERT_TRUE(mine) << err;
-  auto other = RingWriter::create(dir_, ring_file_name("a", "1"), 64, RingIdentity{"a", 1, 0}, &err);
+  // Another process's ring sorts first: the pid, not the order, finds this one.
+  auto other = RingWriter::create(dir_, ring_file_name("a", "0"), 64, RingIdentity{"a", 0, 0}, &err);
   ASSERT_TRUE(other) << err;
-  other->header()->pid = getpid() + 1;  // another process of the job
+  other->header()->pid = getpid() + 1;
+  auto mine = RingWriter::create(dir_, ring_file_name("a", "1"), 64, RingIdentity{"a", 1, 0}, &err);
+  ASSERT_TRUE(mine) << err;
   const auto found = open_process_ring(dir_, "a", getpid());
   ASSERT_TRUE(found);
-  EXPECT_EQ(found->header().rank, 0);
+  EXPECT_EQ(found->header().rank, 1);
+  EXPECT_FALSE(open_process_ring(dir_, "a", getpid() + 2)) << "no ring of that process";
   EXPECT_FALSE(open_process_ring(dir_, "b", getpid())) << "another job's rings are not searched";
   EXPECT_FALSE(open_process_ring(dir_ + "/absent", "a", getpid()));
 }
