@@ -105,7 +105,7 @@ TEST(FailSlows, ASplitForASlowGpuRevertsSoonAfterItRecoversWhileAnOverlappingLin
   EXPECT_GT(link_end, gpu_end) << "the link's fail-slow stays open after the GPU's ended";
   EXPECT_GE(link_end, 50.0);
   // Whatever the split was while the GPU was slow, the original is back within the bound after it recovered.
-  EXPECT_EQ(split_at(r, 35.0 + kRevertBoundS), (std::vector<int>{8, 8})) << r.decisions();
+  EXPECT_EQ(split_at(r, 35.0 + kRevertBoundS), (std::vector<int>{8, 8})) << "\n" << r.decisions();
   std::vector<std::string> during_gpu;
   for (const auto& p : r.events("plan")) {
     if (p["t_s"].get<double>() < 35.0 && p["detail"]["strategy"] == "S2") during_gpu.push_back(p.dump());

@@ -38,7 +38,8 @@ inline std::string make_temp_dir(const char* prefix) {
 // for reading a failing run's logs and events).
 inline void remove_temp_dir(const std::string& dir) {
   if (dir.empty()) return;
-  if (std::getenv("GREYHOUND_KEEP_TEST_DIRS") != nullptr) {
+  const char* keep = std::getenv("GREYHOUND_KEEP_TEST_DIRS");
+  if (keep != nullptr && *keep != '\0' && std::string(keep) != "0") {
     std::fprintf(stderr, "[ kept ] %s\n", dir.c_str());
     return;
   }
@@ -64,20 +65,23 @@ struct SimRun {
   // a failing test to say what happened without the whole event log.
   std::string decisions() const {
     std::ostringstream out;
+    out << "the master's decisions (job s):\n";
+    if (!report.is_object() || !report.contains("events")) return "no report";
     for (const auto& e : report["events"]) {
       const std::string type = e.value("type", "");
       const nlohmann::json& d = e.contains("detail") ? e["detail"] : nlohmann::json::object();
       std::string what;
       if (type == "localised") {
-        what = d.value("cause", "") + " culprit " + std::to_string(d.value("culprit", -1));
+        what = d.value("cause", "") + " culprit " + std::to_string(d.value("culprit", -1)) + " links " +
+               d.value("suspect_links", nlohmann::json::array()).dump();
       } else if (type == "fail_slow_open" || type == "fail_slow_end") {
         what = "id " + std::to_string(d.value("id", -1)) + " " + d.value("cause", "") + " " + d.value("reason", "");
       } else if (type == "plan") {
         what = "epoch " + std::to_string(d.value("epoch", -1)) + " " + d.value("strategy", "") + " " +
                d.value("action", "") + " " + d.value("microbatches", nlohmann::json::array()).dump() + ": " +
                d.value("reason", "");
-      } else if (type == "plan_applied") {
-        what = "epoch " + std::to_string(d.value("epoch", -1));
+      } else if (type == "plan_applied" || type == "plan_rejected" || type == "plan_timeout") {
+        what = "epoch " + std::to_string(d.value("epoch", -1)) + " " + e.value("source", "");
       } else if (type == "remedy_check") {
         what = "epoch " + std::to_string(d.value("epoch", -1)) + " " + d.value("reason", "");
       } else {

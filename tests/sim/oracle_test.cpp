@@ -51,7 +51,7 @@ TEST(Oracle, PlansTheSolversSplitAtOnsetAndRevertsAfterTheEnd) {
   auto p = oracle_plan(job, f, 10.0, {8, 8, 8, 8});
   ASSERT_TRUE(p) << p.error();
   ASSERT_TRUE(p->has_value());
-  // Makespan 12 -> 10 in units of P = 2; fewest moves; the spare unit to the lowest index.
+  // 1F1B makespan max (m + 1) t: 13.5 -> 11 in units of P = 2; fewest moves; the spare unit to the lowest index.
   EXPECT_EQ((*p)->strategy, Strategy::kS2);
   EXPECT_EQ((*p)->action, PlanAction::kApply);
   EXPECT_EQ((*p)->microbatches, (std::vector<int>{10, 6, 8, 8}));
