@@ -87,13 +87,8 @@ std::optional<Plan> Planner::s2(const Localisation& loc, double iteration_s, con
   auto sol = solver.solve(pr);
   if (!sol) return std::nullopt;
   // The 1F1B makespan of an allocation: its slowest replica's (m + P - 1) slots.
-  const auto makespan = [&](const auto& m) {
-    double ms = 0;
-    for (std::size_t i = 0; i < m.size(); ++i) ms = std::max(ms, (static_cast<double>(m[i]) + layout_.pp - 1) * t[i]);
-    return ms;
-  };
-  const double now_ms = makespan(cur);
-  const double new_ms = makespan(sol->microbatches);
+  const double now_ms = mitigate::makespan_ms(pr, pr.current);
+  const double new_ms = sol->makespan_ms;
   if (!(now_ms > 0) || new_ms >= now_ms * 0.99) return std::nullopt;  // nothing better than what runs
   Plan p;
   p.strategy = Strategy::kS2;

@@ -280,4 +280,13 @@ Result<MicrobatchPlan> MicrobatchSolver::solve(const MicrobatchProblem& pb) {
   return plan;
 }
 
+double makespan_ms(const MicrobatchProblem& problem, std::span<const std::int64_t> allocation) {
+  double out = 0.0;
+  const std::size_t n = std::min(allocation.size(), problem.time_per_microbatch_ms.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    out = std::max(out, static_cast<double>(allocation[i] + problem.fill_slots) * problem.time_per_microbatch_ms[i]);
+  }
+  return out;
+}
+
 }  // namespace greyhound::mitigate

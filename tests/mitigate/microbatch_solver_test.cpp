@@ -184,6 +184,18 @@ TEST(MicrobatchSolver, PipelineFillSlotsBreakTheTieThePaperModelLeaves) {
   EXPECT_DOUBLE_EQ(r->makespan_ms, 11 * 52.4);
 }
 
+TEST(MicrobatchSolver, MakespanOfAnAllocationIsWhatTheSolverReports) {
+  // What the planner and the oracle compare a split with: the allocation in force, the same fill.
+  const MicrobatchProblem pb{{52.4, 65.5}, 16, 2, {8, 8}, 1};
+  EXPECT_DOUBLE_EQ(makespan_ms(pb, pb.current), 9 * 65.5);
+  EXPECT_DOUBLE_EQ(makespan_ms(pb, Alloc{10, 6}), 11 * 52.4);
+  MicrobatchSolver solver;
+  const auto r = solver.solve(pb);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_DOUBLE_EQ(makespan_ms(pb, r->microbatches), r->makespan_ms);
+  EXPECT_DOUBLE_EQ(makespan_ms(MicrobatchProblem{{1.0, 1.5}, 16, 1, {}, 0}, Alloc{8, 8}), 12.0);  // no fill
+}
+
 TEST(MicrobatchSolver, RejectsInfeasibleInput) {
   MicrobatchSolver solver;
   auto err = [&](MicrobatchProblem pb) {

@@ -53,6 +53,10 @@ struct MicrobatchPlan {
   std::int64_t moved = 0;                  // sum_i max(0, m_i - current_i); 0 without `current`
 };
 
+// The makespan max_i (m_i + F) * t_i of an allocation (one entry per group) under the problem's times and
+// fill; what MicrobatchPlan::makespan_ms reports for the solver's own allocation.
+double makespan_ms(const MicrobatchProblem& problem, std::span<const std::int64_t> allocation);
+
 class MicrobatchSolver {
  public:
   // Errors (no guess is made): no groups, a t_i <= 0 or not finite, P < 1, M < 1 or > 2^40, F < 0 or > 2^40,

@@ -52,13 +52,6 @@ bool advertises(const OracleJob& job, Strategy s) {
   return std::find(job.capabilities.begin(), job.capabilities.end(), std::string(name(s))) != job.capabilities.end();
 }
 
-// A replica runs its m micro-batches in m + fill slots (1F1B: fill = P - 1), each of its time t.
-double makespan(const std::vector<int>& m, const std::vector<double>& t, int fill) {
-  double out = 0;
-  for (std::size_t i = 0; i < m.size(); ++i) out = std::max(out, (m[i] + fill) * t[i]);
-  return out;
-}
-
 }  // namespace
 
 std::vector<double> replica_slowdowns(const ParallelShape& shape, const FaultSchedule& faults, double t_s) {
@@ -122,7 +115,7 @@ Result<std::optional<Plan>> oracle_plan(const OracleJob& job, const FaultSchedul
   if (!sol) return Error{Errc::kInvalid, "S2 for " + fmt_vec(t) + ": " + sol.error(), {}};
   std::vector<int> split;
   for (auto m : sol->microbatches) split.push_back(static_cast<int>(m));
-  const double now = makespan(in_force, t, P - 1);
+  const double now = mitigate::makespan_ms(pr, pr.current);  // 1F1B: max (m + P - 1) t
   if (split == in_force || sol->makespan_ms >= now * 0.99) return std::optional<Plan>{};
   p.action = split == job.initial_microbatches ? PlanAction::kRevert : PlanAction::kApply;
   p.microbatches = split;
