@@ -913,12 +913,7 @@ void Controller::reconcile(const Now& now, Intents& out) {
         // of a configuration that no longer runs (then the next profile decides).
         placement_for_ = want3;
       } else if (current_localisation()) {
-        for (std::int64_t id : want3) {
-          if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
-            it->second.ski->decline(mitigate::Strategy::kS3Topology);
-          }
-        }
-        out.persist_state = true;
+        decline_all(want3, mitigate::Strategy::kS3Topology, out);
       }
     }
   }
@@ -986,14 +981,17 @@ bool Controller::reconcile_split(const std::set<std::int64_t>& want2, std::int64
   if (planner_->split_in_force()) {
     split_for_ = want2;
   } else if (current_localisation()) {
-    for (std::int64_t id : want2) {
-      if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
-        it->second.ski->decline(mitigate::Strategy::kS2Microbatches);
-      }
-    }
-    out.persist_state = true;
+    decline_all(want2, mitigate::Strategy::kS2Microbatches, out);
   }
   return false;
+}
+
+// The rung declined for each of the fail-slows (those with an account).
+void Controller::decline_all(const std::set<std::int64_t>& ids, mitigate::Strategy rung, Intents& out) {
+  for (std::int64_t id : ids) {
+    if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) it->second.ski->decline(rung);
+  }
+  out.persist_state = true;
 }
 
 // The master's own evidence closes the incident: no fail-slow left, and the configuration back to the
