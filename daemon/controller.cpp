@@ -230,6 +230,13 @@ void Controller::react(const Event& e, const Now& now) {
     // A slowdown that began before the baseline's window ended was in it: the reference is not healthy.
     std::string err;
     const auto d = parse_incident_detail(e.detail, &err);
+    // An early profile in progress serves the incident it foresaw; one that began before the incident's onset
+    // measured the job healthy for part of its window: a window of the incident's own replaces it.
+    if (e.type == event_type::kIncidentOpen && profiling_ && profiling_->suspect &&
+        profiling_->started_job_s < (d ? d->onset_t_s : e.t_s)) {
+      spdlog::info("early profile {} began before this slowdown's onset; profiling again", profiling_->id);
+      profiling_.reset();
+    }
     if (baseline_ && e.type == event_type::kIncidentOpen && (d ? d->onset_t_s : e.t_s) < baseline_end_t_s_) {
       spdlog::info("the baseline overlapped the onset of this slowdown; discarded");
       baseline_.reset();
@@ -301,10 +308,26 @@ bool Controller::probe_due(const Now& now) const {
 
 bool Controller::due_baseline(const Now& now) const {
   const bool original = !planner_ || (!planner_->split_in_force() && !planner_->moved());
-  return cfg_.baseline_every_s > 0 && !profiling_ && !tracker_->open_incident() && !pending_ && original && !restarting_ &&
+  return cfg_.baseline_every_s > 0 && !profiling_ && !held_ && !tracker_->open_incident() && !pending_ && original && !restarting_ &&
          tracker_->state().fail_slows.empty() && now.mono_s - healthy_since_s_ >= cfg_.baseline_after_s &&
          (!baseline_ || now.mono_s - baseline_at_s_ >= cfg_.baseline_every_s) &&
          now.mono_s - last_profile_s_ >= cfg_.reprofile_s;
+}
+
+bool Controller::due_suspect(const Now& now) const {
+  if (cfg_.suspect_iterations <= 0 || slow_streak_ < cfg_.suspect_iterations) return false;
+  const bool busy = profiling_ || want_profile_ || held_ || validating_ || restarting_ || pending_ || check_ ||
+                    (preflight_ && preflight_->running);
+  return !busy && !tracker_->open_incident() && tracker_->state().fail_slows.empty() &&
+         now.mono_s - last_suspect_s_ >= cfg_.suspect_gap_iterations * typical_iteration_s();
+}
+
+const Controller::HeldProfile* Controller::usable_held(const Now& now) const {
+  const auto& incident = tracker_->open_incident();
+  if (!held_ || !incident) return nullptr;
+  const bool fresh = now.mono_s - held_->ended_s <= cfg_.suspect_hold_iterations * typical_iteration_s();
+  const bool inside = held_->profile.started_job_s >= incident->onset_t_s;  // the whole window was slow
+  return fresh && inside && last_change_s_ < held_->profile.started_s ? &*held_ : nullptr;
 }
 
 bool Controller::profiling_complete(const Now& now) const {
@@ -315,7 +338,7 @@ Needs Controller::needs(const Now& now) const {
   Needs n;
   if (!tracker_) return n;
   const bool resume = resume_open_incident_ && tracker_->open_incident() && !profiling_;
-  n.registry = !profiling_ && (want_profile_ || resume || due_reprofile(now) || due_baseline(now));
+  n.registry = !profiling_ && (want_profile_ || resume || due_reprofile(now) || due_baseline(now) || due_suspect(now));
   // The registry's groups: for a profile's verdict, and for who a hung collective waits for.
   n.groups = profiling_complete(now) || (!stalls_.empty() && now.mono_s >= next_hang_check_s_);
   n.layout = profiling_complete(now) || layout_wanted_;
@@ -334,9 +357,28 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
   }
   if (in.pace) last_pace_ = in.pace;
   if (validating_) step_validation(now, out);
+  if (held_ && !usable_held(now) &&
+      (tracker_->open_incident() || now.mono_s - held_->ended_s > cfg_.suspect_hold_iterations * typical_iteration_s())) {
+    const char* why = !tracker_->open_incident() ? "no incident followed it"
+                      : held_->profile.started_job_s < tracker_->open_incident()->onset_t_s
+                          ? "the incident's onset came after its window began"
+                          : "it is stale";
+    spdlog::info("early profile {}: {}; dropped", held_->profile.id, why);
+    held_.reset();
+  }
   if (want_profile_ && !validating_) {
     want_profile_ = false;
-    start_profiling(want_profile_why_, false, in, now, out);
+    if (held_ && !profiling_) {
+      // The slowdown was profiled before it was decided: localised now, without a window of its own.
+      const HeldProfile held = std::move(*held_);
+      held_.reset();
+      spdlog::info("{}: localising from early profile {}", want_profile_why_, held.profile.id);
+      ++stats_.early_localisations;
+      last_profile_end_s_ = now.mono_s;
+      localise_profile(held.profile, held.groups, held.traffic, held.layout, now, out);
+    } else {
+      start_profiling(want_profile_why_, false, in, now, out);
+    }
   }
   if (in.layout) {
     if (!restarting_ && layout_ && (in.layout->world != layout_->world || in.layout->dp != layout_->dp)) {
@@ -392,19 +434,33 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
   if (due_reprofile(now)) start_profiling("re-profiling", false, in, now, out);
   // While healthy, a reference profile now and then: what each group's transfers take when all is well.
   if (due_baseline(now)) start_profiling("healthy baseline", true, in, now, out);
+  // While healthy, iterations slower than the job's level: profile before any agent decides a slowdown.
+  if (due_suspect(now)) {
+    start_profiling("suspected slowdown (" + std::to_string(slow_streak_) + " iterations >= " +
+                        std::to_string(cfg_.suspect_ratio).substr(0, 4) + "x the median before them)",
+                    false, in, now, out, true);
+    if (profiling_ && profiling_->suspect) {
+      last_suspect_s_ = now.mono_s;
+      slow_streak_ = 0;
+      ++stats_.early_profiles;
+    }
+  }
   if (out.persist_state || !out.events.empty()) sync_accounts();
   return out;
 }
 
 void Controller::start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now,
-                                 Intents& out) {
+                                 Intents& out, bool suspect) {
   if (profiling_ || in.agents.empty() || out.profile || restarting_ || validating_) return;
   unmeasured_ = false;
   last_agents_ = in.agents;
   Profiling p;
   p.baseline = baseline;
-  p.id = (baseline ? "baseline-" : "profile-") + std::to_string(tracker_->state().incidents_total) + "-" +
-         std::to_string(++profiles_requested_) + "." + run_tag_;
+  p.suspect = suspect;
+  p.started_s = now.mono_s;
+  p.started_job_s = now.job_s;
+  p.id = (baseline ? "baseline-" : suspect ? "early-" : "profile-") + std::to_string(tracker_->state().incidents_total) +
+         "-" + std::to_string(++profiles_requested_) + "." + run_tag_;
   for (int r : in.ranks) {
     if (!layout_ || r < layout_->world) p.expected.insert(r);  // the registry keeps a restarted job's old ranks
   }
@@ -452,8 +508,22 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
     }
     return;
   }
-  if (in.layout && !pending_) layout_ = in.layout;
-  const Localisation loc = localise(views, in.groups, layout_, baseline_ ? &*baseline_ : nullptr);
+  if (p.suspect && !tracker_->open_incident()) {
+    spdlog::info("early profile {}: {} of {} ranks reported; held for the incident it may open", p.id, views.size(),
+                 p.expected.size());
+    held_ = HeldProfile{std::move(p), in.groups, in.traffic, in.layout, now.mono_s};
+    return;
+  }
+  localise_profile(p, in.groups, in.traffic, in.layout, now, out);
+}
+
+void Controller::localise_profile(const Profiling& p, const std::vector<GroupMembers>& groups,
+                                  const std::map<std::uint64_t, GroupTraffic>& traffic,
+                                  const std::optional<JobLayout>& layout, const Now& now, Intents& out) {
+  std::vector<ProfileView> views;
+  for (const auto& [r, v] : p.got) views.push_back(v);
+  if (layout && !pending_) layout_ = layout;
+  const Localisation loc = localise(views, groups, layout_, baseline_ ? &*baseline_ : nullptr);
   Event e = master_event(event_type::kLocalised, now);
   e.rank = loc.culprit;
   e.node = loc.culprit_node;
@@ -465,7 +535,7 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
   out.events.push_back(std::move(e));
   out.persist_state = true;
   ++stats_.localisations[std::string(name(loc.cause))];
-  stats_.groups = group_timings(views, in.groups, in.traffic);
+  stats_.groups = group_timings(views, groups, traffic);
   if (const auto& inc = tracker_->open_incident(); inc && inc->id != localised_incident_ && loc.cause != Cause::kUnknown) {
     localised_incident_ = inc->id;
     stats_.localisation.add(now.job_s - inc->detected_t_s);
@@ -480,13 +550,13 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
       unmeasured_ = true;
       ++unmeasured_in_row_;
     }
-  } else if (last_change_s_ < last_profile_s_) {
+  } else if (last_change_s_ < p.started_s) {
     // What the planner and the validator work from: a profile of one configuration that measured
     // iterations. One that measured none, or spans a plan switch (two configurations at once), would give
     // them replica times of nothing (an S2 solve that finds no better split, and declines S2 for good).
     last_loc_ = loc;
-    last_loc_profile_s_ = last_profile_s_;
-    last_groups_ = in.groups;
+    last_loc_profile_s_ = p.started_s;
+    last_groups_ = groups;
     last_ranks_.assign(p.expected.begin(), p.expected.end());
     const std::vector<FailSlow> opened = track_fail_slows(loc, now, out);
     schedule_probes(loc, now);
@@ -766,6 +836,11 @@ void Controller::observe_iterations(const JobInputs& in, const Now& now, Intents
   charge_confirmation();
   // One observation per iteration (the latest time stands in for any the master missed between polls).
   for (std::int64_t i = 0; i < n; ++i) {
+    // A healthy job's iterations turning slow (an early profile, due_suspect); counted only while healthy,
+    // so that none is left over from an incident when it closes.
+    const bool healthy = !tracker_->open_incident() && tracker_->state().fail_slows.empty();
+    const bool slow = healthy && recent_s_.size() >= 8 && t >= cfg_.suspect_ratio * median_of(recent_s_);
+    slow_streak_ = slow ? slow_streak_ + 1 : 0;
     recent_s_.push_back(t);
     if (recent_s_.size() > 16) recent_s_.erase(recent_s_.begin());
     for (auto& [id, a] : accounts_) {

@@ -10,6 +10,9 @@
 //    repeats an event.
 //  - Pause-free localisation: on an incident (opened, or worsened) it asks every agent for a profiling
 //    window, collects the ranks' profile reports until all are in or a deadline passes, and localises.
+//  - Early profiles: while healthy, iterations of the pacing rank turning slow start a window before any
+//    agent decides a slowdown; its reports are held, and the incident that follows (its onset before the
+//    window) is localised from them at once (ControllerConfig::suspect_iterations).
 //  - Healthy baselines: a reference profile once healthy for baseline_after_s and every baseline_every_s;
 //    one whose window overlapped a slowdown's onset is discarded.
 //  - Fail-slows (daemon/fail_slows.h): each localisation is matched with the job's open fail-slows; each
@@ -91,6 +94,16 @@ struct ControllerConfig {
   double pay_margin = 0.02;                    // ... and pays when they are this much faster than before it
   double baseline_after_s = 10.0;              // healthy this long (since start or the last incident): baseline
   double baseline_every_s = 600.0;             // and refresh it this often while healthy (0: never while healthy)
+  // Early profile: while healthy, once the pacing rank's last suspect_iterations iterations were each at least
+  // suspect_ratio times the median of those before them, the job is profiled at once, before any agent has
+  // decided a slowdown (which takes 4-6 iterations). The profile is held; an incident that opens within
+  // suspect_hold_iterations of its end, with an onset no later than its start, is localised from it at once
+  // instead of after a window of its own. Nothing is reported for a suspicion no incident follows. One at
+  // most every suspect_gap_iterations. 0: off.
+  int suspect_iterations = 2;
+  double suspect_ratio = 1.10;
+  int suspect_hold_iterations = 20;
+  int suspect_gap_iterations = 16;
   FailSlowRules fail_slows;
   PlannerConfig planner;
   // A link fail-slow that no group crosses any more (S3 moved the traffic off it) is probed with a short
@@ -156,6 +169,8 @@ struct ControllerStats {
   std::map<std::string, std::int64_t> fail_slows;       // opened, by cause
   std::map<std::pair<std::string, std::string>, std::int64_t> plans;  // (strategy, applied|rejected|timeout)
   std::int64_t probes = 0, validations = 0;             // pauses (link probes, validations) finished
+  std::int64_t early_profiles = 0;                      // early profiles started (ControllerConfig::suspect_iterations)
+  std::int64_t early_localisations = 0;                 // ... and incidents localised from one
   std::map<int, std::int64_t> fail_stops;               // agents' fail_stop reports since the master started, by rank
   std::int64_t hangs = 0;                               // hangs named since the master started
   std::vector<GroupTiming> groups;                      // the latest localisation's profile
@@ -266,9 +281,20 @@ class Controller {
   struct Profiling {
     std::string id;
     bool baseline = false;  // a healthy reference, not a localisation
+    bool suspect = false;   // an early profile (ControllerConfig::suspect_iterations): no incident asked for it
+    double started_s = 0;      // mono time the window started
+    double started_job_s = 0;  // ... and job time
     double deadline_s = 0;
     std::set<int> expected;
     std::map<int, ProfileView> got;
+  };
+  // An early profile that completed before any incident: what it measured, kept for the incident it may open.
+  struct HeldProfile {
+    Profiling profile;
+    std::vector<GroupMembers> groups;
+    std::map<std::uint64_t, GroupTraffic> traffic;
+    std::optional<JobLayout> layout;
+    double ended_s = 0;  // mono time its reports were in
   };
   // A plan in flight, and what it is for.
   // A remedy in force being measured; or the undoing of one that seemed not to pay (an undo check: the
@@ -304,8 +330,16 @@ class Controller {
   double typical_iteration_s() const;
   bool profiling_complete(const Now& now) const;
   void react(const Event& e, const Now& now);
-  void start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now, Intents& out);
+  void start_profiling(const std::string& why, bool baseline, const JobInputs& in, const Now& now, Intents& out,
+                       bool suspect = false);
   void finish_profiling(const JobInputs& in, const Now& now, Intents& out);
+  // Localises from a finished (or held) profile's reports, with the groups, traffic and layout read for it.
+  void localise_profile(const Profiling& p, const std::vector<GroupMembers>& groups,
+                        const std::map<std::uint64_t, GroupTraffic>& traffic, const std::optional<JobLayout>& layout,
+                        const Now& now, Intents& out);
+  bool due_suspect(const Now& now) const;
+  // The held early profile, when the open incident may be localised from it (nullptr: none, or stale).
+  const HeldProfile* usable_held(const Now& now) const;
   // Returns the fail-slows it opened.
   std::vector<FailSlow> track_fail_slows(const Localisation& loc, const Now& now, Intents& out);
   // A validation pause of `loc` for `fail_slows` (false: it cannot start now, e.g. the job marks no iterations).
@@ -373,6 +407,9 @@ class Controller {
   double baseline_at_s_ = -1e18;
   double baseline_end_t_s_ = 0;  // job time at the end of its window
   bool want_profile_ = false;    // an incident asked for localisation: start at the next step
+  std::optional<HeldProfile> held_;   // an early profile awaiting its incident
+  int slow_streak_ = 0;               // iterations in a row at least suspect_ratio above the median before them
+  double last_suspect_s_ = -1e18;     // when the last early profile started
   std::string want_profile_why_;
 
   std::map<std::int64_t, Account> accounts_;  // per open fail-slow

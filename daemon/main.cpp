@@ -61,6 +61,8 @@ void print_help() {
        "while fail-slows are open, profile again this many iterations after a window"},
       {"--baseline-after-s S", num(c.baseline_after_s), "healthy this long: take a baseline profile"},
       {"--baseline-every-s S", num(c.baseline_every_s), "refresh it this often while healthy (0: never profile a healthy job)"},
+      {"--suspect-iterations N", std::to_string(c.suspect_iterations),
+       "while healthy, this many iterations in a row 10 % slower than the level: profile before any agent decides (0: off)"},
       {"--ack-timeout-s S", num(c.ack_timeout_s), "every rank acknowledges a plan within this"},
       {"--check-iterations N", std::to_string(c.check_iterations), "a remedy in force is judged on this many iterations"},
       {"--pay-margin F", num(c.pay_margin), "... and kept when they are this much faster than before it"},
@@ -106,7 +108,7 @@ int main(int argc, char** argv) {
     const greyhound::Args a(args,
                             {"job", "jobs", "redis", "event-log", "poll-ms", "profile-s", "ack-timeout-s", "s3-pause-s",
                              "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
-                             "profile-iterations", "reprofile-iterations", "check-iterations", "pay-margin",
+                             "profile-iterations", "reprofile-iterations", "suspect-iterations", "check-iterations", "pay-margin",
                              "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s",
                              "validate-min-excess-ms", "probe-iterations", "http", "pause-estimate-s",
                              "master-id", "lease-ms", "plan-lease-s"},
@@ -149,6 +151,8 @@ int main(int argc, char** argv) {
     cfg.controller.profile_iterations = static_cast<int>(a.integer_in("profile-iterations", cfg.controller.profile_iterations, 0, 1000));
     cfg.controller.reprofile_iterations =
         static_cast<int>(a.integer_in("reprofile-iterations", cfg.controller.reprofile_iterations, 0, 1000));
+    cfg.controller.suspect_iterations =
+        static_cast<int>(a.integer_in("suspect-iterations", cfg.controller.suspect_iterations, 0, 1000));
     cfg.controller.check_iterations = static_cast<int>(a.integer_in("check-iterations", cfg.controller.check_iterations, 1, 1000));
     cfg.controller.pay_margin = a.number("pay-margin", cfg.controller.pay_margin);
     cfg.controller.plan_lease_s = a.number("plan-lease-s", cfg.controller.plan_lease_s);

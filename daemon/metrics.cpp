@@ -43,6 +43,9 @@ constexpr Spec kFamilies[] = {
     {"greyhound_remedy_in_force", "gauge", "1 while a remedy is in force: S2 (an uneven split), S3 (a new placement)"},
     {"greyhound_microbatches", "gauge", "Micro-batches per DP replica in force"},
     {"greyhound_pauses_total", "counter", "Pauses finished since the master started: validations and link probes"},
+    {"greyhound_early_profiles_total", "counter",
+     "Early profiles (iterations slower than the job's level, before any agent decided a slowdown) since the master "
+     "started: started, and used (an incident was localised from one)"},
     {"greyhound_fail_stops_total", "counter", "Ranks whose process died (killed, crashed) since the master started, by rank"},
     {"greyhound_hangs_total", "counter", "Hung collectives named (members waiting for ranks that never joined) since the master started"},
     {"greyhound_group_collective_seconds", "gauge",
@@ -206,6 +209,8 @@ void job_metrics(Exposition& out, const std::string& job, const Controller& c, c
   out.sample("greyhound_detection_paused", j, c.settings().detection_paused.value_or(false) ? 1 : 0);
   out.sample("greyhound_pauses_total", with({{"kind", "validation"}}), static_cast<double>(st.validations));
   out.sample("greyhound_pauses_total", with({{"kind", "probe"}}), static_cast<double>(st.probes));
+  out.sample("greyhound_early_profiles_total", with({{"outcome", "started"}}), static_cast<double>(st.early_profiles));
+  out.sample("greyhound_early_profiles_total", with({{"outcome", "used"}}), static_cast<double>(st.early_localisations));
   out.sample("greyhound_hangs_total", j, static_cast<double>(st.hangs));
   for (const auto& [rank, n] : st.fail_stops) {
     out.sample("greyhound_fail_stops_total", with({{"rank", std::to_string(rank)}}), static_cast<double>(n));

@@ -530,6 +530,123 @@ ControllerConfig mitigating() {
   return cfg;
 }
 
+// An early profile (ControllerConfig::suspect_iterations): a healthy job whose iterations turn slow is
+// profiled before any agent decides a slowdown, the profile is held, and the incident is localised from it
+// at the step it opens, without a window of its own.
+struct EarlyJob {
+  TwoFaults f{no_baselines()};
+  JobInputs done;
+  EarlyJob() {
+    f.d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+    done.groups = two_groups();
+    done.layout = layout({8, 8}, {8, 8});
+  }
+  // Healthy iterations (one slower by 30 % among them is no suspicion), then two 25 % slower: the early
+  // profile's request.
+  std::string suspect() {
+    for (int i = 0; i < 16; ++i) EXPECT_FALSE(f.step(registry(), i == 10 ? 520 : 400).profile) << i;
+    EXPECT_FALSE(f.step(registry(), 500).profile);
+    const Intents it = f.step(registry(), 500);
+    EXPECT_TRUE(it.profile);
+    return it.profile ? it.profile->command.id : "";
+  }
+  // Rank 3 late in its group (its GPU is slow): the reports of every rank.
+  Intents report(const std::string& req) {
+    f.d.feed(dp_profiles(req, {0.20, 0.20, 0.45, 0.02}), at(f.t, f.t));
+    return f.step(done, 500);
+  }
+  Intents decided(double onset_s) {
+    Event e = change(event_type::kSlowdown, 3, onset_s, 400, 500);
+    e.detected_t_s = f.t;
+    f.d.feed({e}, at(f.t, f.t));
+    return f.step(registry(), 500);
+  }
+};
+
+std::string localised_request(const Intents& it) {
+  for (const Event& e : it.events) {
+    if (e.type != event_type::kLocalised) continue;
+    std::string err;
+    auto loc = parse_localisation_report(e.detail, &err);
+    return loc ? loc->request + " rank " + std::to_string(loc->culprit) : err;
+  }
+  return "none";
+}
+
+TEST(Controller, AnEarlyProfileLocalisesTheIncidentAtOnceWhenItOpens) {
+  EarlyJob j;
+  const double onset = j.f.t;  // the first slow iteration began about here
+  const std::string req = j.suspect();
+  EXPECT_EQ(req.rfind("early-", 0), 0u) << req;
+  EXPECT_FALSE(j.f.d.c.open_incident());
+  // Its reports complete it with no incident open: held, nothing reported, nothing opened.
+  Intents it = j.report(req);
+  EXPECT_TRUE(it.events.empty());
+  EXPECT_FALSE(j.f.d.c.profiling());
+  EXPECT_TRUE(j.f.d.c.fail_slows().empty());
+  // Two iterations later rank 3's agent decides the slowdown (its onset back-dated before the window): the
+  // incident is localised at the step it opens, from the early profile, and no window is asked for.
+  j.f.step(registry(), 500);
+  it = j.decided(onset);
+  EXPECT_FALSE(it.profile);
+  EXPECT_EQ(localised_request(it), req + " rank 3");
+  ASSERT_EQ(j.f.d.c.fail_slows().size(), 1u);
+  EXPECT_EQ(j.f.d.c.fail_slows()[0].rank, 3);
+  EXPECT_EQ(j.f.d.c.stats().early_profiles, 1);
+  EXPECT_EQ(j.f.d.c.stats().early_localisations, 1);
+  EXPECT_NEAR(j.f.d.c.stats().localisation.sum_s, 0.5, 1e-9);  // localised at the step after its detection
+}
+
+TEST(Controller, AnEarlyProfileInProgressServesTheIncidentThatOpensMeanwhile) {
+  EarlyJob j;
+  const double onset = j.f.t;
+  const std::string req = j.suspect();
+  Intents it = j.decided(onset);
+  EXPECT_FALSE(it.profile);  // the early window is still on: no second one
+  EXPECT_TRUE(j.f.d.c.profiling());
+  it = j.report(req);
+  EXPECT_EQ(localised_request(it), req + " rank 3");
+  EXPECT_EQ(j.f.d.c.stats().early_localisations, 0);  // it was no held profile: localised as any window is
+}
+
+TEST(Controller, AnEarlyProfileIsNotUsedForASlowdownThatBeganAfterItsWindowDidNorOnceStale) {
+  {
+    // The incident's onset is after the window began: part of the window was healthy.
+    EarlyJob j;
+    const std::string req = j.suspect();
+    j.report(req);
+    const double onset = j.f.t;
+    Intents it = j.decided(onset);
+    ASSERT_TRUE(it.profile);
+    EXPECT_EQ(it.profile->command.id.rfind("profile-", 0), 0u) << it.profile->command.id;
+    EXPECT_EQ(localised_request(it), "none");
+    EXPECT_EQ(j.f.d.c.stats().early_localisations, 0);
+  }
+  {
+    // The iterations came back to the level and nothing was decided: 20 iterations after its end the held
+    // profile goes, and a later incident gets a window of its own.
+    EarlyJob j;
+    const double onset = j.f.t;
+    const std::string req = j.suspect();
+    j.report(req);
+    for (int i = 0; i < 25; ++i) EXPECT_FALSE(j.f.step(registry(), 400).profile) << i;
+    Intents it = j.decided(onset);
+    ASSERT_TRUE(it.profile);
+    EXPECT_EQ(it.profile->command.id.rfind("profile-", 0), 0u) << it.profile->command.id;
+    EXPECT_EQ(j.f.d.c.stats().early_localisations, 0);
+  }
+  {
+    // Switched off: slow iterations alone profile nothing.
+    ControllerConfig cfg = no_baselines();
+    cfg.suspect_iterations = 0;
+    TwoFaults f(cfg);
+    f.d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+    for (int i = 0; i < 16; ++i) f.step(registry(), 400);
+    for (int i = 0; i < 10; ++i) EXPECT_FALSE(f.step(registry(), 500).profile) << i;
+    EXPECT_EQ(f.d.c.stats().early_profiles, 0);
+  }
+}
+
 TEST(Controller, ASplitForAGpuThatRecoveredIsRevertedWhileTheLinkStaysOpen) {
   TwoFaults f(mitigating());
   Driven& d = f.d;
