@@ -362,13 +362,14 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
     const char* why = !tracker_->open_incident() ? "no incident followed it"
                       : held_->profile.started_job_s < tracker_->open_incident()->onset_t_s
                           ? "the incident's onset came after its window began"
-                          : "it is stale";
+                      : last_change_s_ >= held_->profile.started_s ? "the configuration changed since"
+                                                                    : "it is stale";
     spdlog::info("early profile {}: {}; dropped", held_->profile.id, why);
     held_.reset();
   }
   if (want_profile_ && !validating_) {
     want_profile_ = false;
-    if (held_ && !profiling_) {
+    if (usable_held(now) && !profiling_) {
       // The slowdown was profiled before it was decided: localised now, without a window of its own.
       const HeldProfile held = std::move(*held_);
       held_.reset();
@@ -378,6 +379,11 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
       localise_profile(held.profile, held.groups, held.traffic, held.layout, now, out);
     } else {
       start_profiling(want_profile_why_, false, in, now, out);
+      // An early window in progress serves the incident: it is this incident's profiling now.
+      if (profiling_ && profiling_->suspect && tracker_->open_incident() && tracker_->state().state == Phase::kSlow) {
+        tracker_->set_phase(Phase::kProfiling);
+        out.persist_state = true;
+      }
     }
   }
   if (in.layout) {
@@ -509,6 +515,12 @@ void Controller::finish_profiling(const JobInputs& in, const Now& now, Intents& 
     return;
   }
   if (p.suspect && !tracker_->open_incident()) {
+    // Held only when every rank reported: a rank missing may be the slow one (its agent behind), and the
+    // incident would then wait for a re-profile instead of a window of its own.
+    if (p.got.size() < p.expected.size()) {
+      spdlog::info("early profile {}: {} of {} ranks reported; not held", p.id, views.size(), p.expected.size());
+      return;
+    }
     spdlog::info("early profile {}: {} of {} ranks reported; held for the incident it may open", p.id, views.size(),
                  p.expected.size());
     held_ = HeldProfile{std::move(p), in.groups, in.traffic, in.layout, now.mono_s};
@@ -834,13 +846,16 @@ void Controller::observe_iterations(const JobInputs& in, const Now& now, Intents
     last_iteration_s_ = t;
   }
   charge_confirmation();
-  // One observation per iteration (the latest time stands in for any the master missed between polls).
-  for (std::int64_t i = 0; i < n; ++i) {
-    // A healthy job's iterations turning slow (an early profile, due_suspect); counted only while healthy,
-    // so that none is left over from an incident when it closes.
+  // A healthy job's iterations turning slow (an early profile, due_suspect): counted once per reading (the
+  // iterations the master missed between polls are not known slow), and only while healthy, so that none
+  // is left over from an incident when it closes.
+  if (n > 0) {
     const bool healthy = !tracker_->open_incident() && tracker_->state().fail_slows.empty();
     const bool slow = healthy && recent_s_.size() >= 8 && t >= cfg_.suspect_ratio * median_of(recent_s_);
     slow_streak_ = slow ? slow_streak_ + 1 : 0;
+  }
+  // One observation per iteration (the latest time stands in for any the master missed between polls).
+  for (std::int64_t i = 0; i < n; ++i) {
     recent_s_.push_back(t);
     if (recent_s_.size() > 16) recent_s_.erase(recent_s_.begin());
     for (auto& [id, a] : accounts_) {
@@ -1292,6 +1307,8 @@ void Controller::job_restarting(const std::string& why, std::int64_t epoch, cons
   previous_loc_t_s_ = -1e18;
   mitigated_ = false;
   want_profile_ = false;
+  held_.reset();  // the old job's: nothing of it localises the restarted one
+  slow_streak_ = 0;
   settled_ = true;
   adopt_split_ = false;
   if (tracker_->open_incident()) {

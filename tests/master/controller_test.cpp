@@ -536,30 +536,43 @@ ControllerConfig mitigating() {
 struct EarlyJob {
   TwoFaults f{no_baselines()};
   JobInputs done;
+  static constexpr double kJobOffsetS = 100;  // job time runs ahead of the steady clock: the two are not mixed
   EarlyJob() {
     f.d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
     done.groups = two_groups();
     done.layout = layout({8, 8}, {8, 8});
   }
+  Now now() const { return at(f.t, job()); }
+  double job() const { return f.t + kJobOffsetS; }
+  // One step, the pacing rank `advance` iterations on, the latest at iter_ms.
+  Intents step(JobInputs in, double iter_ms, int advance = 1) {
+    f.index += advance;
+    in.pace = pace(f.index, iter_ms);
+    f.t += 0.5;
+    return f.d.c.step(now(), in);
+  }
   // Healthy iterations (one slower by 30 % among them is no suspicion), then two 25 % slower: the early
   // profile's request.
   std::string suspect() {
-    for (int i = 0; i < 16; ++i) EXPECT_FALSE(f.step(registry(), i == 10 ? 520 : 400).profile) << i;
-    EXPECT_FALSE(f.step(registry(), 500).profile);
-    const Intents it = f.step(registry(), 500);
+    for (int i = 0; i < 16; ++i) EXPECT_FALSE(step(registry(), i == 10 ? 520 : 400).profile) << i;
+    EXPECT_FALSE(step(registry(), 500).profile);
+    const Intents it = step(registry(), 500);
     EXPECT_TRUE(it.profile);
     return it.profile ? it.profile->command.id : "";
   }
-  // Rank 3 late in its group (its GPU is slow): the reports of every rank.
-  Intents report(const std::string& req) {
-    f.d.feed(dp_profiles(req, {0.20, 0.20, 0.45, 0.02}), at(f.t, f.t));
-    return f.step(done, 500);
+  // Rank 3 late in its group (its GPU is slow): the reports of every rank (or of the first `ranks`).
+  Intents report(const std::string& req, std::size_t ranks = 4) {
+    std::vector<Event> reports = dp_profiles(req, {0.20, 0.20, 0.45, 0.02});
+    reports.resize(ranks);
+    f.d.feed(reports, now());
+    return step(done, 500);
   }
+  // Rank 3's agent decides a slowdown that began at job time onset_s.
   Intents decided(double onset_s) {
     Event e = change(event_type::kSlowdown, 3, onset_s, 400, 500);
-    e.detected_t_s = f.t;
-    f.d.feed({e}, at(f.t, f.t));
-    return f.step(registry(), 500);
+    e.detected_t_s = job();
+    f.d.feed({e}, now());
+    return step(registry(), 500);
   }
 };
 
@@ -575,7 +588,7 @@ std::string localised_request(const Intents& it) {
 
 TEST(Controller, AnEarlyProfileLocalisesTheIncidentAtOnceWhenItOpens) {
   EarlyJob j;
-  const double onset = j.f.t;  // the first slow iteration began about here
+  const double onset = j.job();  // the first slow iteration began about here
   const std::string req = j.suspect();
   EXPECT_EQ(req.rfind("early-", 0), 0u) << req;
   EXPECT_FALSE(j.f.d.c.open_incident());
@@ -584,9 +597,9 @@ TEST(Controller, AnEarlyProfileLocalisesTheIncidentAtOnceWhenItOpens) {
   EXPECT_TRUE(it.events.empty());
   EXPECT_FALSE(j.f.d.c.profiling());
   EXPECT_TRUE(j.f.d.c.fail_slows().empty());
-  // Two iterations later rank 3's agent decides the slowdown (its onset back-dated before the window): the
+  // An iteration later rank 3's agent decides the slowdown (its onset back-dated before the window): the
   // incident is localised at the step it opens, from the early profile, and no window is asked for.
-  j.f.step(registry(), 500);
+  j.step(registry(), 500);
   it = j.decided(onset);
   EXPECT_FALSE(it.profile);
   EXPECT_EQ(localised_request(it), req + " rank 3");
@@ -599,7 +612,7 @@ TEST(Controller, AnEarlyProfileLocalisesTheIncidentAtOnceWhenItOpens) {
 
 TEST(Controller, AnEarlyProfileInProgressServesTheIncidentThatOpensMeanwhile) {
   EarlyJob j;
-  const double onset = j.f.t;
+  const double onset = j.job();
   const std::string req = j.suspect();
   Intents it = j.decided(onset);
   EXPECT_FALSE(it.profile);  // the early window is still on: no second one
@@ -615,7 +628,7 @@ TEST(Controller, AnEarlyProfileIsNotUsedForASlowdownThatBeganAfterItsWindowDidNo
     EarlyJob j;
     const std::string req = j.suspect();
     j.report(req);
-    const double onset = j.f.t;
+    const double onset = j.job();
     Intents it = j.decided(onset);
     ASSERT_TRUE(it.profile);
     EXPECT_EQ(it.profile->command.id.rfind("profile-", 0), 0u) << it.profile->command.id;
@@ -626,14 +639,44 @@ TEST(Controller, AnEarlyProfileIsNotUsedForASlowdownThatBeganAfterItsWindowDidNo
     // The iterations came back to the level and nothing was decided: 20 iterations after its end the held
     // profile goes, and a later incident gets a window of its own.
     EarlyJob j;
-    const double onset = j.f.t;
+    const double onset = j.job();
     const std::string req = j.suspect();
     j.report(req);
-    for (int i = 0; i < 25; ++i) EXPECT_FALSE(j.f.step(registry(), 400).profile) << i;
+    for (int i = 0; i < 25; ++i) EXPECT_FALSE(j.step(registry(), 400).profile) << i;
     Intents it = j.decided(onset);
     ASSERT_TRUE(it.profile);
     EXPECT_EQ(it.profile->command.id.rfind("profile-", 0), 0u) << it.profile->command.id;
     EXPECT_EQ(j.f.d.c.stats().early_localisations, 0);
+  }
+  {
+    // The incident opens while the early window runs, with an onset after it began: a window of its own.
+    EarlyJob j;
+    const std::string req = j.suspect();
+    Intents it = j.decided(j.job() + 0.2);  // the window began at job(), at the step that asked for it
+    ASSERT_TRUE(it.profile);
+    EXPECT_EQ(it.profile->command.id.rfind("profile-", 0), 0u) << it.profile->command.id;
+    it = j.report(req);  // the early window's reports are no one's now
+    EXPECT_EQ(localised_request(it), "none");
+  }
+  {
+    // Not every rank reported (the slow rank's agent may be behind): not held, and the incident gets a
+    // window of its own.
+    EarlyJob j;
+    const double onset = j.job();
+    const std::string req = j.suspect();
+    for (int i = 0; i < 12; ++i) j.step(JobInputs{}, 500);  // past the window's deadline
+    j.report(req, 3);
+    Intents it = j.decided(onset);
+    ASSERT_TRUE(it.profile);
+    EXPECT_EQ(it.profile->command.id.rfind("profile-", 0), 0u) << it.profile->command.id;
+  }
+  {
+    // One slow reading after polls the master missed is one slow iteration, not three.
+    EarlyJob j;
+    for (int i = 0; i < 16; ++i) j.step(registry(), 400);
+    EXPECT_FALSE(j.step(registry(), 500, 3).profile);
+    EXPECT_FALSE(j.step(registry(), 400).profile);
+    EXPECT_EQ(j.f.d.c.stats().early_profiles, 0);
   }
   {
     // Switched off: slow iterations alone profile nothing.
