@@ -145,6 +145,31 @@ namespace {
 
 using ByRank = std::map<int, const ProfileView*>;
 
+// Each launch rank's role (tp, dp, pp) under the placement the layout names in force: Megatron's (launch rank
+// r holds global rank r's) when it names none, or one that is no placement of its shape. After an S3 switch
+// the DP and PP groups, and the replica a rank computes for, follow the placement, not the launch order.
+std::vector<RankCoords> rank_roles(const JobLayout& layout) {
+  const ParallelShape shape{layout.tp, layout.dp, layout.pp};
+  const int n = std::max(0, layout.tp * layout.dp * layout.pp);
+  std::vector<RankCoords> out;
+  out.reserve(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) out.push_back(shape.coords(r));
+  if (!layout.placement.empty() && layout.world == n && placement_error(layout, layout.placement).empty()) {
+    for (const PlacementEntry& e : layout.placement) out[static_cast<std::size_t>(e.rank)] = RankCoords{e.tp, e.dp, e.pp};
+  }
+  return out;
+}
+
+// The members of each DP group (same tp and pp) and PP group (same tp and dp) under those roles, sorted.
+std::map<std::pair<int, int>, std::vector<int>> role_groups(const std::vector<RankCoords>& roles, bool dp_group) {
+  std::map<std::pair<int, int>, std::vector<int>> out;
+  for (int r = 0; r < static_cast<int>(roles.size()); ++r) {
+    const RankCoords& c = roles[static_cast<std::size_t>(r)];
+    out[{c.tp, dp_group ? c.pp : c.dp}].push_back(r);
+  }
+  return out;
+}
+
 // With a layout: which groups are the DP gradient and PP groups, and whether the micro-batch split is uneven.
 struct LayoutGroups {
   std::set<std::uint64_t> dp, pp;
@@ -158,18 +183,18 @@ LayoutGroups layout_groups(const std::vector<GroupMembers>& groups, const std::o
                layout->microbatches.end();
   // The layout's DP and PP groups as sorted member lists, each group's members looked up among them (once
   // per group: a job of 10,000 ranks has thousands of each).
-  const ParallelShape shape{layout->tp, layout->dp, layout->pp};
   const auto sorted = [](std::vector<int> m) {
     std::sort(m.begin(), m.end());
     m.erase(std::unique(m.begin(), m.end()), m.end());
     return m;
   };
+  const std::vector<RankCoords> roles = rank_roles(*layout);
   std::set<std::vector<int>> dp_groups, pp_groups;
-  for (int tp = 0; tp < shape.tp && shape.dp > 1; ++tp) {
-    for (int pp = 0; pp < shape.pp; ++pp) dp_groups.insert(sorted(shape.dp_group(tp, pp)));
+  if (layout->dp > 1) {
+    for (const auto& [key, members] : role_groups(roles, true)) dp_groups.insert(members);
   }
-  for (int tp = 0; tp < shape.tp && shape.pp > 1; ++tp) {
-    for (int d = 0; d < shape.dp; ++d) pp_groups.insert(sorted(shape.pp_group(tp, d)));
+  if (layout->pp > 1) {
+    for (const auto& [key, members] : role_groups(roles, false)) pp_groups.insert(members);
   }
   for (const GroupMembers& g : groups) {
     const std::vector<int> m = sorted(g.members);
@@ -405,8 +430,8 @@ void name_culprit_and_cause(const GroupScan& scan, const ByRank& by_rank, const 
     // GPU's pace (its tensor-parallel peers wait for it and make their pipeline neighbours wait in turn).
     const bool replicas_known =
         layout && layout->tp > 0 && layout->dp > 0 && layout->world == layout->tp * layout->dp * layout->pp;
-    const ParallelShape shape = replicas_known ? ParallelShape{layout->tp, layout->dp, layout->pp} : ParallelShape{};
-    const auto replica_of = [&](int r) { return shape.coords(r).dp; };
+    const std::vector<RankCoords> roles = replicas_known ? rank_roles(*layout) : std::vector<RankCoords>{};
+    const auto replica_of = [&](int r) { return r >= 0 && r < static_cast<int>(roles.size()) ? roles[static_cast<std::size_t>(r)].dp : -1; };
     std::erase_if(out.slow_groups, [&](const auto& s) {
       const auto& m = scan.by_id.at(s.first)->members;
       if (std::find(m.begin(), m.end(), out.culprit) != m.end()) return true;
@@ -440,8 +465,9 @@ std::vector<SuspectLink> suspect_links(const Localisation& loc, const GroupScan&
 void replica_times(const ByRank& by_rank, const std::vector<GroupMembers>& groups, const JobLayout& layout,
                    double step_ms, Localisation& out) {
   std::vector<double> scratch;
-  const ParallelShape shape{layout.tp, layout.dp, layout.pp};
-  const int D = shape.dp;
+  const std::vector<RankCoords> roles = rank_roles(layout);
+  const auto dp_groups = role_groups(roles, true);
+  const int D = layout.dp;
   // The DP group of a rank: a group whose members are exactly the ranks with its tp and pp. There may be
   // several (a placement switch makes new communicators; the old ones stay in the registry): the one the
   // rank's profile measured is the one in use.
@@ -449,8 +475,9 @@ void replica_times(const ByRank& by_rank, const std::vector<GroupMembers>& group
   for (const GroupMembers& g : groups) groups_of_members[std::set<int>(g.members.begin(), g.members.end())].push_back(g.group);
   std::vector<std::vector<double>> own(static_cast<std::size_t>(D));
   for (const auto& [r, p] : by_rank) {
-    const RankCoords c = shape.coords(r);
-    const std::vector<int> dp_group = shape.dp_group(c.tp, c.pp);
+    if (r < 0 || r >= static_cast<int>(roles.size())) return;  // layout and profiles disagree: no replica times
+    const RankCoords c = roles[static_cast<std::size_t>(r)];
+    const std::vector<int>& dp_group = dp_groups.at({c.tp, c.pp});
     const std::set<int> dp_members(dp_group.begin(), dp_group.end());
     double wait = 0;
     if (D > 1) {
@@ -472,8 +499,9 @@ void replica_times(const ByRank& by_rank, const std::vector<GroupMembers>& group
   const auto slowest = std::max_element(out.replica_ms_per_microbatch.begin(), out.replica_ms_per_microbatch.end());
   const double med = analysis::median(out.replica_ms_per_microbatch, scratch);
   out.replica_skew = med > 0 ? *slowest / med : 1.0;
-  out.culprit_replica = out.culprit >= 0 ? shape.coords(out.culprit).dp
-                                         : static_cast<int>(slowest - out.replica_ms_per_microbatch.begin());
+  out.culprit_replica = out.culprit >= 0 && out.culprit < static_cast<int>(roles.size())
+                            ? roles[static_cast<std::size_t>(out.culprit)].dp
+                            : static_cast<int>(slowest - out.replica_ms_per_microbatch.begin());
 }
 
 }  // namespace
@@ -512,11 +540,11 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   out.step_ms = measured_step_ms;
   if (layout && measured_step_ms > 0 && layout->world > 0 && layout->tp * layout->dp * layout->pp == layout->world &&
       layout->microbatches.size() == static_cast<std::size_t>(layout->dp)) {
-    const ParallelShape shape{layout->tp, layout->dp, layout->pp};
+    const std::vector<RankCoords> roles = rank_roles(*layout);
     out.compute_ms_per_microbatch.assign(static_cast<std::size_t>(layout->world), 0.0);
     for (const auto& [r, p] : by_rank) {
       if (r < 0 || r >= layout->world) continue;
-      const int m = layout->microbatches[static_cast<std::size_t>(shape.coords(r).dp)];
+      const int m = layout->microbatches[static_cast<std::size_t>(roles[static_cast<std::size_t>(r)].dp)];
       out.compute_ms_per_microbatch[static_cast<std::size_t>(r)] =
           measured_step_ms * std::max(0.0, 1.0 - p->comm_share) / std::max(m, 1);
     }
