@@ -316,8 +316,9 @@ bool Controller::due_baseline(const Now& now) const {
 
 bool Controller::due_suspect(const Now& now) const {
   if (cfg_.suspect_iterations <= 0 || slow_streak_ < cfg_.suspect_iterations) return false;
+  // An early profile only pays for the remedy it brings forward: none follows while an operator's plan holds.
   const bool busy = profiling_ || want_profile_ || held_ || validating_ || restarting_ || pending_ || check_ ||
-                    (preflight_ && preflight_->running);
+                    (preflight_ && preflight_->running) || operator_hold();
   return !busy && !tracker_->open_incident() && tracker_->state().fail_slows.empty() &&
          now.mono_s - last_suspect_s_ >= cfg_.suspect_gap_iterations * typical_iteration_s();
 }
