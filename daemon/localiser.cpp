@@ -176,7 +176,8 @@ struct LayoutGroups {
   bool uneven = false;
 };
 
-LayoutGroups layout_groups(const std::vector<GroupMembers>& groups, const std::optional<JobLayout>& layout) {
+LayoutGroups layout_groups(const std::vector<GroupMembers>& groups, const std::optional<JobLayout>& layout,
+                           const std::vector<RankCoords>& roles) {
   LayoutGroups out;
   if (!layout) return out;
   out.uneven = std::adjacent_find(layout->microbatches.begin(), layout->microbatches.end(), std::not_equal_to<>()) !=
@@ -188,7 +189,6 @@ LayoutGroups layout_groups(const std::vector<GroupMembers>& groups, const std::o
     m.erase(std::unique(m.begin(), m.end()), m.end());
     return m;
   };
-  const std::vector<RankCoords> roles = rank_roles(*layout);
   std::set<std::vector<int>> dp_groups, pp_groups;
   if (layout->dp > 1) {
     for (const auto& [key, members] : role_groups(roles, true)) dp_groups.insert(members);
@@ -402,6 +402,7 @@ bool late_everywhere_on_healthy_links(int culprit, const GroupScan& scan, const 
 
 // 3. The culprit (largest vote; ties go to the lower rank) and the cause.
 void name_culprit_and_cause(const GroupScan& scan, const ByRank& by_rank, const std::optional<JobLayout>& layout,
+                            const std::vector<RankCoords>& roles,
                             const GroupBaseline* baseline, double step_ms, Localisation& out) {
   analysis::StragglerFinding best;
   best.kind = analysis::StragglerKind::kNone;
@@ -430,7 +431,6 @@ void name_culprit_and_cause(const GroupScan& scan, const ByRank& by_rank, const 
     // GPU's pace (its tensor-parallel peers wait for it and make their pipeline neighbours wait in turn).
     const bool replicas_known =
         layout && layout->tp > 0 && layout->dp > 0 && layout->world == layout->tp * layout->dp * layout->pp;
-    const std::vector<RankCoords> roles = replicas_known ? rank_roles(*layout) : std::vector<RankCoords>{};
     const auto replica_of = [&](int r) { return r >= 0 && r < static_cast<int>(roles.size()) ? roles[static_cast<std::size_t>(r)].dp : -1; };
     std::erase_if(out.slow_groups, [&](const auto& s) {
       const auto& m = scan.by_id.at(s.first)->members;
@@ -463,9 +463,9 @@ std::vector<SuspectLink> suspect_links(const Localisation& loc, const GroupScan&
 
 // 4. Per DP replica, with the layout: own time per pipeline slot, and the culprit's replica.
 void replica_times(const ByRank& by_rank, const std::vector<GroupMembers>& groups, const JobLayout& layout,
+                   const std::vector<RankCoords>& roles,
                    double step_ms, Localisation& out) {
   std::vector<double> scratch;
-  const std::vector<RankCoords> roles = rank_roles(layout);
   const auto dp_groups = role_groups(roles, true);
   const int D = layout.dp;
   // The DP group of a rank: a group whose members are exactly the ranks with its tp and pp. There may be
@@ -517,11 +517,13 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   const double measured_step_ms = median_step_ms(profiles);
   const double step_ms = measured_step_ms > 0 ? measured_step_ms : 1.0;
 
-  const GroupScan scan = scan_groups(by_rank, groups, layout_groups(groups, layout), step_ms, measured_step_ms > 0);
+  // Each rank's role under the placement in force, once for every step below.
+  const std::vector<RankCoords> roles = layout ? rank_roles(*layout) : std::vector<RankCoords>{};
+  const GroupScan scan = scan_groups(by_rank, groups, layout_groups(groups, layout, roles), step_ms, measured_step_ms > 0);
   out.slow_groups = suspect_groups(scan, by_rank, groups, baseline, step_ms, measured_step_ms > 0);
   if (!scan.dp_least.empty()) out.dp_transfer_ms = analysis::median(scan.dp_least, scratch);
   if (!scan.pp_least.empty()) out.pp_transfer_ms = analysis::median(scan.pp_least, scratch);
-  name_culprit_and_cause(scan, by_rank, layout, baseline, step_ms, out);
+  name_culprit_and_cause(scan, by_rank, layout, roles, baseline, step_ms, out);
   out.suspect_links = suspect_links(out, scan, by_rank);
   // Every inter-node link a fully profiled group with a reference crosses: the largest ratio of a transfer
   // crossing it to its reference (a link is seen healthy, or slow however little it carries). Only transfers
@@ -536,11 +538,10 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
     }
   }
   for (const auto& [l, ratio] : readings) out.link_readings.push_back({l.first, l.second, ratio});
-  if (layout && layout->world == static_cast<int>(by_rank.size())) replica_times(by_rank, groups, *layout, step_ms, out);
+  if (layout && layout->world == static_cast<int>(by_rank.size())) replica_times(by_rank, groups, *layout, roles, step_ms, out);
   out.step_ms = measured_step_ms;
   if (layout && measured_step_ms > 0 && layout->world > 0 && layout->tp * layout->dp * layout->pp == layout->world &&
       layout->microbatches.size() == static_cast<std::size_t>(layout->dp)) {
-    const std::vector<RankCoords> roles = rank_roles(*layout);
     out.compute_ms_per_microbatch.assign(static_cast<std::size_t>(layout->world), 0.0);
     for (const auto& [r, p] : by_rank) {
       if (r < 0 || r >= layout->world) continue;
