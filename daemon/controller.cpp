@@ -323,10 +323,14 @@ bool Controller::due_suspect(const Now& now) const {
          now.mono_s - last_suspect_s_ >= cfg_.suspect_gap_iterations * typical_iteration_s();
 }
 
+bool Controller::held_stale(const Now& now) const {
+  return held_ && now.mono_s - held_->ended_s > cfg_.suspect_hold_iterations * typical_iteration_s();
+}
+
 const Controller::HeldProfile* Controller::usable_held(const Now& now) const {
   const auto& incident = tracker_->open_incident();
   if (!held_ || !incident) return nullptr;
-  const bool fresh = now.mono_s - held_->ended_s <= cfg_.suspect_hold_iterations * typical_iteration_s();
+  const bool fresh = !held_stale(now);
   const bool inside = held_->profile.started_job_s >= incident->onset_t_s;  // the whole window was slow
   return fresh && inside && last_change_s_ < held_->profile.started_s ? &*held_ : nullptr;
 }
@@ -359,7 +363,7 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
   if (in.pace) last_pace_ = in.pace;
   if (validating_) step_validation(now, out);
   if (held_ && !usable_held(now) &&
-      (tracker_->open_incident() || now.mono_s - held_->ended_s > cfg_.suspect_hold_iterations * typical_iteration_s())) {
+      (tracker_->open_incident() || held_stale(now))) {
     const char* why = !tracker_->open_incident() ? "no incident followed it"
                       : held_->profile.started_job_s < tracker_->open_incident()->onset_t_s
                           ? "the incident's onset came after its window began"

@@ -340,6 +340,7 @@ class Controller {
   bool due_suspect(const Now& now) const;
   // The held early profile, when the open incident may be localised from it (nullptr: none, or stale).
   const HeldProfile* usable_held(const Now& now) const;
+  bool held_stale(const Now& now) const;  // the held early profile ended more than suspect_hold_iterations ago
   // Returns the fail-slows it opened.
   std::vector<FailSlow> track_fail_slows(const Localisation& loc, const Now& now, Intents& out);
   // A validation pause of `loc` for `fail_slows` (false: it cannot start now, e.g. the job marks no iterations).
