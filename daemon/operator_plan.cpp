@@ -41,6 +41,13 @@ OperatorPlanCheck check_operator_plan(const OperatorPlanRequest& req, const JobL
                   std::to_string(want) + " micro-batches";
       return out;
     }
+    for (int m : req.microbatches) {
+      if (layout.microbatch_multiple > 1 && m % layout.microbatch_multiple != 0) {
+        out.error = "microbatches: " + std::to_string(m) + " is not a multiple of " +
+                    std::to_string(layout.microbatch_multiple) + ", which the job's pipeline schedule needs";
+        return out;
+      }
+    }
     p.microbatches = req.microbatches;
     p.strategy = Strategy::kS2;
   }

@@ -79,9 +79,8 @@ std::optional<Plan> Planner::s2(const Localisation& loc, double iteration_s, con
     pr.total_microbatches += m;
     pr.current.push_back(m);
   }
-  // 1F1B wants multiples of the pipeline depth when the current split allows it (the paper's constraint).
-  const bool multiples = std::all_of(cur.begin(), cur.end(), [&](int m) { return m % layout_.pp == 0; });
-  pr.pipeline_depth = multiples ? layout_.pp : 1;
+  // The multiple the job's schedule needs (it says; else the paper's multiples of P while the split has them).
+  pr.pipeline_depth = mitigate::microbatch_step(layout_.microbatch_multiple, layout_.pp, cur);
   pr.fill_slots = layout_.pp - 1;  // t are slot times: a replica runs m + P - 1 slots (the makespan below)
   mitigate::MicrobatchSolver solver;
   auto sol = solver.solve(pr);
@@ -114,6 +113,7 @@ mitigate::SkiRentalConfig Planner::costs(double measured_s3_s) const {
 void Planner::layout_updated(const JobLayout& l) {
   layout_.s3_estimate_s = l.s3_estimate_s;
   layout_.s4_estimate_s = l.s4_estimate_s;
+  layout_.microbatch_multiple = l.microbatch_multiple;
 }
 
 std::optional<Plan> Planner::s3(const Localisation& loc, double iteration_s, double horizon_s, double pause_s, double min_gain,

@@ -148,6 +148,14 @@ GREYHOUND_JOB_EXPORT int greyhound_job_publish_layout_v2(greyhound_job_client* c
 GREYHOUND_JOB_EXPORT int greyhound_job_set_cost_estimate_v1(greyhound_job_client* client, int32_t strategy,
                                                             double seconds);
 
+/* The multiple every replica's micro-batch count must be under the job's pipeline schedule, sent with every
+ * layout published from then on (field "microbatch_multiple"): Megatron's interleaved schedule needs the
+ * pipeline size, its 1F1B without interleaving any count (1). 0 (the default) says nothing: the master then
+ * keeps multiples of the pipeline size while the allocation in force has them. Plans whose counts are not
+ * multiples of it are rejected; a layout whose counts are not is refused (ERR_INVALID when it is published).
+ * ERR_INVALID here: a value below 0 or above 65536. */
+GREYHOUND_JOB_EXPORT int greyhound_job_set_microbatch_multiple_v1(greyhound_job_client* client, int32_t multiple);
+
 /* Reads the latest plan and checks it. OK: a new plan to apply (*out filled, kept as the last good one);
  * NO_PLAN: nothing new; PLAN_REJECTED / PLAN_UNSUPPORTED / PLAN_STALE: *out holds what could be read and
  * out->verdict the reason (each bad plan is reported once). ERR_INVALID before any layout was published. */

@@ -139,6 +139,7 @@ def load(path=None):
     lib.greyhound_job_request_restart_v1.argtypes = [vp, i32, i64, cp, p_i32, sz, p_i32, sz]
     lib.greyhound_job_mark_iteration_v1.argtypes = [i64]
     lib.greyhound_job_set_cost_estimate_v1.argtypes = [vp, i32, ctypes.c_double]
+    lib.greyhound_job_set_microbatch_multiple_v1.argtypes = [vp, i32]
     if path is None:
         _LIB = lib
     return lib
@@ -194,6 +195,12 @@ class JobClient:
         """The job's own estimate of what applying S3 or S4 (`strategy`) costs it, sent with the next layout.
         Returns (status, error)."""
         rc = self._lib.greyhound_job_set_cost_estimate_v1(self._handle, strategy, float(seconds))
+        return rc, self.last_error()
+
+    def set_microbatch_multiple(self, multiple):
+        """The multiple every replica's count must be under the job's schedule (0: not said), sent with the next
+        layout. Returns (status, error)."""
+        rc = self._lib.greyhound_job_set_microbatch_multiple_v1(self._handle, int(multiple))
         return rc, self.last_error()
 
     def poll_plan(self):

@@ -40,12 +40,15 @@ class PlanFollower:
     one, `schedule`). poll_every: read and broadcast the plan at every poll_every-th iteration only (the
     others cost nothing; a plan then waits up to that many iterations). accept: a further check of a new
     allocation, on every rank, callable(counts) -> "" to take it or the reason it cannot be (e.g. a
-    schedule's constraint on the count); it must answer the same on every rank.
+    schedule's constraint on the count); it must answer the same on every rank. microbatch_multiple: the
+    multiple every replica's count must be under the framework's pipeline schedule, told to the master so
+    that it plans only such counts (Megatron's interleaved schedule: the pipeline size; its 1F1B without
+    interleaving: 1; 0, the default: not said, the master keeps multiples of pp while the counts have them).
     """
 
     def __init__(self, job, dp_size, dp_rank, microbatches, capabilities=("S2",), redis_url=None, *, rank=None,
                  world_size=None, tp_size=None, pp_size=1, gpus_per_node=0, group=None, lib_path=None,
-                 schedule=None, poll_every=1, accept=None):
+                 schedule=None, poll_every=1, accept=None, microbatch_multiple=0):
         dist = _dist()
         if rank is None:
             rank = dist.get_rank() if dist is not None else 0
@@ -67,6 +70,12 @@ class PlanFollower:
         if initial.dp_size != dp_size:
             raise ValueError("greyhound_megatron: microbatches has %d entries for %d DP replicas" %
                              (initial.dp_size, dp_size))
+        if not isinstance(microbatch_multiple, int) or not 0 <= microbatch_multiple <= 1 << 16:
+            raise ValueError("greyhound_megatron: microbatch_multiple must be an integer from 0 to 65536, not %r" %
+                             (microbatch_multiple,))
+        if microbatch_multiple > 1 and any(n % microbatch_multiple for n in initial.counts):
+            raise ValueError("greyhound_megatron: microbatches %s are not multiples of microbatch_multiple %d" %
+                             (list(initial.counts), microbatch_multiple))
         if not isinstance(poll_every, int) or poll_every < 1:
             raise ValueError("greyhound_megatron: poll_every must be an integer >= 1, not %r" % (poll_every,))
         self.poll_every = poll_every
@@ -99,6 +108,9 @@ class PlanFollower:
         self._lib = _capi.load(lib_path)
         self._client = _capi.JobClient(job, redis_url, self._lib)
         self.job = self._client.name
+        rc, err = self._client.set_microbatch_multiple(microbatch_multiple)
+        if rc != _capi.OK:
+            raise ValueError("greyhound_megatron: microbatch_multiple: %s" % err)
         self._layout_due = rank == 0
         self._last_error = ""
         self._group = None

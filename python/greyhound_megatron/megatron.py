@@ -176,7 +176,14 @@ class MegatronAdapter:
         self.follower = PlanFollower(self._job, dp, self._mpu.get_data_parallel_rank(), list(schedule.at(0).counts),
                                      caps, self._redis_url, tp_size=world // (dp * pp), pp_size=pp,
                                      gpus_per_node=self._gpus_per_node, schedule=schedule,
-                                     poll_every=self._poll_every, accept=self._accept)
+                                     poll_every=self._poll_every, accept=self._accept,
+                                     microbatch_multiple=self._microbatch_multiple(pp))
+
+    def _microbatch_multiple(self, pp):
+        """What Megatron's schedule needs of a replica's count: the interleaved one multiples of the pipeline
+        size, the one without interleaving nothing (1)."""
+        vpp = getattr(self._get_args(), "virtual_pipeline_model_parallel_size", None)
+        return pp if vpp is not None and vpp > 1 and pp > 1 else 1
 
     def _accept(self, counts):
         """Megatron's own constraints on a replica's count."""

@@ -28,6 +28,7 @@ struct greyhound_job_client {
   std::unique_ptr<greyhound::job::JobClient> impl;
   std::string last_error;
   double s3_estimate_s = 0, s4_estimate_s = 0;  // greyhound_job_set_cost_estimate_v1, sent with every layout
+  int32_t microbatch_multiple = 0;  // greyhound_job_set_microbatch_multiple_v1, sent with every layout
   PlanSlot polled, last;
 };
 
@@ -188,6 +189,7 @@ int greyhound_job_publish_layout_v2(greyhound_job_client* client, const greyhoun
     l.gpus_per_node = layout->gpus_per_node;
     l.s3_estimate_s = client->s3_estimate_s;
     l.s4_estimate_s = client->s4_estimate_s;
+    l.microbatch_multiple = client->microbatch_multiple;
     if (!copy_ints(layout->microbatches, layout->microbatches_len, &l.microbatches) ||
         !copy_ints(layout->initial_microbatches, layout->initial_microbatches_len, &l.initial_microbatches)) {
       return fail(client, GREYHOUND_JOB_ERR_INVALID, "layout: a NULL array with a non-zero length");
@@ -220,6 +222,17 @@ int greyhound_job_set_cost_estimate_v1(greyhound_job_client* client, int32_t str
     return fail(client, GREYHOUND_JOB_ERR_INVALID, "seconds: must be a finite number from 0 to a week");
   }
   (strategy == GREYHOUND_JOB_S3 ? client->s3_estimate_s : client->s4_estimate_s) = seconds;
+  client->last_error.clear();
+  return GREYHOUND_JOB_OK;
+}
+
+int greyhound_job_set_microbatch_multiple_v1(greyhound_job_client* client, int32_t multiple) {
+  if (client == nullptr) return GREYHOUND_JOB_ERR_INVALID;
+  if (multiple < 0 || multiple > greyhound::kMaxMicrobatchMultiple) {
+    return fail(client, GREYHOUND_JOB_ERR_INVALID,
+                "multiple: must be from 0 (not said) to " + std::to_string(greyhound::kMaxMicrobatchMultiple));
+  }
+  client->microbatch_multiple = multiple;
   client->last_error.clear();
   return GREYHOUND_JOB_OK;
 }

@@ -289,4 +289,11 @@ double makespan_ms(const MicrobatchProblem& problem, std::span<const std::int64_
   return out;
 }
 
+std::int64_t microbatch_step(std::int64_t declared, std::int64_t pipeline_depth, std::span<const int> in_force) {
+  if (declared > 0) return declared;
+  if (pipeline_depth <= 1) return 1;
+  const bool multiples = std::all_of(in_force.begin(), in_force.end(), [&](int m) { return m % pipeline_depth == 0; });
+  return multiples ? pipeline_depth : 1;
+}
+
 }  // namespace greyhound::mitigate

@@ -482,7 +482,8 @@ json to_json(const JobLayout& l) {
   if (l.s4_estimate_s > 0) estimates[std::string(name(Strategy::kS4))] = l.s4_estimate_s;
   return {{"tp", l.tp}, {"dp", l.dp}, {"pp", l.pp}, {"world", l.world}, {"order", l.order},
           {"microbatches", l.microbatches}, {"initial_microbatches", l.initial_microbatches},
-          {"capabilities", l.capabilities}, {"gpus_per_node", l.gpus_per_node}, {"placement", std::move(placement)},
+          {"capabilities", l.capabilities}, {"gpus_per_node", l.gpus_per_node},
+          {"microbatch_multiple", l.microbatch_multiple}, {"placement", std::move(placement)},
           {"cost_estimates_s", std::move(estimates)}, {"t_unix_ms", l.t_unix_ms}};
 }
 
@@ -574,6 +575,20 @@ std::string layout_error(const JobLayout& l) {
     }
     if (total != initial_total) return "initial_microbatches: must add up to the same global batch";
   }
+  if (l.microbatch_multiple < 0 || l.microbatch_multiple > kMaxMicrobatchMultiple) {
+    return "microbatch_multiple: must be from 0 (not said) to " + std::to_string(kMaxMicrobatchMultiple);
+  }
+  if (l.microbatch_multiple > 1) {
+    for (const auto* v : {&l.microbatches, &l.initial_microbatches}) {
+      for (int m : *v) {
+        if (m % l.microbatch_multiple != 0) {
+          return std::string(v == &l.microbatches ? "microbatches" : "initial_microbatches") + ": " +
+                 std::to_string(m) + " is not a multiple of microbatch_multiple " +
+                 std::to_string(l.microbatch_multiple);
+        }
+      }
+    }
+  }
   if (l.gpus_per_node < 0 || (l.gpus_per_node > 0 && (l.world % l.gpus_per_node != 0 || l.gpus_per_node % l.tp != 0))) {
     return "gpus_per_node: must divide world and be a multiple of tp";
   }
@@ -604,6 +619,7 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
       }
     }
     l.gpus_per_node = static_cast<int>(f.integer_or("gpus_per_node", 0, 0, 1 << 16));
+    l.microbatch_multiple = static_cast<int>(f.integer_or("microbatch_multiple", 0, 0, kMaxMicrobatchMultiple));
     if (f.has("placement")) l.placement = placement_entries(j.at("placement"));
     if (f.has("cost_estimates_s")) {
       const json& c = j.at("cost_estimates_s");

@@ -300,6 +300,10 @@ struct JobLayout {
   std::vector<int> initial_microbatches; // the allocation the job started with (default: microbatches)
   std::vector<std::string> capabilities; // strategies the job can apply: "S2", "S3", "S4"
   int gpus_per_node = 0;                 // 0: unknown (S3 needs it: ranks fill nodes in launch order)
+  // The multiple every replica's micro-batch count must be under the job's pipeline schedule (Megatron's
+  // interleaved schedule: the pipeline size; its 1F1B without interleaving: 1, any count); 0: not said (S2
+  // then keeps multiples of pp while the allocation in force has them, the paper's constraint).
+  int microbatch_multiple = 0;
   // The placement in force, one entry per launch rank in rank order; empty: Megatron's (launch rank r holds
   // the role of global rank r). A job that applied an S3 plan names it here.
   std::vector<PlacementEntry> placement;
@@ -311,6 +315,7 @@ struct JobLayout {
   std::int64_t t_unix_ms = 0;
 };
 inline constexpr double kMaxCostEstimateS = 7 * 24 * 3600.0;
+inline constexpr int kMaxMicrobatchMultiple = 1 << 16;
 nlohmann::json to_json(const JobLayout& l);
 std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error);
 // The rules every layout meets (the reader enforces them; a job checks its own before publishing): "" when

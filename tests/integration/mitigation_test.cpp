@@ -69,7 +69,10 @@ TEST(Mitigation, SlowGpuIsLocalisedRebalancedAndRevertedAfterRecovery) {
   ASSERT_EQ(m.size(), 2u);
   EXPECT_EQ(m[0] + m[1], 16);
   EXPECT_LT(m[1], m[0]) << "the slow replica gets fewer micro-batches";
-  EXPECT_EQ(m[0] % 2, 0);  // multiples of the pipeline depth
+  // Any count: minitrain's 1F1B without interleaving says so (layout microbatch_multiple 1), so the split follows
+  // the measured replica times ([9,7] or [10,6] for a 1.5x GPU, whose replica measures 1.3-1.5x per slot).
+  EXPECT_GE(m[1], 5);
+  EXPECT_LE(m[1], 7);
   EXPECT_GE(plans[0]["t_s"].get<double>(), localised.front()["t_s"].get<double>());  // with it, at the earliest
   EXPECT_EQ(applied[0]["detail"]["epoch"], 1);
   EXPECT_EQ(applied[0]["detail"]["applied"], 8);  // every rank acknowledged

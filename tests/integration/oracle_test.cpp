@@ -42,7 +42,7 @@ TEST(OracleRun, PlansTheSplitAtOnsetRevertsAfterTheEndAndKeepsTheTraining) {
   EXPECT_EQ(s2["strategy"], "S2");
   EXPECT_EQ(s2["action"], "apply");
   EXPECT_EQ(s2["epoch"], 1);
-  EXPECT_EQ(s2["microbatches"], json::array({10, 6}));  // t = [1, 1.5], 16 in units of P = 2: 13.5 -> 11
+  EXPECT_EQ(s2["microbatches"], json::array({10, 6}));  // t = [1, 1.5], makespan (m + 1) t: 13.5 -> 11
   EXPECT_GE(plans[0]["t_s"].get<double>(), kFaultStart);
   EXPECT_LT(plans[0]["t_s"].get<double>(), kFaultStart + 1.0);  // the launcher's tick, not a detection
   const json& revert = plans[1]["detail"];

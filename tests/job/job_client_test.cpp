@@ -110,6 +110,40 @@ TEST_F(JobClientTest, TheJobsCostEstimatesGoWithEveryLayout) {
   EXPECT_DOUBLE_EQ((*l)->s4_estimate_s, 240);
 }
 
+TEST_F(JobClientTest, TheMultipleTheScheduleNeedsGoesWithEveryLayoutAndPlansKeepIt) {
+  EXPECT_EQ(greyhound_job_set_microbatch_multiple_v1(client_, -1), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_STREQ(greyhound_job_last_error_v1(client_), "multiple: must be from 0 (not said) to 65536");
+  EXPECT_EQ(greyhound_job_set_microbatch_multiple_v1(client_, 65537), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(greyhound_job_set_microbatch_multiple_v1(nullptr, 1), GREYHOUND_JOB_ERR_INVALID);
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  auto l = store_->layout();
+  ASSERT_TRUE(l && *l);
+  EXPECT_EQ((*l)->microbatch_multiple, 0);  // not said, the refused calls changed nothing
+  // An interleaved schedule on PP 2: a plan of odd counts is rejected with the reason.
+  ASSERT_EQ(greyhound_job_set_microbatch_multiple_v1(client_, 2), GREYHOUND_JOB_OK);
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  l = store_->layout();
+  ASSERT_TRUE(l && *l);
+  EXPECT_EQ((*l)->microbatch_multiple, 2);
+  publish(1, "S2", {5, 3});
+  greyhound_job_plan p{};
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
+  EXPECT_STREQ(p.verdict, "microbatches[0]: 5 is not a multiple of 2, which the job's pipeline schedule needs");
+  publish(2, "S2", {6, 2});
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  // A layout whose counts the multiple does not divide is refused.
+  EXPECT_EQ(publish_layout({5, 3}), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_NE(std::string(greyhound_job_last_error_v1(client_)).find("not a multiple of microbatch_multiple 2"),
+            std::string::npos);
+  // 1: any count (1F1B without interleaving).
+  ASSERT_EQ(greyhound_job_set_microbatch_multiple_v1(client_, 1), GREYHOUND_JOB_OK);
+  ASSERT_EQ(publish_layout({5, 3}), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  l = store_->layout();
+  ASSERT_TRUE(l && *l);
+  EXPECT_EQ((*l)->microbatch_multiple, 1);
+  EXPECT_EQ((*l)->microbatches, (std::vector<int>{5, 3}));
+}
+
 TEST_F(JobClientTest, ReadsANewPlanOnceAndAcksAreReadBack) {
   greyhound_job_plan p{};
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_ERR_INVALID);  // no layout yet

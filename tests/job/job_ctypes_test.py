@@ -107,6 +107,19 @@ class JobCApi(unittest.TestCase):
         finally:
             self.lib.greyhound_job_close_v1(handle)
 
+    def test_the_microbatch_multiple_is_checked(self):
+        rc, handle, err = self.open()
+        self.assertEqual(rc, OK, err)
+        try:
+            self.assertEqual(self.lib.greyhound_job_set_microbatch_multiple_v1(handle, 2), OK)
+            self.assertEqual(self.lib.greyhound_job_set_microbatch_multiple_v1(handle, -1), ERR_INVALID)
+            self.assertIn(b"multiple", self.lib.greyhound_job_last_error_v1(handle))
+            odd = self.layout([5, 3])  # not multiples of 2: refused before Redis is reached
+            self.assertEqual(self.lib.greyhound_job_publish_layout_v1(handle, ctypes.byref(odd)), ERR_INVALID)
+            self.assertIn(b"not a multiple of microbatch_multiple 2", self.lib.greyhound_job_last_error_v1(handle))
+        finally:
+            self.lib.greyhound_job_close_v1(handle)
+
     def test_an_absent_redis_is_unavailable(self):
         rc, handle, err = self.open()
         self.assertEqual(rc, OK, err)

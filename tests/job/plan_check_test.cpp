@@ -66,6 +66,17 @@ TEST(PlanCheck, RejectsAnEntryBelowOne) {
   EXPECT_EQ(c.reason, "microbatches[1]: 0 is below 1");
 }
 
+TEST(PlanCheck, RejectsCountsTheJobsScheduleCannotRun) {
+  JobLayout l = layout();
+  l.microbatch_multiple = 2;  // an interleaved schedule on PP 2
+  const auto c = check_plan(l, s2(1, {6, 3, 3}), 0);
+  EXPECT_EQ(c.verdict, Verdict::kRejected);
+  EXPECT_EQ(c.reason, "microbatches[1]: 3 is not a multiple of 2, which the job's pipeline schedule needs");
+  EXPECT_EQ(check_plan(l, s2(1, {6, 4, 2}), 0).verdict, Verdict::kAccept);
+  l.microbatch_multiple = 1;
+  EXPECT_EQ(check_plan(l, s2(1, {6, 3, 3}), 0).verdict, Verdict::kAccept);
+}
+
 TEST(PlanCheck, RejectsAnS2PlanWithoutMicrobatches) {
   const auto c = check_plan(layout(), s2(1, {}), 0);
   EXPECT_EQ(c.verdict, Verdict::kRejected);

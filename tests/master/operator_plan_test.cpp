@@ -51,6 +51,14 @@ TEST(OperatorPlan, WhatTheJobCannotApplyIsRefusedWithTheReason) {
   const OperatorPlanCheck bad = check_operator_plan(p, layout());
   EXPECT_FALSE(bad.plan);
   EXPECT_NE(bad.error.find("placement"), std::string::npos) << bad.error;
+  JobLayout interleaved = layout();
+  interleaved.microbatch_multiple = 2;
+  EXPECT_EQ(check_operator_plan(apply({5, 11}), interleaved).error,
+            "microbatches: 5 is not a multiple of 2, which the job's pipeline schedule needs");
+  EXPECT_TRUE(check_operator_plan(apply({4, 12}), interleaved).plan);
+  JobLayout any = layout();
+  any.microbatch_multiple = 1;
+  EXPECT_TRUE(check_operator_plan(apply({5, 11}), any).plan);
   JobLayout unknown_nodes = layout();
   unknown_nodes.gpus_per_node = 0;
   EXPECT_NE(check_operator_plan(OperatorPlanRequest{"op-3", "apply", {}, megatron_placement(layout()), "", 0}, unknown_nodes)

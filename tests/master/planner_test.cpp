@@ -93,6 +93,38 @@ TEST(Planner, ALayoutWithASplitInForceStartsFromIt) {
   EXPECT_EQ(plan->action, PlanAction::kRevert);
 }
 
+TEST(Planner, S2KeepsTheMultipleTheJobsScheduleNeeds) {
+  // A 1.3x replica: per slot 48 and 62.4 ms, 16 micro-batches on PP 2; makespans (m + 1) t:
+  // [8,8] 561.6, [10,6] max(528, 436.8) = 528, [9,7] max(480, 499.2) = 499.2, [12,4] 624.
+  const Localisation loc = slow_replica(48, 62.4);
+  // Not said: multiples of P while the split in force has them (the paper's constraint).
+  auto unsaid = Planner({}, layout({"S2"})).s2(loc, 0.5, "why");
+  ASSERT_TRUE(unsaid);
+  EXPECT_EQ(unsaid->microbatches, (std::vector<int>{10, 6}));
+  // A 1F1B schedule without interleaving takes any count.
+  JobLayout any = layout({"S2"});
+  any.microbatch_multiple = 1;
+  auto fine = Planner({}, any).s2(loc, 0.5, "why");
+  ASSERT_TRUE(fine);
+  EXPECT_EQ(fine->microbatches, (std::vector<int>{9, 7}));
+  EXPECT_NEAR(fine->predicted_iteration_s, 0.5 * 499.2 / 561.6, 1e-9);
+  // An interleaved schedule on PP 2 says 2; a multiple of 4 leaves nothing better than [8,8].
+  JobLayout interleaved = layout({"S2"});
+  interleaved.microbatch_multiple = 2;
+  auto two = Planner({}, interleaved).s2(loc, 0.5, "why");
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->microbatches, (std::vector<int>{10, 6}));
+  JobLayout fours = layout({"S2"});
+  fours.microbatch_multiple = 4;
+  Planner p({}, fours);
+  EXPECT_FALSE(p.s2(loc, 0.5, "why"));
+  // The job republishes its layout saying otherwise: the planner follows it.
+  p.layout_updated(any);
+  auto after = p.s2(loc, 0.5, "why");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->microbatches, (std::vector<int>{9, 7}));
+}
+
 TEST(Planner, NoFasterAllocationMeansNoPlan) {
   Planner p({}, layout({"S2"}));
   EXPECT_FALSE(p.s2(slow_replica(48, 48.5), 0.5, "why"));  // balanced per slot already

@@ -196,6 +196,24 @@ TEST(MicrobatchSolver, MakespanOfAnAllocationIsWhatTheSolverReports) {
   EXPECT_DOUBLE_EQ(makespan_ms(MicrobatchProblem{{1.0, 1.5}, 16, 1, {}, 0}, Alloc{8, 8}), 12.0);  // no fill
 }
 
+TEST(MicrobatchSolver, TheStepIsTheJobsDeclaredMultipleElseThePapersWhileTheSplitHasIt) {
+  const std::vector<int> even{8, 8}, odd{9, 7};
+  EXPECT_EQ(microbatch_step(1, 2, even), 1);  // declared: 1F1B without interleaving takes any count
+  EXPECT_EQ(microbatch_step(2, 2, even), 2);  // declared: the interleaved schedule's multiple
+  EXPECT_EQ(microbatch_step(0, 2, even), 2);  // not said: multiples of P while every count is one
+  EXPECT_EQ(microbatch_step(0, 2, odd), 1);   // ... and any count once one is not
+  EXPECT_EQ(microbatch_step(0, 1, even), 1);  // no pipeline
+  // The solver with each step on a 1.3x replica (slot times 48, 62.4; fill P - 1 = 1).
+  MicrobatchSolver solver;
+  const auto fine = solver.solve(MicrobatchProblem{{48, 62.4}, 16, 1, {8, 8}, 1});
+  ASSERT_TRUE(fine.ok()) << fine.error();
+  EXPECT_EQ(fine->microbatches, (Alloc{9, 7}));
+  const auto coarse = solver.solve(MicrobatchProblem{{48, 62.4}, 16, 2, {8, 8}, 1});
+  ASSERT_TRUE(coarse.ok()) << coarse.error();
+  EXPECT_EQ(coarse->microbatches, (Alloc{10, 6}));
+  EXPECT_LT(fine->makespan_ms, coarse->makespan_ms);
+}
+
 TEST(MicrobatchSolver, RejectsInfeasibleInput) {
   MicrobatchSolver solver;
   auto err = [&](MicrobatchProblem pb) {

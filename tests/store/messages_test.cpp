@@ -47,6 +47,16 @@ TEST(Messages, JobLayoutRoundTripAndChecks) {
   ASSERT_TRUE(moved) << err;
   EXPECT_EQ(moved->initial_microbatches, (std::vector<int>{8, 8}));
   EXPECT_EQ(moved->gpus_per_node, 4);
+  EXPECT_EQ(moved->microbatch_multiple, 0);  // not said
+  l.microbatch_multiple = 1;
+  const auto any = parse_job_layout(to_json(l).dump(), &err);
+  ASSERT_TRUE(any) << err;
+  EXPECT_EQ(any->microbatch_multiple, 1);
+  const auto interleaved = parse_job_layout(
+      R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[10,6],"initial_microbatches":[8,8],"microbatch_multiple":2})",
+      &err);
+  ASSERT_TRUE(interleaved) << err;
+  EXPECT_EQ(interleaved->microbatch_multiple, 2);
 
   auto bad = [](const char* text) { return error_of<JobLayout>(text, parse_job_layout); };
   EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":6,"microbatches":[8,8]})").find("world"), std::string::npos);
@@ -64,6 +74,19 @@ TEST(Messages, JobLayoutRoundTripAndChecks) {
             std::string::npos);
   EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"initial_microbatches":[16]})")
                 .find("initial_microbatches"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[9,7],"microbatch_multiple":2})")
+                .find("microbatches: 9 is not a multiple of microbatch_multiple 2"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"initial_microbatches":[9,7],)"
+                R"("microbatch_multiple":2})")
+                .find("initial_microbatches: 9 is not a multiple"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"microbatch_multiple":-1})")
+                .find("microbatch_multiple"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"microbatch_multiple":65537})")
+                .find("microbatch_multiple"),
             std::string::npos);
   EXPECT_NE(bad(R"({"tp":2,"dp":2,"pp":2,"world":8,"microbatches":[8,8],"gpus_per_node":3})").find("gpus_per_node"),
             std::string::npos);

@@ -57,6 +57,12 @@ struct MicrobatchPlan {
 // fill; what MicrobatchPlan::makespan_ms reports for the solver's own allocation.
 double makespan_ms(const MicrobatchProblem& problem, std::span<const std::int64_t> allocation);
 
+// The multiple every group's count must keep (what S2 passes as pipeline_depth): `declared` when the job
+// declared one (> 0: Megatron's interleaved schedule needs the pipeline size, its 1F1B without interleaving
+// any count, 1); when it did not (0), `pipeline_depth` while every count in force is a multiple of it (the
+// paper's 1F1B constraint, the cautious reading of a job that said nothing), else 1.
+std::int64_t microbatch_step(std::int64_t declared, std::int64_t pipeline_depth, std::span<const int> in_force);
+
 class MicrobatchSolver {
  public:
   // Errors (no guess is made): no groups, a t_i <= 0 or not finite, P < 1, M < 1 or > 2^40, F < 0 or > 2^40,

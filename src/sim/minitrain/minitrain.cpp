@@ -236,6 +236,8 @@ class PlanChannel {
       *error = err;
       return nullptr;
     }
+    // Its schedule is Megatron's 1F1B without interleaving (pipeline_schedule.h): any count from 1 runs.
+    greyhound_job_set_microbatch_multiple_v1(c, 1);
     return std::unique_ptr<PlanChannel>(new PlanChannel(c));
   }
   ~PlanChannel() { greyhound_job_close_v1(client_); }

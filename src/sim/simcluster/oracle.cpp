@@ -107,8 +107,7 @@ Result<std::optional<Plan>> oracle_plan(const OracleJob& job, const FaultSchedul
   pr.total_microbatches = total;
   for (int m : in_force) pr.current.push_back(m);
   const int P = job.shape.pp;
-  const bool multiples = std::all_of(in_force.begin(), in_force.end(), [&](int m) { return m % P == 0; });
-  pr.pipeline_depth = multiples ? P : 1;
+  pr.pipeline_depth = mitigate::microbatch_step(job.microbatch_multiple, P, in_force);  // as the planner
   pr.fill_slots = P - 1;  // the makespan greyhound's planner solves for too
   mitigate::MicrobatchSolver solver;
   auto sol = solver.solve(pr);

@@ -29,6 +29,7 @@ struct OracleJob {
   std::vector<int> initial_microbatches;  // by DP index
   std::vector<std::string> capabilities;
   int gpus_per_node = 0;                   // 0: unknown (no S3)
+  int microbatch_multiple = 0;             // the layout's: what the job's schedule needs (0: not said)
 };
 
 

@@ -98,6 +98,7 @@ void OracleDriver::on_tick(double t_s) {
   job.initial_microbatches = l.initial_microbatches.empty() ? l.microbatches : l.initial_microbatches;
   job.capabilities = l.capabilities;
   job.gpus_per_node = l.gpus_per_node;
+  job.microbatch_multiple = l.microbatch_multiple;
   due_ = false;
   auto plan = oracle_plan(job, opt_.faults, t_s, l.microbatches);
   if (!plan) {

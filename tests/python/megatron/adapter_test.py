@@ -152,6 +152,18 @@ class Missing(unittest.TestCase):
         self.assertEqual(r.stdout.strip(), "True the interleaved pipeline schedule needs each replica's micro-batches "
                                            "to be a multiple of the pipeline size 2, not [3, 3]")
 
+    def test_the_master_is_told_the_multiple_the_schedule_needs(self):
+        # Interleaved on PP 2: multiples of 2; without interleaving (or PP 1): any count, 1.
+        r = self.run_standin("import argparse, megatron.training as mt, megatron.core.parallel_state as ps\n"
+                             "from greyhound_megatron.megatron import install\n"
+                             "a = install()\n"
+                             "mt.set_args(argparse.Namespace(virtual_pipeline_model_parallel_size=2))\n"
+                             "print(a._microbatch_multiple(2), a._microbatch_multiple(1))\n"
+                             "mt.set_args(argparse.Namespace(virtual_pipeline_model_parallel_size=None))\n"
+                             "print(a._microbatch_multiple(2))\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["2", "1", "1"])
+
     def test_configurations_an_uneven_split_would_break_are_not_advertised(self):
         r = self.run_standin("import argparse\n"
                              "from greyhound_megatron.megatron import install\n"

@@ -161,6 +161,23 @@ class Accept(unittest.TestCase):
         finally:
             redis.stop()
 
+    def test_the_multiple_the_schedule_needs_reaches_the_master(self):
+        from greyhound_megatron import PlanFollower
+        redis = support.RedisServer()
+        try:
+            with self.assertRaises(ValueError):  # the count it starts from is not a multiple
+                PlanFollower("mult", 1, 0, [3], redis_url=redis.url, rank=0, world_size=1, microbatch_multiple=2)
+            with self.assertRaises(ValueError):
+                PlanFollower("mult", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, microbatch_multiple=-1)
+            f = PlanFollower("mult", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, microbatch_multiple=2)
+            self.assertEqual(json.loads(redis.client.get("gh:v1:{mult}:layout"))["microbatch_multiple"], 2)
+            f.close()
+            f = PlanFollower("mult", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1)
+            self.assertEqual(json.loads(redis.client.get("gh:v1:{mult}:layout"))["microbatch_multiple"], 0)
+            f.close()
+        finally:
+            redis.stop()
+
 
 class Restart(unittest.TestCase):
     def s4_plan(self, client, job, epoch):
