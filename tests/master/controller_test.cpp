@@ -679,6 +679,28 @@ TEST(Controller, AnEarlyProfileIsNotUsedForASlowdownThatBeganAfterItsWindowDidNo
     EXPECT_EQ(j.f.d.c.stats().early_profiles, 0);
   }
   {
+    // An operator's plan holds the configuration: no remedy could follow, so slow iterations profile
+    // nothing; once it is released they do again.
+    EarlyJob j;
+    OperatorPlanRequest op;
+    op.id = "op-1";
+    op.microbatches = {6, 10};
+    j.f.d.c.offer_operator_plan(op, "published", j.now());
+    ASSERT_TRUE(j.f.d.c.operator_hold());
+    for (int i = 0; i < 16; ++i) j.step(registry(), 400);
+    for (int i = 0; i < 6; ++i) EXPECT_FALSE(j.step(registry(), 500).profile) << i;
+    EXPECT_EQ(j.f.d.c.stats().early_profiles, 0);
+    OperatorPlanRequest release;
+    release.id = "op-2";
+    release.action = "release";
+    j.f.d.c.offer_operator_plan(release, "", j.now());
+    ASSERT_FALSE(j.f.d.c.operator_hold());
+    bool profiled = false;
+    for (int i = 0; i < 4 && !profiled; ++i) profiled = j.step(registry(), 500).profile.has_value();
+    EXPECT_TRUE(profiled);
+    EXPECT_EQ(j.f.d.c.stats().early_profiles, 1);
+  }
+  {
     // Switched off: slow iterations alone profile nothing.
     ControllerConfig cfg = no_baselines();
     cfg.suspect_iterations = 0;
