@@ -314,8 +314,8 @@ bool Controller::due_baseline(const Now& now) const {
          now.mono_s - last_profile_s_ >= cfg_.reprofile_s;
 }
 
-bool Controller::due_suspect(const Now& now) const {
-  if (cfg_.suspect_iterations <= 0 || slow_streak_ < cfg_.suspect_iterations) return false;
+bool Controller::due_suspect(const Now& now, int ahead) const {
+  if (cfg_.suspect_iterations <= 0 || slow_streak_ + ahead < cfg_.suspect_iterations) return false;
   // An early profile only pays for the remedy it brings forward: none follows while an operator's plan holds.
   const bool busy = profiling_ || want_profile_ || held_ || validating_ || restarting_ || pending_ || check_ ||
                     (preflight_ && preflight_->running) || operator_hold();
@@ -343,7 +343,8 @@ Needs Controller::needs(const Now& now) const {
   Needs n;
   if (!tracker_) return n;
   const bool resume = resume_open_incident_ && tracker_->open_incident() && !profiling_;
-  n.registry = !profiling_ && (want_profile_ || resume || due_reprofile(now) || due_baseline(now) || due_suspect(now));
+  n.registry = !profiling_ && (want_profile_ || resume || due_reprofile(now) || due_baseline(now) ||
+                              due_suspect(now, cfg_.suspect_iterations > 1 ? 1 : 0));
   // The registry's groups: for a profile's verdict, and for who a hung collective waits for.
   n.groups = profiling_complete(now) || (!stalls_.empty() && now.mono_s >= next_hang_check_s_);
   n.layout = profiling_complete(now) || layout_wanted_;

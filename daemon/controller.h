@@ -337,7 +337,9 @@ class Controller {
   void localise_profile(const Profiling& p, const std::vector<GroupMembers>& groups,
                         const std::map<std::uint64_t, GroupTraffic>& traffic, const std::optional<JobLayout>& layout,
                         const Now& now, Intents& out);
-  bool due_suspect(const Now& now) const;
+  // `ahead`: readings still to come (needs() asks for the registry one reading before the streak is complete,
+  // so that the step whose reading completes it can start the profile).
+  bool due_suspect(const Now& now, int ahead = 0) const;
   // The held early profile, when the open incident may be localised from it (nullptr: none, or stale).
   const HeldProfile* usable_held(const Now& now) const;
   bool held_stale(const Now& now) const;  // the held early profile ended more than suspect_hold_iterations ago

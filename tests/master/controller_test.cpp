@@ -610,6 +610,21 @@ TEST(Controller, AnEarlyProfileLocalisesTheIncidentAtOnceWhenItOpens) {
   EXPECT_NEAR(j.f.d.c.stats().localisation.sum_s, 0.5, 1e-9);  // localised at the step after its detection
 }
 
+TEST(Controller, TheStepWhoseReadingCompletesTheStreakStartsTheEarlyProfile) {
+  // The driver reads the registry only when needs() asks for it: needs() asks one slow reading ahead, so the
+  // profile starts at the step of the second slow reading, not at the poll after it.
+  EarlyJob j;
+  auto as_needed = [&](double iter_ms) {
+    const bool reg = j.f.d.c.needs(at(j.f.t + 0.5, j.job() + 0.5)).registry;
+    return j.step(reg ? registry() : JobInputs{}, iter_ms);
+  };
+  for (int i = 0; i < 16; ++i) EXPECT_FALSE(as_needed(400).profile) << i;
+  EXPECT_FALSE(j.f.d.c.needs(at(j.f.t + 0.5, j.job() + 0.5)).registry) << "healthy: no registry read";
+  EXPECT_FALSE(as_needed(500).profile);
+  EXPECT_TRUE(as_needed(500).profile);
+  EXPECT_EQ(j.f.d.c.stats().early_profiles, 1);
+}
+
 TEST(Controller, AnEarlyProfileInProgressServesTheIncidentThatOpensMeanwhile) {
   EarlyJob j;
   const double onset = j.job();
