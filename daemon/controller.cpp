@@ -1066,7 +1066,7 @@ bool Controller::reconcile_split(const std::set<std::int64_t>& want2, std::int64
     return false;
   }
   if (!last_loc_) return false;
-  if (auto p = planner_->s2(*last_loc_, last_iteration_s_, cfg_.pay_margin, "S2 for fail-slow(s) " + ids(want2))) {
+  if (auto p = planner_->s2(*last_loc_, last_iteration_s_, "S2 for fail-slow(s) " + ids(want2))) {
     p->incident = incident;
     propose_plan(std::move(*p), want2, p->action == PlanAction::kApply, out);
     return true;

@@ -69,8 +69,7 @@ nlohmann::json Planner::placement_json(const mitigate::Placement& placement) con
   return store::placement_json(placement, layout_.tp, layout_.dp, layout_.gpus_per_node);
 }
 
-std::optional<Plan> Planner::s2(const Localisation& loc, double iteration_s, double min_gain,
-                                const std::string& why) const {
+std::optional<Plan> Planner::s2(const Localisation& loc, double iteration_s, const std::string& why) const {
   const std::vector<int>& cur = current_.microbatches;
   const std::vector<double>& t = loc.replica_ms_per_microbatch;
   if (t.size() != cur.size() || cur.empty()) return std::nullopt;
@@ -89,7 +88,7 @@ std::optional<Plan> Planner::s2(const Localisation& loc, double iteration_s, dou
   // The 1F1B makespan of an allocation: its slowest replica's (m + P - 1) slots.
   const double now_ms = mitigate::makespan_ms(pr, pr.current);
   const double new_ms = sol->makespan_ms;
-  if (!(now_ms > 0) || new_ms > now_ms * (1.0 - min_gain)) return std::nullopt;  // nothing better than what runs
+  if (!(now_ms > 0) || new_ms >= now_ms * 0.99) return std::nullopt;  // nothing better than what runs
   Plan p;
   p.strategy = Strategy::kS2;
   p.action = PlanAction::kApply;

@@ -70,9 +70,7 @@ class Planner {
   // The configured overheads changed (an operator's setting).
   void configure(const PlannerConfig& config) { config_ = config; }
 
-  // A split is proposed only when its 1F1B makespan on the localisation's replica times is at least
-  // `min_gain` below what runs (as for S3: a remedy judged by a pay margin must be predicted to clear it).
-  std::optional<Plan> s2(const Localisation& loc, double iteration_s, double min_gain, const std::string& why) const;
+  std::optional<Plan> s2(const Localisation& loc, double iteration_s, const std::string& why) const;
   // `pause_s`: what S3 costs on this job (costs().s3_pause_s). A placement is proposed only when the cost
   // model predicts it at least `min_gain` faster than the one in force (the model is rough; a remedy judged
   // by a pay margin must be predicted to clear it). Its predicted iteration is `iteration_s` (measured

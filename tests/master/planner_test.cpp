@@ -52,7 +52,7 @@ TEST(Planner, S2SplitsByReplicaTimesAndPredictsTheIteration) {
   EXPECT_TRUE(p.available(Strategy::kS2, Cause::kHost));
   EXPECT_FALSE(p.available(Strategy::kS2, Cause::kCommunication));  // S2 balances compute, not a link
   EXPECT_FALSE(p.available(Strategy::kS3, Cause::kCommunication));  // not offered by the job
-  auto plan = p.s2(slow_replica(48, 72), 0.600, 0.01, "why");
+  auto plan = p.s2(slow_replica(48, 72), 0.600, "why");
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->strategy, Strategy::kS2);
   EXPECT_EQ(plan->action, PlanAction::kApply);
@@ -65,7 +65,7 @@ TEST(Planner, S2SplitsByReplicaTimesAndPredictsTheIteration) {
   EXPECT_TRUE(p.split_in_force());
   EXPECT_EQ(p.current().microbatches, (std::vector<int>{10, 6}));
   // The same times again: nothing better than what runs.
-  EXPECT_FALSE(p.s2(slow_replica(48, 72), 0.5, 0.01, "why"));
+  EXPECT_FALSE(p.s2(slow_replica(48, 72), 0.5, "why"));
   // Back to the original.
   auto back = p.back_to(p.original(), true, true, "over");
   ASSERT_TRUE(back);
@@ -87,7 +87,7 @@ TEST(Planner, ALayoutWithASplitInForceStartsFromIt) {
   EXPECT_TRUE(p.split_in_force());
   EXPECT_EQ(p.original().microbatches, (std::vector<int>{8, 8}));
   // Balanced replicas under [10,6]: [8,8] is better, and it is the original (a revert).
-  auto plan = p.s2(slow_replica(48, 48), 0.5, 0.01, "why");
+  auto plan = p.s2(slow_replica(48, 48), 0.5, "why");
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->microbatches, (std::vector<int>{8, 8}));
   EXPECT_EQ(plan->action, PlanAction::kRevert);
@@ -98,41 +98,38 @@ TEST(Planner, S2KeepsTheMultipleTheJobsScheduleNeeds) {
   // [8,8] 561.6, [10,6] max(528, 436.8) = 528, [9,7] max(480, 499.2) = 499.2, [12,4] 624.
   const Localisation loc = slow_replica(48, 62.4);
   // Not said: multiples of P while the split in force has them (the paper's constraint).
-  auto unsaid = Planner({}, layout({"S2"})).s2(loc, 0.5, 0.01, "why");
+  auto unsaid = Planner({}, layout({"S2"})).s2(loc, 0.5, "why");
   ASSERT_TRUE(unsaid);
   EXPECT_EQ(unsaid->microbatches, (std::vector<int>{10, 6}));
   // A 1F1B schedule without interleaving takes any count.
   JobLayout any = layout({"S2"});
   any.microbatch_multiple = 1;
-  auto fine = Planner({}, any).s2(loc, 0.5, 0.01, "why");
+  auto fine = Planner({}, any).s2(loc, 0.5, "why");
   ASSERT_TRUE(fine);
   EXPECT_EQ(fine->microbatches, (std::vector<int>{9, 7}));
   EXPECT_NEAR(fine->predicted_iteration_s, 0.5 * 499.2 / 561.6, 1e-9);
   // An interleaved schedule on PP 2 says 2; a multiple of 4 leaves nothing better than [8,8].
   JobLayout interleaved = layout({"S2"});
   interleaved.microbatch_multiple = 2;
-  auto two = Planner({}, interleaved).s2(loc, 0.5, 0.01, "why");
+  auto two = Planner({}, interleaved).s2(loc, 0.5, "why");
   ASSERT_TRUE(two);
   EXPECT_EQ(two->microbatches, (std::vector<int>{10, 6}));
   JobLayout fours = layout({"S2"});
   fours.microbatch_multiple = 4;
   Planner p({}, fours);
-  EXPECT_FALSE(p.s2(loc, 0.5, 0.01, "why"));
+  EXPECT_FALSE(p.s2(loc, 0.5, "why"));
   // The job republishes its layout saying otherwise: the planner follows it.
   p.layout_updated(any);
-  auto after = p.s2(loc, 0.5, 0.01, "why");
+  auto after = p.s2(loc, 0.5, "why");
   ASSERT_TRUE(after);
   EXPECT_EQ(after->microbatches, (std::vector<int>{9, 7}));
 }
 
 TEST(Planner, NoFasterAllocationMeansNoPlan) {
   Planner p({}, layout({"S2"}));
-  EXPECT_FALSE(p.s2(slow_replica(48, 48.5), 0.5, 0.01, "why"));  // balanced per slot already
-  // [8,8] 9 x 59.5 = 535.5 ms, [10,6] max(11 x 48, 7 x 59.5) = 528 ms: 1.4 % less, below a 2 % margin.
-  EXPECT_TRUE(p.s2(slow_replica(48, 59.5), 0.5, 0.01, "why"));
-  EXPECT_FALSE(p.s2(slow_replica(48, 59.5), 0.5, 0.02, "why"));
+  EXPECT_FALSE(p.s2(slow_replica(48, 48.5), 0.5, "why"));  // balanced per slot already
   Localisation unknown;
-  EXPECT_FALSE(p.s2(unknown, 0.5, 0.01, "why"));  // no replica times
+  EXPECT_FALSE(p.s2(unknown, 0.5, "why"));  // no replica times
 }
 
 TEST(Planner, S3MovesACongestedLinkOffTheDpRingOntoAPipelineEdge) {
