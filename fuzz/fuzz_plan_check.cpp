@@ -32,12 +32,16 @@ std::vector<std::string> parts(const std::string& text, std::size_t n) {
 
 long total(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0L); }
 
-// What any plan a job applies must keep: one micro-batch count per replica, each >= 1, the same global batch;
+// What any plan a job applies must keep: one micro-batch count per replica, each >= 1 and a multiple of what the
+// job's schedule needs, the same global batch;
 // a placement that is a permutation of the layout's roles.
 void keeps_the_job(const gh::JobLayout& layout, const gh::Plan& plan, const std::vector<gh::PlacementEntry>& placement) {
   if (!plan.microbatches.empty()) {
     check(plan.microbatches.size() == static_cast<std::size_t>(layout.dp), "one micro-batch count per replica");
-    for (int m : plan.microbatches) check(m >= 1, "every replica keeps a micro-batch");
+    for (int m : plan.microbatches) {
+      check(m >= 1, "every replica keeps a micro-batch");
+      check(layout.microbatch_multiple <= 1 || m % layout.microbatch_multiple == 0, "the schedule's multiple is kept");
+    }
     check(total(plan.microbatches) == total(layout.microbatches), "the global batch is kept");
   }
   if (!placement.empty()) check(gh::placement_error(layout, placement).empty(), "the placement fits the layout");

@@ -153,7 +153,9 @@ GREYHOUND_JOB_EXPORT int greyhound_job_set_cost_estimate_v1(greyhound_job_client
  * pipeline size, its 1F1B without interleaving any count (1). 0 (the default) says nothing: the master then
  * keeps multiples of the pipeline size while the allocation in force has them. Plans whose counts are not
  * multiples of it are rejected; a layout whose counts are not is refused (ERR_INVALID when it is published).
- * ERR_INVALID here: a value below 0 or above 65536. */
+ * It takes effect with the next layout published: until then plans are checked against the last one. Set it
+ * before the first publish (a job's schedule does not change while it runs). ERR_INVALID here: a value below 0
+ * or above 65536. */
 GREYHOUND_JOB_EXPORT int greyhound_job_set_microbatch_multiple_v1(greyhound_job_client* client, int32_t multiple);
 
 /* Reads the latest plan and checks it. OK: a new plan to apply (*out filled, kept as the last good one);

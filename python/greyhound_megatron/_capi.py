@@ -119,6 +119,18 @@ def load(path=None):
     if lib.greyhound_job_api_version() != API_VERSION:
         raise OSError("greyhound_megatron: %s has API version %d, this package speaks %d" %
                       (where, lib.greyhound_job_api_version(), API_VERSION))
+    try:
+        _declare(lib)
+    except AttributeError as e:  # an older library of the same API version, without a call added since
+        raise OSError("greyhound_megatron: %s lacks a call this package uses (%s): rebuild libgreyhound_job" %
+                      (where, e)) from e
+    if path is None:
+        _LIB = lib
+    return lib
+
+
+def _declare(lib):
+    """The argument and result types of every call this package makes."""
     vp, i32, i64, sz, cp = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_size_t, ctypes.c_char_p
     p_i32 = ctypes.POINTER(ctypes.c_int32)
     lib.greyhound_job_status_name.restype = cp
@@ -140,9 +152,6 @@ def load(path=None):
     lib.greyhound_job_mark_iteration_v1.argtypes = [i64]
     lib.greyhound_job_set_cost_estimate_v1.argtypes = [vp, i32, ctypes.c_double]
     lib.greyhound_job_set_microbatch_multiple_v1.argtypes = [vp, i32]
-    if path is None:
-        _LIB = lib
-    return lib
 
 
 def status_name(status, lib=None):

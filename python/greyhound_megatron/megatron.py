@@ -172,12 +172,24 @@ class MegatronAdapter:
         world = dist.get_world_size() if dist.is_initialized() else 1
         if not getattr(self._get_args(), "save", None):
             self._refuse("no --save directory for the checkpoint", "S4")
+        multiple, why = self._declared_multiple(pp, list(schedule.at(0).counts))
+        if why:
+            self._refuse(why)
         caps = tuple(c for c in self._capabilities if c not in self.refused)
         self.follower = PlanFollower(self._job, dp, self._mpu.get_data_parallel_rank(), list(schedule.at(0).counts),
                                      caps, self._redis_url, tp_size=world // (dp * pp), pp_size=pp,
                                      gpus_per_node=self._gpus_per_node, schedule=schedule,
                                      poll_every=self._poll_every, accept=self._accept,
-                                     microbatch_multiple=self._microbatch_multiple(pp))
+                                     microbatch_multiple=multiple)
+
+    def _declared_multiple(self, pp, counts):
+        """(the multiple to tell the master, why S2 cannot be offered or ""). A schedule that runs counts its
+        constraint does not divide (newer Megatron-core groups micro-batches otherwise) gets no split."""
+        multiple = self._microbatch_multiple(pp)
+        if multiple > 1 and any(n % multiple for n in counts):
+            return 0, ("the interleaved pipeline schedule runs %s micro-batches per replica, not multiples of the "
+                       "pipeline size %d" % (counts, multiple))
+        return multiple, ""
 
     def _microbatch_multiple(self, pp):
         """What Megatron's schedule needs of a replica's count: the interleaved one multiples of the pipeline

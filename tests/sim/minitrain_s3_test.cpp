@@ -260,6 +260,7 @@ class MinitrainS3 : public test_support::StoreFixture {
     if (layout) {
       EXPECT_EQ(layout->capabilities, (std::vector<std::string>{"S2", "S3"}));
       EXPECT_EQ(layout->gpus_per_node, kGpusPerNode);
+      EXPECT_EQ(layout->microbatch_multiple, 1);  // its 1F1B runs any count: S2 moves single micro-batches
     }
     ++next_epoch_;
     EXPECT_TRUE(publish(next_epoch_, Strategy::kS1, PlanAction::kRevert, identity()));

@@ -83,6 +83,22 @@ TEST(Oracle, PipelineMultiplesOnlyWhenTheSplitInForceHasThem) {
   EXPECT_NE((*p)->reason.find("makespan 15 -> 10 with"), std::string::npos) << (*p)->reason;
 }
 
+TEST(Oracle, TheJobsDeclaredMultipleIsTheStep) {
+  // t = [1, 1.3, 1, 1], M = 32, makespan max (m + 1) t from 9 x 1.3 = 11.7: in units of 2 the best is 11
+  // (6 on the slow replica: 7 x 1.3 = 9.1, 10 on another: 11); single micro-batches reach 10 (6 and 9,9,8).
+  const FaultSchedule f = gpu_of_rank(1, 1.3, 0, 10);
+  OracleJob job = dp4_pp2();
+  auto coarse = oracle_plan(job, f, 1.0, {8, 8, 8, 8});
+  ASSERT_TRUE(coarse && coarse->has_value()) << coarse.error();
+  for (int m : (*coarse)->microbatches) EXPECT_EQ(m % 2, 0) << (*coarse)->reason;
+  EXPECT_NE((*coarse)->reason.find("11.7 -> 11 with"), std::string::npos) << (*coarse)->reason;
+  job.microbatch_multiple = 1;  // the job says its 1F1B runs any count
+  auto fine = oracle_plan(job, f, 1.0, {8, 8, 8, 8});
+  ASSERT_TRUE(fine && fine->has_value()) << fine.error();
+  EXPECT_NE((*fine)->reason.find("11.7 -> 10 with"), std::string::npos) << (*fine)->reason;
+  EXPECT_EQ((*fine)->microbatches[1], 6);
+}
+
 TEST(Oracle, ACongestedLinkGetsAPlacementThatUsesItForNothingAndBackAfterIt) {
   // TP2 x DP2 x PP2 on 4 nodes of 2 GPUs (slot = node): Megatron puts stage 0's DP ring on link 0-1.
   OracleJob job;

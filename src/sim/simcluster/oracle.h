@@ -43,7 +43,8 @@ std::vector<double> fault_change_times(const FaultSchedule& faults);
 // The plan for the faults active at t_s when `in_force` runs (epoch left 0 for the caller to number):
 //  - some replica slower than another: S2, the MicrobatchSolver's split of the same global batch over the
 //    relative replica times minimising the 1F1B makespan max (m + P - 1) t (fewest moves from `in_force`;
-//    in multiples of the pipeline depth when `in_force` is, as the master's planner does), when that
+//    in the job's microbatch_multiple, else in multiples of the pipeline depth when `in_force` is, as the
+//    master's planner does), when that
 //    makespan is at least 1 % below `in_force`'s (else nothing) and the job advertises S2; a split equal
 //    to the initial one is published as a revert;
 //  - no replica slower: a revert to the initial split when `in_force` differs from it, else nothing;

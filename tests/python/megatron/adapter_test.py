@@ -160,9 +160,16 @@ class Missing(unittest.TestCase):
                              "mt.set_args(argparse.Namespace(virtual_pipeline_model_parallel_size=2))\n"
                              "print(a._microbatch_multiple(2), a._microbatch_multiple(1))\n"
                              "mt.set_args(argparse.Namespace(virtual_pipeline_model_parallel_size=None))\n"
-                             "print(a._microbatch_multiple(2))\n")
+                             "print(a._microbatch_multiple(2))\n"
+                             "mt.set_args(argparse.Namespace(virtual_pipeline_model_parallel_size=2))\n"
+                             "print(a._declared_multiple(2, [4, 4]))\n"
+                             "print(a._declared_multiple(2, [3, 3]))\n")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.split(), ["2", "1", "1"])
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(lines[0].split() + lines[1].split(), ["2", "1", "1"])
+        self.assertEqual(lines[2], "(2, '')")
+        # Counts the interleaved constraint does not divide: nothing declared and S2 not offered, no error.
+        self.assertIn("(0, 'the interleaved pipeline schedule runs [3, 3] micro-batches per replica", lines[3])
 
     def test_configurations_an_uneven_split_would_break_are_not_advertised(self):
         r = self.run_standin("import argparse\n"
