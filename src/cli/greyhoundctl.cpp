@@ -25,7 +25,7 @@ const Command kCommands[] = {
     {"detect", &greyhound::ctl::cmd_detect, "slowdown/recovery events of an iteration-time trace (CSV)",
      "--trace FILE.csv [--method bocd+v|bocd|window]"},
     {"plan-microbatches", &greyhound::ctl::cmd_plan_microbatches, "optimal micro-batch allocation across DP groups (S2)",
-     "--times T1,T2,.. --total M [--pp P] [--current M1,M2,..]"},
+     "--times T1,T2,.. --total M [--pp P] [--fill F] [--current M1,M2,..]"},
     {"status", &greyhound::ctl::cmd_status, "ranks, nodes, groups, iteration times and incidents of a job",
      "--job J [--redis URL] [--json]"},
     {"passes", &greyhound::ctl::cmd_passes, "the validation's P2P pass plan over a ring or tree of ranks",

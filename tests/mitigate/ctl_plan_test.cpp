@@ -34,6 +34,19 @@ TEST(CtlPlanMicrobatches, PipelineDepthAndEqualsForm) {
   EXPECT_EQ(o.out, "{\"microbatches\":[12,8,8,4],\"makespan_ms\":12.0}\n");
 }
 
+TEST(CtlPlanMicrobatches, FillSlotsAsTheMastersPlannerUsesThem) {
+  // Slot times 48 and 62.4 on PP 2, single micro-batches, fill P - 1 = 1: [9,7] (makespan max(480, 499.2)).
+  Outcome o = run("--times 48,62.4 --total 16 --fill 1 --current 8,8");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_EQ(o.out, "{\"microbatches\":[9,7],\"makespan_ms\":499.2}\n");
+  o = run("--times 48,62.4 --total 16 --pp 2 --fill 1 --current 8,8");  // in multiples of 2: [10,6]
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_EQ(o.out, "{\"microbatches\":[10,6],\"makespan_ms\":528.0}\n");
+  o = run("--times 1,1 --total 4 --fill -1");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(o.out, "greyhoundctl plan-microbatches: fill slots -1: they must be within 0..2^40\n");
+}
+
 TEST(CtlPlanMicrobatches, BadInputIsOneLineAndExitStatus2) {
   const struct {
     const char* args;
