@@ -42,7 +42,7 @@ OperatorPlanCheck check_operator_plan(const OperatorPlanRequest& req, const JobL
       return out;
     }
     for (int m : req.microbatches) {
-      if (layout.microbatch_multiple > 1 && m % layout.microbatch_multiple != 0) {
+      if (!schedule_takes(layout, m)) {
         out.error = "microbatches: " + std::to_string(m) + " is not a multiple of " +
                     std::to_string(layout.microbatch_multiple) + ", which the job's pipeline schedule needs";
         return out;

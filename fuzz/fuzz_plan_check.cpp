@@ -40,7 +40,7 @@ void keeps_the_job(const gh::JobLayout& layout, const gh::Plan& plan, const std:
     check(plan.microbatches.size() == static_cast<std::size_t>(layout.dp), "one micro-batch count per replica");
     for (int m : plan.microbatches) {
       check(m >= 1, "every replica keeps a micro-batch");
-      check(layout.microbatch_multiple <= 1 || m % layout.microbatch_multiple == 0, "the schedule's multiple is kept");
+      check(gh::schedule_takes(layout, m), "the schedule's multiple is kept");
     }
     check(total(plan.microbatches) == total(layout.microbatches), "the global batch is kept");
   }

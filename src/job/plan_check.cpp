@@ -34,7 +34,7 @@ std::string check_microbatches(const JobLayout& layout, const std::vector<int>& 
   }
   for (std::size_t i = 0; i < mb.size(); ++i) {
     if (mb[i] < 1) return "microbatches[" + std::to_string(i) + "]: " + std::to_string(mb[i]) + " is below 1";
-    if (layout.microbatch_multiple > 1 && mb[i] % layout.microbatch_multiple != 0) {
+    if (!schedule_takes(layout, mb[i])) {
       return "microbatches[" + std::to_string(i) + "]: " + std::to_string(mb[i]) + " is not a multiple of " +
              std::to_string(layout.microbatch_multiple) + ", which the job's pipeline schedule needs";
     }

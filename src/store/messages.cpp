@@ -578,14 +578,11 @@ std::string layout_error(const JobLayout& l) {
   if (l.microbatch_multiple < 0 || l.microbatch_multiple > kMaxMicrobatchMultiple) {
     return "microbatch_multiple: must be from 0 (not said) to " + std::to_string(kMaxMicrobatchMultiple);
   }
-  if (l.microbatch_multiple > 1) {
-    for (const auto* v : {&l.microbatches, &l.initial_microbatches}) {
-      for (int m : *v) {
-        if (m % l.microbatch_multiple != 0) {
-          return std::string(v == &l.microbatches ? "microbatches" : "initial_microbatches") + ": " +
-                 std::to_string(m) + " is not a multiple of microbatch_multiple " +
-                 std::to_string(l.microbatch_multiple);
-        }
+  for (const auto* v : {&l.microbatches, &l.initial_microbatches}) {
+    for (int m : *v) {
+      if (!schedule_takes(l, m)) {
+        return std::string(v == &l.microbatches ? "microbatches" : "initial_microbatches") + ": " +
+               std::to_string(m) + " is not a multiple of microbatch_multiple " + std::to_string(l.microbatch_multiple);
       }
     }
   }

@@ -316,6 +316,11 @@ struct JobLayout {
 };
 inline constexpr double kMaxCostEstimateS = 7 * 24 * 3600.0;
 inline constexpr int kMaxMicrobatchMultiple = 1 << 16;
+// Whether the layout's pipeline schedule runs `count` micro-batches on a replica: a multiple of its
+// microbatch_multiple (any count when that is 0 or 1). The one rule the layout, plan and operator checks use.
+inline bool schedule_takes(const JobLayout& l, int count) {
+  return l.microbatch_multiple <= 1 || count % l.microbatch_multiple == 0;
+}
 nlohmann::json to_json(const JobLayout& l);
 std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* error);
 // The rules every layout meets (the reader enforces them; a job checks its own before publishing): "" when
