@@ -273,6 +273,9 @@ class Controller {
   bool checking() const { return check_.has_value(); }
   bool restarting() const { return restarting_.has_value(); }
   bool validating() const { return validating_.has_value(); }
+  // Ranks of the job stand still in a pause: one has trapped and the pause has not finished (not every rank
+  // that trapped has resumed). The master's loop steps faster meanwhile.
+  bool pause_standing() const { return validating_ && validating_->any_trapped(); }
   std::optional<std::int64_t> plan_in_flight() const {
     return pending_ ? std::optional<std::int64_t>(pending_->plan.epoch) : std::nullopt;
   }

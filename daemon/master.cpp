@@ -178,6 +178,13 @@ HttpResponse Master::http(const HttpRequest& r) {
   return {404, kText, "not found: try /metrics, /status or /healthz\n"};
 }
 
+bool Master::pause_standing() const {
+  for (const auto& [job, served] : drivers_) {
+    if (served.driver->controller().pause_standing()) return true;
+  }
+  return false;
+}
+
 int Master::tick() {
   if (!redis_.ensure_connected()) {
     if (!redis_down_logged_) spdlog::warn("{}; retrying", redis_.last_error());

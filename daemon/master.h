@@ -41,6 +41,8 @@ class Master {
 
   // One poll of every job; returns the number of events consumed.
   int tick();
+  // True while ranks of a served job stand still in a pause (Controller::pause_standing).
+  bool pause_standing() const;
 
   std::size_t jobs() const { return drivers_.size(); }
   // A clean stop: gives the lease up (--ha) so that a standby leads at once.

@@ -308,9 +308,22 @@ void Agent::step(std::uint64_t now_ns) {
     }
     report_fail_stop(path, *t, now_ns);
   }
-  publish_state(now_ns, false);
+  // Commands and the pause's state go before the publication, so that a rank's pause report (trapped, done,
+  // resumed) leaves in the step that saw it rather than a poll later: the ranks stand still meanwhile. (The
+  // connection is made first, as before: the command cursor starts at the newest command before this
+  // agent's registration is published.)
+  redis_.ensure_connected();
   poll_commands(now_ns);
   watch_pause(now_ns);
+  publish_state(now_ns, false);
+}
+
+bool Agent::pause_standing() const {
+  if (!pause_) return false;
+  for (const auto& [path, state] : pause_->reported) {
+    if (state == kPauseTrapped || state == kPauseRunning || state == kPauseDone) return true;
+  }
+  return false;
 }
 
 // A rank that has been inside one NCCL call (blocked: a peer never joined it), or in none (stuck outside

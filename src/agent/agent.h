@@ -7,6 +7,7 @@
 // events wait in a bounded queue (the oldest are dropped, and counted, when it is full).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -29,6 +30,10 @@ struct AgentConfig {
   RedisEndpoint redis;
   analysis::DetectionMethod method = analysis::DetectionMethod::kBocdValidated;
   int poll_ms = 50;
+  // While the ranks of a pause stand still (one has trapped, not every one has resumed), the loop steps this
+  // often instead: each of the pause's two round trips through the master (trapped -> run, done -> resume)
+  // then costs a few of these, not a few poll_ms, and the job stands still that much less.
+  int pause_poll_ms = 10;
   int heartbeat_ms = 1000;
   double idle_exit_s = 0;            // > 0: exit once every ring is finished and nothing new came for this long
   std::uint64_t epoch_ns = 0;        // job clock origin (CLOCK_MONOTONIC); 0: the earliest ring's creation
@@ -52,6 +57,11 @@ class Agent {
   void shutdown(std::uint64_t now_ns, std::uint64_t deadline_ns);
 
   std::uint64_t events_dropped() const { return events_dropped_; }
+  // True while ranks of this node stand still in a pause: one has trapped and not every one has resumed
+  // (or refused). The loop then steps every pause_poll_ms.
+  bool pause_standing() const;
+  // How long the loop sleeps before the next step.
+  int sleep_ms() const { return pause_standing() ? std::min(cfg_.poll_ms, cfg_.pause_poll_ms) : cfg_.poll_ms; }
   std::size_t ranks() const { return trackers_.size(); }
 
  private:

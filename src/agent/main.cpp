@@ -43,15 +43,16 @@ int main(int argc, char** argv) {
   try {
     const greyhound::Args a(args,
                             {"job", "node", "shm-dir", "redis", "poll-ms", "heartbeat-ms", "idle-exit-s", "method",
-                             "epoch-ns", "hang-iterations", "hang-min-s"},
+                             "epoch-ns", "hang-iterations", "hang-min-s", "pause-poll-ms"},
                             {"help"});
     if (a.flag("help")) {
       std::printf(
-          "usage: greyhound-agent [--job J] [--node N] [--shm-dir DIR] [--redis URL] [--poll-ms MS]\n"
+          "usage: greyhound-agent [--job J] [--node N] [--shm-dir DIR] [--redis URL] [--poll-ms MS] [--pause-poll-ms MS]\n"
           "         [--heartbeat-ms MS] [--idle-exit-s S] [--method bocd+v|bocd|window] [--epoch-ns NS]\n"
           "         [--hang-iterations K] [--hang-min-s S]\n"
           "a rank inside one NCCL call, or in none, for K x its iteration time (default 10) and at least S seconds\n"
-          "(default 60) is reported as stalled\n"
+          "(default 60) is reported as stalled; while ranks stand still in a validation pause the agent steps every\n"
+          "--pause-poll-ms (default 10) instead of --poll-ms (default 50)\n"
           "defaults from GREYHOUND_JOB, GREYHOUND_NODE, GREYHOUND_SHM_DIR, GREYHOUND_REDIS, GREYHOUND_JOB_EPOCH_NS\n");
       return 0;
     }
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
     if (cfg.shm_dir.empty()) throw greyhound::ArgError("--shm-dir must name a directory");
     cfg.redis = greyhound::redis_endpoint_from_env(a.str("redis", ""));
     cfg.poll_ms = static_cast<int>(a.integer_in("poll-ms", 50, 1, 60000));
+    cfg.pause_poll_ms = static_cast<int>(a.integer_in("pause-poll-ms", 10, 1, 60000));
     cfg.hang_iterations = a.number("hang-iterations", cfg.hang_iterations);
     if (!(cfg.hang_iterations >= 1 && cfg.hang_iterations <= 1e6)) throw greyhound::ArgError("--hang-iterations must be in [1, 1000000]");
     cfg.hang_min_s = a.number("hang-min-s", cfg.hang_min_s);
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
       spdlog::info("every rank has finished: exiting");
       break;
     }
-    usleep(static_cast<useconds_t>(cfg.poll_ms) * 1000);
+    usleep(static_cast<useconds_t>(agent.sleep_ms()) * 1000);
   }
   const std::uint64_t now = greyhound::clock_ns(CLOCK_MONOTONIC);
   agent.shutdown(now, now + 3'000'000'000ull);

@@ -1061,10 +1061,14 @@ TEST(Controller, AValidationPauseIsNotCountedAsTheFailSlowsLoss) {
     trapped.push_back(report(r, "trapped", 0));
     resumed.push_back(report(r, "resumed", 3000));  // each stood still 3 s (its deadline: the pause is lost)
   }
+  // Armed, no rank trapped yet: the job runs on, and the master steps at its usual pace.
+  EXPECT_TRUE(f.d.c.validating());
+  EXPECT_FALSE(f.d.c.pause_standing());
   // While the ranks stand still the job reports no new iteration (the same index again).
   f.d.feed(trapped, at(f.t, f.t));
   --f.index;
   f.step(JobInputs{}, 500);
+  EXPECT_TRUE(f.d.c.pause_standing()) << "ranks trapped: the master steps faster until they have resumed";
   f.d.feed(resumed, at(f.t, f.t));
   bool validated = false;
   for (int i = 0; i < 3 && !validated; ++i) {
@@ -1073,6 +1077,7 @@ TEST(Controller, AValidationPauseIsNotCountedAsTheFailSlowsLoss) {
     validated = std::count(ty.begin(), ty.end(), "validated") == 1;
   }
   ASSERT_TRUE(validated);
+  EXPECT_FALSE(f.d.c.pause_standing()) << "every rank resumed: the usual pace again";
   ASSERT_EQ(f.d.c.fail_slows().size(), 1u);
   const double before = f.d.c.fail_slows()[0].account.loss_s;  // the accounts as of the verdict
   // The iteration that held the pause, then ordinary ones until the accounts are saved again.
