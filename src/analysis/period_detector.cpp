@@ -144,6 +144,8 @@ PeriodDetector::PeriodDetector(const PeriodParams& params) : params_(params) {
   params_.min_window = std::max<std::uint32_t>(params_.min_window, 2 * params_.min_cycles);
   params_.max_window = std::max(params_.max_window, 2 * params_.min_window);
   params_.lookahead = std::max<std::uint32_t>(params_.lookahead, 1);
+  if (!(params_.report_share > 0 && params_.report_share <= 1)) params_.report_share = 1.0;
+  if (!(params_.report_drift >= 0)) params_.report_drift = 0.0;
   min_window_ = params_.min_window;
   next_search_at_ = min_window_;
 }
@@ -219,6 +221,9 @@ void PeriodDetector::lock(std::size_t start, std::uint32_t period, std::size_t e
   cur_t_.assign(period, kMissing);
   phase_ = 0;
   cycles_ = 0;
+  reported_ = false;
+  report_phase_ = std::clamp<std::uint32_t>(
+      static_cast<std::uint32_t>(std::ceil(params_.report_share * static_cast<double>(period))), 1, period);
   cycle_dirty_ = false;
   prev_cycle_dirty_ = false;
   pending_.clear();
@@ -324,29 +329,57 @@ void PeriodDetector::resolve() {
 }
 
 void PeriodDetector::advance_phase() {
-  if (++phase_ < template_.size()) return;
+  ++phase_;
+  if (phase_ == report_phase_ && phase_ < template_.size()) report_iteration(false);
+  if (phase_ < template_.size()) return;
   phase_ = 0;
   complete_cycle();
 }
 
-void PeriodDetector::complete_cycle() {
-  if (cycles_ > 0) {
-    double sum = 0.0;
-    std::uint32_t anchors = 0;
-    for (std::size_t j = 0; j < cur_t_.size(); ++j) {
-      if (cur_t_[j] == kMissing || prev_t_[j] == kMissing) continue;
-      sum += static_cast<double>(static_cast<std::int64_t>(cur_t_[j] - prev_t_[j]));
-      ++anchors;
-    }
-    if (anchors > 0) {
-      std::uint64_t end = cur_t_[0];
-      for (std::size_t j = 0; end == kMissing && j < cur_t_.size(); ++j) end = cur_t_[j];
-      const bool dirty = cycle_dirty_ || prev_cycle_dirty_;
-      waiting_.push_back(Waiting{
-          Iteration{next_index_++, end, sum / anchors, static_cast<std::uint32_t>(template_.size()), segment_, anchors},
-          dirty ? now_ + window_records_ : 0});
-    }
+// The iteration that began with the previous cycle, from the anchors of this cycle read so far (0..phase_-1)
+// and the same ones of the previous cycle. Early (`whole` false: the first report_share of the cycle), only
+// when the anchors agree: at least 4 of them, and the mean of the later half of them within report_drift of
+// the earlier half's. They disagree where the ops have moved within the iteration: a change of pattern whose
+// first ops happen to match the template (4 -> 6 micro-batches of the same ops: the new ones come sooner),
+// or a slowdown that began within the span. Such an iteration waits for the whole cycle, as every one did
+// before, where the rest of the cycle can show the change (an irregularity holds it back, a lost lock drops
+// it) and every anchor is averaged.
+void PeriodDetector::report_iteration(bool whole) {
+  if (cycles_ == 0) return;
+  const std::size_t upto = whole ? cur_t_.size() : phase_;  // (phase_ is 0 again when the cycle is complete)
+  std::vector<double>& d = diffs_;
+  d.clear();
+  for (std::size_t j = 0; j < upto; ++j) {
+    if (cur_t_[j] == kMissing || prev_t_[j] == kMissing) continue;
+    d.push_back(static_cast<double>(static_cast<std::int64_t>(cur_t_[j] - prev_t_[j])));
   }
+  if (d.empty()) return;
+  double sum = 0.0;
+  for (double x : d) sum += x;
+  const double mean = sum / static_cast<double>(d.size());
+  if (!whole) {
+    if (d.size() < 4) return;
+    const std::size_t h = d.size() / 2;
+    double a = 0.0, b = 0.0;
+    for (std::size_t i = 0; i < h; ++i) a += d[i];
+    for (std::size_t i = h; i < d.size(); ++i) b += d[i];
+    a /= static_cast<double>(h);
+    b /= static_cast<double>(d.size() - h);
+    if (!(mean > 0) || std::abs(b - a) > params_.report_drift * mean) return;
+  }
+  std::uint64_t end = cur_t_[0];
+  for (std::size_t j = 0; end == kMissing && j < upto; ++j) end = cur_t_[j];
+  const bool dirty = cycle_dirty_ || prev_cycle_dirty_;
+  const auto anchors = static_cast<std::uint32_t>(d.size());
+  waiting_.push_back(Waiting{
+      Iteration{next_index_++, end, mean, static_cast<std::uint32_t>(template_.size()), segment_, anchors},
+      dirty ? now_ + window_records_ : 0});
+  reported_ = true;
+}
+
+void PeriodDetector::complete_cycle() {
+  if (!reported_) report_iteration(true);
+  reported_ = false;
   std::swap(prev_t_, cur_t_);
   std::fill(cur_t_.begin(), cur_t_.end(), kMissing);
   prev_cycle_dirty_ = cycle_dirty_;

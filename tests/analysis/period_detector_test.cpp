@@ -163,9 +163,11 @@ TEST(PeriodDetector, ExactIterationTimesOnACleanStream) {
       continue;
     }
     if (confirmed_at == 0) confirmed_at = i;
-    // Once confirmed, online: iteration k is known as soon as cycle k + 1 is complete.
+    // Once confirmed, online: iteration k is known as soon as the first half of cycle k + 1 (21 calls) is
+    // read (a whole cycle before: records / 42 - 1). The stream's calls keep their offsets within an
+    // iteration, so the anchors always agree, even where the iteration time changes.
     const std::size_t records = i + 1 - 10;
-    EXPECT_EQ(out.size(), records / 42 - 1) << "after record " << i;
+    EXPECT_EQ(out.size(), (records - 21) / 42) << "after record " << i;
   }
   // Found on the first search window (256 records), confirmed after as many new records.
   EXPECT_EQ(confirmed_at, 2 * 256u - 1);
@@ -182,7 +184,7 @@ TEST(PeriodDetector, ExactIterationTimesOnACleanStream) {
     EXPECT_EQ(out[k].end_t_ns, s.iteration_start_ns[k + 1]);
     EXPECT_EQ(out[k].period, 42u);
     EXPECT_EQ(out[k].segment, 0u);
-    EXPECT_EQ(out[k].anchors, 42u);
+    EXPECT_EQ(out[k].anchors, 21u);  // the first half of the next cycle
   }
   EXPECT_EQ(out[49].iter_ns, 300e6);
   EXPECT_EQ(out[50].iter_ns, 450e6);
@@ -394,5 +396,46 @@ TEST(PeriodDetector, OneCallPerIterationIsLockedAfterTwoSearchWindows) {
   for (std::size_t k = 0; k < out.size(); ++k) {
     EXPECT_EQ(out[k].index, k);
     EXPECT_EQ(out[k].iter_ns, k < 560 ? 200e6 : 300e6) << k;
+  }
+}
+
+// An iteration is reported once the first half of the next cycle is read, when those anchors agree; one
+// whose ops moved within the iteration (here every op stretches with a 1.5x slowdown from iteration 100 on,
+// as when a GPU slows every kernel) waits for the whole cycle and averages every anchor.
+TEST(PeriodDetector, AnIterationWhoseOpsMovedWaitsForTheWholeCycle) {
+  const auto pattern = ge::megatron_pattern(4, 3, 2);  // 42
+  const std::size_t p = pattern.size();
+  std::vector<std::uint64_t> t, sym;
+  std::uint64_t start = 1'000'000'000;
+  for (int k = 0; k < 200; ++k) {
+    const std::uint64_t d = k < 100 ? 300'000'000 : 450'000'000;
+    for (std::size_t j = 0; j < p; ++j) {
+      t.push_back(start + j * d / p);
+      sym.push_back(pattern[j]);
+    }
+    start += d;
+  }
+  ga::PeriodDetector det;
+  std::vector<ga::Iteration> out;
+  std::vector<std::size_t> known_at;  // the record whose push reported each iteration
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const std::size_t n = det.push(t[i], sym[i], out);
+    known_at.insert(known_at.end(), n, i);
+  }
+  ASSERT_EQ(det.locks(), 1u);
+  ASSERT_EQ(det.cycle_start(), 0u);
+  ASSERT_EQ(out.size(), 199u);
+  for (std::size_t k = 20; k < out.size(); ++k) {  // (the first ones are back-filled at the confirmation)
+    ASSERT_EQ(out[k].index, k);
+    if (k == 99) {
+      // Anchor j measures 300 ms + j/42 of the 150 ms more: the first half's do not agree.
+      EXPECT_EQ(out[k].anchors, p);
+      EXPECT_EQ(known_at[k], p * (k + 2) - 1) << "the whole next cycle";
+      EXPECT_NEAR(out[k].iter_ns, 300e6 + 150e6 * (p - 1) / 2.0 / p, 1e3);
+    } else {
+      EXPECT_EQ(out[k].anchors, p / 2);
+      EXPECT_EQ(known_at[k], p * (k + 1) + p / 2 - 1) << "half the next cycle";
+      EXPECT_NEAR(out[k].iter_ns, k < 99 ? 300e6 : 450e6, 1e3) << k;
+    }
   }
 }

@@ -18,11 +18,19 @@
 //
 // Cycle start and iteration times. The cycle start is the first record from which one whole cycle is
 // immediately repeated exactly; its P symbols become the template. Cycle c holds the records aligned to
-// template positions 0..P-1 after it. When cycle c (c >= 1) is complete, the iteration that began with
-// cycle c - 1 is reported: its time is the mean over the anchor ops j present in both cycles of
-// t(c, j) - t(c - 1, j), the time between an op and the same op one period earlier (one late op moves it by
-// 1/P of its delay, and the sum of iteration times telescopes to the elapsed time), and it ended when
-// cycle c began. So an iteration is known one cycle after it ended.
+// template positions 0..P-1 after it. Once the first half of cycle c (c >= 1) is read (report_share of its
+// positions, rounded up), the iteration that began with cycle c - 1 is reported: its time is the mean over
+// the anchor ops j of that first half present in both cycles of t(c, j) - t(c - 1, j), the time between an op
+// and the same op one period earlier (one late op moves it by 1/(P/2) of its delay, and the sum of iteration
+// times telescopes to the elapsed time), and it ended when cycle c began. So an iteration is known half a
+// cycle after it ended, when those anchors agree (at least 4 of them, the later half's mean within
+// report_drift, 2 %, of the earlier half's); when they do not (the ops moved within the iteration: a change
+// of pattern whose first ops match the template, or a slowdown that began within the span), it waits for the
+// whole cycle and every anchor is averaged, as every iteration was before (report_share 1). Half a
+// cycle sooner is about an iteration sooner for a remedy: a decision that came with an iteration's end
+// reached the job just after that iteration boundary and waited for the next one. The anchors of the
+// first half span mostly the iteration reported (from each op to the same op one period later), so a
+// slowdown that begins with cycle c shows in the iteration of cycle c, not half in the one before.
 //
 // Noise. Once locked, each record is aligned to the template. A mismatch is resolved by reading
 // `lookahead` more records: the smallest explanation as up to max_inserted extra records (evaluation,
@@ -106,6 +114,8 @@ struct PeriodParams {
   std::uint32_t lookahead = 4;         // records read past a mismatch before realigning
   std::uint32_t max_inserted = 2;      // extra records one realignment may explain
   std::uint32_t max_dropped = 2;       // missing records one realignment may explain
+  double report_share = 0.5;           // an iteration is reported once this share of the next cycle is read,
+  double report_drift = 0.02;          // ... when the anchors read agree within this share (else at its end)
 };
 
 struct PeriodFit {
@@ -190,6 +200,7 @@ class PeriodDetector {
   void resolve();
   void advance_phase();
   void complete_cycle();
+  void report_iteration(bool whole);
   // Moves iterations due by record `now` (all of them when `all`) to the held ones or to `out`.
   void release(std::uint64_t now, bool all, std::vector<Iteration>& out);
   // Records an irregularity at record `index`; returns true when the lock is lost.
@@ -212,6 +223,9 @@ class PeriodDetector {
   std::vector<std::uint64_t> cur_t_;
   std::uint32_t phase_ = 0;
   std::uint64_t cycles_ = 0;
+  std::uint32_t report_phase_ = 1;     // the phase of a cycle at which the previous iteration is reported
+  bool reported_ = false;              // ... and it has been, in this cycle
+  std::vector<double> diffs_;          // scratch: the anchors' times since the previous cycle
   std::vector<Rec> pending_;           // mismatch plus lookahead
   std::uint64_t now_ = 0;              // index of the record being processed
   bool cycle_dirty_ = false;           // an irregularity in the current cycle
