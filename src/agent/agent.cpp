@@ -310,8 +310,8 @@ void Agent::step(std::uint64_t now_ns) {
   }
   // Commands and the pause's state go before the publication, so that a rank's pause report (trapped, done,
   // resumed) leaves in the step that saw it rather than a poll later: the ranks stand still meanwhile. (The
-  // connection is made first, as before: the command cursor starts at the newest command before this
-  // agent's registration is published.)
+  // connection is made first, so that the command cursor starts at the newest command before this agent's
+  // registration is published: a command sent in answer to the registration is read.)
   redis_.ensure_connected();
   poll_commands(now_ns);
   watch_pause(now_ns);
@@ -321,7 +321,12 @@ void Agent::step(std::uint64_t now_ns) {
 bool Agent::pause_standing() const {
   if (!pause_) return false;
   for (const auto& [path, state] : pause_->reported) {
-    if (state == kPauseTrapped || state == kPauseRunning || state == kPauseDone) return true;
+    if (state != kPauseTrapped && state != kPauseRunning && state != kPauseDone) continue;
+    // A rank that died while it stood (or left as the pre-flight told it, its last state "done") stands
+    // no more: without this the loop would step fast until the pause is forgotten, its deadline later.
+    const auto t = trackers_.find(path);
+    if (t == trackers_.end() || !t->second->writer_alive() || told_to_exit_.count(path) != 0) continue;
+    return true;
   }
   return false;
 }

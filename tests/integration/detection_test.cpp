@@ -65,9 +65,10 @@ TEST_F(Detection, GpuSlowdownIsDetectedAndRecoveredWithinFiveIterations) {
   // edge and ended by the end of the iteration whose measurement decided the event (the first one wholly at
   // the new level and 5 more). The iteration in progress at the edge is a mix of both levels; whether the
   // detector takes it as the onset or the next one, the decision comes at most 5 iterations after the first
-  // iteration wholly after the edge (docs/analysis.md: min_run 6). An iteration's time is known one cycle
-  // after it ended (its time averages every op against the same op one period later), so the agent decides
-  // at most ~1.5 iterations after that end (one cycle plus its polling).
+  // iteration wholly after the edge (docs/analysis.md: min_run 6). An iteration's time is known half a
+  // cycle after it ended (its time averages the first half's ops against the same ops one period earlier;
+  // a whole cycle when they disagree), so the agent decides at most ~1.5 iterations after that end (one
+  // cycle plus its polling).
   auto check = [&](const std::vector<json>& events, double edge_s, double direction_ratio) {
     std::set<int> ranks;
     double first_end = 1e9;

@@ -21,16 +21,17 @@
 // template positions 0..P-1 after it. Once the first half of cycle c (c >= 1) is read (report_share of its
 // positions, rounded up), the iteration that began with cycle c - 1 is reported: its time is the mean over
 // the anchor ops j of that first half present in both cycles of t(c, j) - t(c - 1, j), the time between an op
-// and the same op one period earlier (one late op moves it by 1/(P/2) of its delay, and the sum of iteration
-// times telescopes to the elapsed time), and it ended when cycle c began. So an iteration is known half a
+// and the same op one period earlier (one late op moves it by 1/(P/2) of its delay; the sum of iteration
+// times telescopes to the elapsed time over a stretch reported alike, and within a few ops' drift where
+// early and whole-cycle reports alternate), and it ended when cycle c began. So an iteration is known half a
 // cycle after it ended, when those anchors agree (at least 4 of them, the later half's mean within
 // report_drift, 2 %, of the earlier half's); when they do not (the ops moved within the iteration: a change
 // of pattern whose first ops match the template, or a slowdown that began within the span), it waits for the
 // whole cycle and every anchor is averaged, as every iteration was before (report_share 1). Half a
 // cycle sooner is about an iteration sooner for a remedy: a decision that came with an iteration's end
-// reached the job just after that iteration boundary and waited for the next one. The anchors of the
-// first half span mostly the iteration reported (from each op to the same op one period later), so a
-// slowdown that begins with cycle c shows in the iteration of cycle c, not half in the one before.
+// reached the job just after that iteration boundary and waited for the next one. The iteration in which a
+// slowdown began is a mix of both levels either way (reported at the whole cycle when its ops moved); the
+// ones after it are reported early once they are wholly at the new level.
 //
 // Noise. Once locked, each record is aligned to the template. A mismatch is resolved by reading
 // `lookahead` more records: the smallest explanation as up to max_inserted extra records (evaluation,
