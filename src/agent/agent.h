@@ -57,8 +57,8 @@ class Agent {
   void shutdown(std::uint64_t now_ns, std::uint64_t deadline_ns);
 
   std::uint64_t events_dropped() const { return events_dropped_; }
-  // True while ranks of this node stand still in a pause: one has trapped and not every one has resumed
-  // (or refused). The loop then steps every pause_poll_ms.
+  // True while a rank of this node stands still in a pause: its last state trapped, running or done, its
+  // process alive and not told to exit. The loop then steps every pause_poll_ms.
   bool pause_standing() const;
   // How long the loop sleeps before the next step.
   int sleep_ms() const { return pause_standing() ? std::min(cfg_.poll_ms, cfg_.pause_poll_ms) : cfg_.poll_ms; }
