@@ -553,7 +553,9 @@ void Controller::localise_profile(const Profiling& p, const std::vector<GroupMem
   out.events.push_back(std::move(e));
   out.persist_state = true;
   ++stats_.localisations[std::string(name(loc.cause))];
-  stats_.groups = group_timings(views, groups, traffic);
+  // The groups' gauges keep the latest profile that timed them (one taken as communicators were being
+  // replaced may time none of the registry's groups).
+  if (auto timed = group_timings(views, groups, traffic); !timed.empty()) stats_.groups = std::move(timed);
   if (const auto& inc = tracker_->open_incident(); inc && inc->id != localised_incident_ && loc.cause != Cause::kUnknown) {
     localised_incident_ = inc->id;
     stats_.localisation.add(now.job_s - inc->detected_t_s);
@@ -609,7 +611,14 @@ void Controller::localise_profile(const Profiling& p, const std::vector<GroupMem
 std::vector<FailSlow> Controller::track_fail_slows(const Localisation& loc, const Now& now, Intents& out) {
   MasterState& st = tracker_->mutable_state();
   const auto& incident = tracker_->open_incident();
-  const bool may_open = incident.has_value() || !st.fail_slows.empty();
+  // A window the job's pace moved in (a fault ended or began inside it) shows two states at once: the
+  // waiting in its groups moved from one member to another, and transfers look slower than they are. It
+  // keeps and ends fail-slows as any window does, and opens none: the next window, of one state, decides.
+  const bool may_open = (incident.has_value() || !st.fail_slows.empty()) && !loc.unsteady();
+  if (loc.unsteady()) {
+    spdlog::info("the job's pace moved {:.1f} % within the profile window: no fail-slow opened from it",
+                 (loc.pace_spread - 1.0) * 100.0);
+  }
   // A fail-slow the previous localisation did not show began after it (or with the incident, if later).
   const double onset = std::max(incident ? incident->onset_t_s : now.job_s, previous_loc_t_s_);
   previous_loc_t_s_ = now.job_s;

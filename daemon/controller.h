@@ -173,7 +173,7 @@ struct ControllerStats {
   std::int64_t early_localisations = 0;                 // ... and incidents localised from one
   std::map<int, std::int64_t> fail_stops;               // agents' fail_stop reports since the master started, by rank
   std::int64_t hangs = 0;                               // hangs named since the master started
-  std::vector<GroupTiming> groups;                      // the latest localisation's profile
+  std::vector<GroupTiming> groups;                      // the latest profile that timed the groups
 };
 
 struct ProfileRequest {

@@ -30,6 +30,8 @@ std::optional<ProfileView> profile_view(const Event& e) {
   v.node = e.node;
   v.iterations = report->iterations;
   v.iter_ms = report->iter_ms;
+  v.iter_ms_min = report->iter_ms_min;
+  v.iter_ms_max = report->iter_ms_max;
   v.comm_share = report->comm_share;
   v.device_timing = report->status != "unavailable";
   for (const auto& [gid, g] : report->groups) {
@@ -56,6 +58,7 @@ LocalisationReport Localisation::report() const {
   r.replica_ms_per_microbatch = replica_ms_per_microbatch;
   r.culprit_replica = culprit_replica;
   r.replica_skew = replica_skew;
+  r.pace_spread = pace_spread;
   return r;
 }
 
@@ -540,6 +543,11 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   for (const auto& [l, ratio] : readings) out.link_readings.push_back({l.first, l.second, ratio});
   if (layout && layout->world == static_cast<int>(by_rank.size())) replica_times(by_rank, groups, *layout, roles, step_ms, out);
   out.step_ms = measured_step_ms;
+  for (const auto& [r, p] : by_rank) {
+    if (p->iterations >= 2 && p->iter_ms_min > 0 && p->iter_ms_max >= p->iter_ms_min) {
+      out.pace_spread = std::max(out.pace_spread, p->iter_ms_max / p->iter_ms_min);
+    }
+  }
   if (layout && measured_step_ms > 0 && layout->world > 0 && layout->tp * layout->dp * layout->pp == layout->world &&
       layout->microbatches.size() == static_cast<std::size_t>(layout->dp)) {
     out.compute_ms_per_microbatch.assign(static_cast<std::size_t>(layout->world), 0.0);

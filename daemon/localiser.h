@@ -23,6 +23,8 @@
 //  4. With the job's layout: each DP replica's own time per pipeline slot, (iteration - time inside the DP
 //     gradient collective) / (micro-batches + stages - 1), the input of the S2 solver; the replica of the
 //     culprit.
+//  5. The pace spread: whether the job ran at one pace through the window (its iterations' slowest over
+//     fastest). The controller opens no fail-slow from an unsteady window (Localisation::unsteady).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,7 @@ struct ProfileView {  // one rank's "profile" event
   int node = -1;
   int iterations = 0;                           // iterations completed in the window (0: iter_ms unknown)
   double iter_ms = 0;
+  double iter_ms_min = 0, iter_ms_max = 0;      // the least and greatest of them (0: not reported)
   double comm_share = 0;                        // share of the window inside NCCL calls
   std::map<std::uint64_t, double> group_share;  // share of the window inside each group's calls
   std::map<std::uint64_t, double> group_rate;   // each group's calls per second
@@ -67,6 +70,11 @@ struct SuspectLink {
   int node_a = 0, node_b = 0;  // node_a < node_b
   double ratio = 1;            // the slowest suspect group crossing it: time / its cluster's median
 };
+
+// Iterations of one window that differ by more than this (slowest / fastest) are not one state of the job.
+// A steady simulated job's spread inside a window is below 1.002 (measured, tests/python/master_http_test.py's
+// job); a slow GPU at 1/1.5 recovering under an S2 split moves it 7.5 %.
+inline constexpr double kSteadyPaceSpread = 1.05;
 
 struct Localisation {
   Cause cause = Cause::kUnknown;
@@ -94,6 +102,13 @@ struct Localisation {
   std::vector<double> replica_ms_per_microbatch;
   int culprit_replica = -1;
   double replica_skew = 1.0;      // slowest / median replica time per micro-batch
+  // 5. How far the job's pace moved inside the window: per rank, its slowest iteration that ended in the
+  // window over its fastest; the largest over the ranks (1: steady, or too few iterations to tell).
+  double pace_spread = 1.0;
+  // A window whose pace moved more than kSteadyPaceSpread shows two states of the job at once (a slow GPU
+  // that recovered in it, a fault that began): who waits for whom inside a group changed in it, so each
+  // member's total carries waiting and a group's least member time overstates its transfer.
+  bool unsteady() const { return pace_spread > kSteadyPaceSpread; }
   LocalisationReport report() const;  // the "localised" event's detail
 };
 

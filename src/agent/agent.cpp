@@ -266,6 +266,8 @@ void Agent::step(std::uint64_t now_ns) {
       report.window_s = prof->window_s;
       report.iterations = prof->iterations;
       report.iter_ms = prof->iter_ms;
+      report.iter_ms_min = prof->iter_ms_min;
+      report.iter_ms_max = prof->iter_ms_max;
       report.comm_share = prof->comm_share;
       report.timings = static_cast<std::int64_t>(prof->timings);
       report.status = prof->status;

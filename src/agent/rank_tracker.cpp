@@ -84,6 +84,8 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
       if (history_.size() > kHistory) history_.pop_front();
       out.iterations.push_back(t);
       if (profile_until_ns_ != 0 && t.end_t_ns >= profile_start_ns_ && t.end_t_ns <= profile_until_ns_) {
+        profile_iter_min_ms_ = profile_iterations_ == 0 ? t.iter_ms : std::min(profile_iter_min_ms_, t.iter_ms);
+        profile_iter_max_ms_ = std::max(profile_iter_max_ms_, t.iter_ms);
         ++profile_iterations_;
         profile_iter_ms_ += t.iter_ms;
       }
@@ -135,6 +137,7 @@ bool RankTracker::start_profile(std::uint64_t now_ns, std::uint64_t until_ns, st
   profile_until_ns_ = until_ns;
   profile_iterations_ = 0;
   profile_iter_ms_ = 0;
+  profile_iter_min_ms_ = profile_iter_max_ms_ = 0;
   profile_timings_ = 0;
   profile_comm_ns_ = 0;
   profile_groups_.clear();
@@ -155,7 +158,11 @@ std::optional<RankProfile> RankTracker::finish_profile(std::uint64_t now_ns) {
   r.window_s = static_cast<double>(profile_until_ns_ - profile_start_ns_) * 1e-9;
   r.iterations = profile_iterations_;
   r.timings = profile_timings_;
-  if (profile_iterations_ > 0) r.iter_ms = profile_iter_ms_ / profile_iterations_;
+  if (profile_iterations_ > 0) {
+    r.iter_ms = profile_iter_ms_ / profile_iterations_;
+    r.iter_ms_min = profile_iter_min_ms_;
+    r.iter_ms_max = profile_iter_max_ms_;
+  }
   if (r.window_s > 0) {
     const double window_ns = r.window_s * 1e9;
     r.comm_share = std::min(1.0, profile_comm_ns_ / window_ns);

@@ -45,6 +45,7 @@ struct RankProfile {
   double window_s = 0;
   int iterations = 0;                 // iterations completed in the window (0: iter_ms unknown)
   double iter_ms = 0;                 // their mean time
+  double iter_ms_min = 0, iter_ms_max = 0;  // their least and greatest (0: none)
   double comm_share = 0;              // share of the window inside NCCL calls (device time)
   std::uint64_t timings = 0;          // Timing records seen
   std::string status;                 // "active", or "unavailable" (no CUDA runtime in the rank)
@@ -137,6 +138,7 @@ class RankTracker {
   std::uint64_t profile_until_ns_ = 0;
   int profile_iterations_ = 0;
   double profile_iter_ms_ = 0;
+  double profile_iter_min_ms_ = 0, profile_iter_max_ms_ = 0;
   std::uint64_t profile_timings_ = 0;
   double profile_comm_ns_ = 0;
   std::map<std::uint64_t, std::pair<double, std::uint64_t>> profile_groups_;  // group -> (ns, calls)

@@ -1437,8 +1437,9 @@ json to_json(const ProfileReport& p) {
   json groups = json::object();
   for (const auto& [gid, g] : p.groups) groups[group_id_hex(gid)] = {{"share", g.share}, {"calls_per_s", g.calls_per_s}};
   return {{"request", p.request},       {"window_s", p.window_s}, {"iterations", p.iterations},
-          {"iter_ms", p.iter_ms},       {"comm_share", p.comm_share}, {"timings", p.timings},
-          {"status", p.status},         {"groups", groups}};
+          {"iter_ms", p.iter_ms},       {"iter_ms_min", p.iter_ms_min}, {"iter_ms_max", p.iter_ms_max},
+          {"comm_share", p.comm_share}, {"timings", p.timings},       {"status", p.status},
+          {"groups", groups}};
 }
 
 std::optional<ProfileReport> parse_profile_report(const json& detail, std::string* error) {
@@ -1448,11 +1449,16 @@ std::optional<ProfileReport> parse_profile_report(const json& detail, std::strin
     p.window_s = f.num_or("window_s", 0);
     p.iterations = static_cast<int>(f.integer_or("iterations", 0, 0, INT32_MAX));
     p.iter_ms = f.num_or("iter_ms", 0);
+    p.iter_ms_min = f.num_or("iter_ms_min", 0);
+    p.iter_ms_max = f.num_or("iter_ms_max", 0);
     p.comm_share = f.num_or("comm_share", 0);
     p.timings = f.integer_or("timings", 0, 0, kMaxCount);
     p.status = f.str_or("status", "active");
     if (p.status != "active" && p.status != "unavailable") throw Invalid("status: must be active or unavailable");
     if (p.window_s < 0 || p.iter_ms < 0 || p.comm_share < 0) throw Invalid("window_s/iter_ms/comm_share: negative");
+    if (p.iter_ms_min < 0 || p.iter_ms_max < p.iter_ms_min) {
+      throw Invalid("iter_ms_min/iter_ms_max: negative, or the least over the greatest");
+    }
     if (f.has("groups")) {
       const json& g = j.at("groups");
       if (!g.is_object()) throw Invalid("groups: must be an object");
@@ -1507,6 +1513,7 @@ json to_json(const LocalisationReport& l) {
     j["culprit_replica"] = l.culprit_replica;
     j["replica_skew"] = l.replica_skew;
   }
+  if (l.pace_spread > 1.0) j["pace_spread"] = l.pace_spread;
   if (!l.request.empty()) j["request"] = l.request;
   return j;
 }
@@ -1546,6 +1553,8 @@ std::optional<LocalisationReport> parse_localisation_report(const json& detail, 
     l.replica_ms_per_microbatch = doubles_or_empty(j, "replica_ms_per_microbatch");
     l.culprit_replica = static_cast<int>(f.integer_or("culprit_replica", -1, -1, kMaxRank));
     l.replica_skew = f.num_or("replica_skew", 1.0);
+    l.pace_spread = f.num_or("pace_spread", 1.0);
+    if (!(l.pace_spread >= 1.0)) throw Invalid("pace_spread: must be at least 1");
     l.request = f.str_or("request", "");
     return l;
   });

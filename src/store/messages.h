@@ -582,6 +582,8 @@ struct ProfileReport {
   double window_s = 0;
   int iterations = 0;        // iterations that ended in the window
   double iter_ms = 0;        // their mean (0 when none did)
+  double iter_ms_min = 0;    // the least and greatest of them (0 when none did, or from an agent that
+  double iter_ms_max = 0;    // did not report them)
   double comm_share = 0;     // fraction of the window inside NCCL calls
   std::int64_t timings = 0;  // device timings taken
   std::string status = "active";  // "active", or "unavailable" (no CUDA runtime to time with: not used)
@@ -624,6 +626,7 @@ struct LocalisationReport {
   std::vector<double> replica_ms_per_microbatch;  // empty without a layout
   int culprit_replica = -1;
   double replica_skew = 1.0;
+  double pace_spread = 1.0;  // the window's slowest over its fastest iteration (its most spread rank's); 1: steady or unknown
   std::string request;
 };
 nlohmann::json to_json(const LocalisationReport& l);

@@ -92,5 +92,39 @@ TEST_F(RankTrackerTest, APeriodChangeIsNotASlowdown) {
   EXPECT_TRUE(obs.changes.empty());
 }
 
+// A profile reports the least and greatest of the iterations that ended in its window: equal in a steady
+// window, apart in one the pace moved in (what the master's localisation calls an unsteady window).
+TEST_F(RankTrackerTest, AProfileReportsTheSpreadOfItsIterations) {
+  std::string err;
+  RankTracker tracker(RingReader::open(dir_ + "/greyhound.t.3", &err), analysis::DetectionMethod::kBocdValidated);
+  std::uint64_t t = 1'000'000;
+  for (int i = 0; i < 60; ++i) t = iteration(t, 300.0);
+  RankObservation obs;
+  tracker.poll(t, obs);
+  // Steady: six iterations of 300 ms in the window.
+  ASSERT_TRUE(tracker.start_profile(t, t + 1'850'000'000ull, &err)) << err;
+  const std::uint64_t until = t + 1'850'000'000ull;
+  for (int i = 0; i < 10; ++i) t = iteration(t, 300.0);
+  tracker.poll(t, obs);
+  auto prof = tracker.finish_profile(t);
+  ASSERT_TRUE(prof);
+  EXPECT_GE(prof->iterations, 5);
+  EXPECT_NEAR(prof->iter_ms_min, 300.0, 0.01);
+  EXPECT_NEAR(prof->iter_ms_max, 300.0, 0.01);
+  EXPECT_GT(t, until);
+  // The pace moves inside the window: three iterations of 300 ms, then of 345.
+  ASSERT_TRUE(tracker.start_profile(t, t + 1'950'000'000ull, &err)) << err;
+  for (int i = 0; i < 3; ++i) t = iteration(t, 300.0);
+  for (int i = 0; i < 8; ++i) t = iteration(t, 345.0);
+  tracker.poll(t, obs);
+  prof = tracker.finish_profile(t);
+  ASSERT_TRUE(prof);
+  EXPECT_GE(prof->iterations, 5);
+  EXPECT_NEAR(prof->iter_ms_min, 300.0, 0.01);
+  EXPECT_NEAR(prof->iter_ms_max, 345.0, 0.01);
+  EXPECT_GT(prof->iter_ms, prof->iter_ms_min);
+  EXPECT_LT(prof->iter_ms, prof->iter_ms_max);
+}
+
 }  // namespace
 }  // namespace greyhound::agent

@@ -875,6 +875,79 @@ int iterations_to_s3(double estimate_s, int within) {
   return 0;
 }
 
+// A window the job's pace moved in (here its iterations 450 to 500 ms: a fault began or ended inside it) shows
+// two states at once: its congested-looking link opens no fail-slow. The next window, steady, opens it.
+TEST(Controller, AWindowThePaceMovedInOpensNoFailSlowTheNextSteadyOneDoes) {
+  LinkJob j(0);
+  TwoFaults& f = j.f;
+  f.d.feed({change(event_type::kSlowdown, 0, f.t, 400, 500)}, at(f.t, f.t));
+  Intents it = f.step(registry(), 500);
+  ASSERT_TRUE(it.profile);
+  std::vector<Event> reports = j.profiles(it.profile->command.id, {0.45, 0.45, 0.05, 0.05});
+  for (Event& e : reports) {
+    e.detail["iter_ms_min"] = 450.0;
+    e.detail["iter_ms_max"] = 500.0;
+  }
+  f.d.feed(reports, at(f.t, f.t));
+  JobInputs done;
+  done.groups = j.groups;
+  done.layout = j.l;
+  it = f.step(done, 500);
+  std::vector<std::string> ty = types(it.events);
+  ASSERT_EQ(std::count(ty.begin(), ty.end(), "localised"), 1);
+  EXPECT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_open"), 0);
+  EXPECT_TRUE(f.d.c.fail_slows().empty());
+  for (const Event& e : it.events) {
+    if (e.type != event_type::kLocalised) continue;
+    std::string err;
+    const auto loc = parse_localisation_report(e.detail, &err);
+    ASSERT_TRUE(loc) << err;
+    EXPECT_EQ(loc->cause, Cause::kCommunication);  // what it shows is reported, not acted on
+    EXPECT_NEAR(loc->pace_spread, 500.0 / 450.0, 1e-9);
+  }
+  EXPECT_FALSE(it.plan);
+  // The next window: one state (every iteration 500 ms), the same link slow: opened.
+  std::optional<ProfileRequest> next;
+  for (int i = 0; i < 40 && !next; ++i) next = f.step(registry(), 500).profile;
+  ASSERT_TRUE(next);
+  reports = j.profiles(next->command.id, {0.45, 0.45, 0.05, 0.05});
+  for (Event& e : reports) {
+    e.detail["iter_ms_min"] = 499.0;
+    e.detail["iter_ms_max"] = 501.0;
+  }
+  f.d.feed(reports, at(f.t, f.t));
+  it = f.step(done, 500);
+  ty = types(it.events);
+  EXPECT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_open"), 1);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 1u);
+  EXPECT_EQ(f.d.c.fail_slows()[0].cause, Cause::kCommunication);
+}
+
+// The groups' gauges (/metrics) keep the latest profile that timed the groups: a window that timed none of
+// them (communicators being replaced) does not empty them.
+TEST(Controller, TheGroupGaugesKeepTheLatestProfileThatTimedThem) {
+  LinkJob j(0);
+  TwoFaults& f = j.f;
+  j.localise({0.45, 0.45, 0.05, 0.05}, 500);
+  ASSERT_EQ(f.d.c.stats().groups.size(), 2u);
+  const double before = f.d.c.stats().groups[0].seconds_per_call;
+  EXPECT_GT(before, 0);
+  std::optional<ProfileRequest> next;
+  for (int i = 0; i < 40 && !next; ++i) next = f.step(registry(), 500).profile;
+  ASSERT_TRUE(next);
+  std::vector<Event> reports = j.profiles(next->command.id, {0.45, 0.45, 0.05, 0.05});
+  for (Event& e : reports) e.detail["groups"] = nlohmann::json::object();
+  f.d.feed(reports, at(f.t, f.t));
+  JobInputs done;
+  done.groups = j.groups;
+  done.layout = j.l;
+  const Intents it = f.step(done, 500);
+  const std::vector<std::string> ty = types(it.events);
+  ASSERT_EQ(std::count(ty.begin(), ty.end(), "localised"), 1);
+  ASSERT_EQ(f.d.c.stats().groups.size(), 2u);
+  EXPECT_DOUBLE_EQ(f.d.c.stats().groups[0].seconds_per_call, before);
+}
+
 TEST(Controller, APlacementStaysForTheFailSlowsLeftWhenOneItServedEnds) {
   // Links 0-1 and 2-3 congested: S3 moves both. Then 2-3 recovers: the placement stays for 0-1 (it is no
   // worse for it), it is not reverted.

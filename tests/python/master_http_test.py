@@ -6,7 +6,8 @@ A greyhound-master with --mitigate and --http serves an 8-rank simulated job (TP
 1/1.5 from 15 to 40 s) on a private redis-server. While the job runs, /metrics is scraped and parsed with
 prometheus_client's text parser (Debian's python3-prometheus-client), and clients that send nothing, send too
 much or ask for what is not there are tried: none of them holds the others up or stops the master. Once the
-job is over: the metrics counted its detection, localisation, fail-slow and S2 plan, /status is exactly what
+job is over: the metrics counted its detection, localisation, fail-slow and S2 plan (and no communication
+fail-slow, no S3: only a GPU was slow), /status is exactly what
 `greyhoundctl status --json` prints (but for the ages, which count from the moment of the read), and
 `greyhoundctl events` (followed while the job ran, and after) and `greyhoundctl incidents` tell its story.
 """
@@ -113,6 +114,11 @@ class MasterHttp(unittest.TestCase):
             self.assertGreaterEqual(sum(samples(m, "greyhound_localisations_total", job=JOB).values()), 1, text)
             s2 = samples(m, "greyhound_plans_total", job=JOB, strategy="S2", outcome="applied")
             self.assertTrue(s2 and sum(s2.values()) >= 1, text)
+            # Only a GPU was slow: no link named, no placement moved (the profile window the GPU recovered in,
+            # under the split, shows its groups' waiting moved from one member to the other: it opens nothing).
+            comm = samples(m, "greyhound_fail_slows_total", job=JOB, cause="communication")
+            self.assertEqual(sum(comm.values()), 0, text)
+            self.assertFalse(samples(m, "greyhound_plans_total", job=JOB, strategy="S3"), text)
             count = m[("greyhound_detection_latency_seconds_count", frozenset({("job", JOB)}))]
             total = m[("greyhound_detection_latency_seconds_sum", frozenset({("job", JOB)}))]
             self.assertGreaterEqual(count, 1)

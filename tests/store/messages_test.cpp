@@ -407,6 +407,28 @@ TEST(Messages, RoundTripAndRejectBadValues) {
   EXPECT_FALSE(parse_master_state(R"({"cursor":"1-0","state":"healthy","plans_recorded":-2})", &err));
   EXPECT_FALSE(parse_rank_registration(R"({"rank":-4,"node":0,"host":"h","pid":1})", &err));
   EXPECT_EQ(err, "rank: -4 out of range");
+  // A profile's spread of iterations, and a localisation's pace spread: kept, and checked.
+  ProfileReport prof;
+  prof.iterations = 3;
+  prof.iter_ms = 510;
+  prof.iter_ms_min = 491;
+  prof.iter_ms_max = 528;
+  auto pb = parse_profile_report(to_json(prof), &err);
+  ASSERT_TRUE(pb) << err;
+  EXPECT_DOUBLE_EQ(pb->iter_ms_min, 491);
+  EXPECT_DOUBLE_EQ(pb->iter_ms_max, 528);
+  EXPECT_DOUBLE_EQ(parse_profile_report(nlohmann::json{{"iter_ms", 5}}, &err)->iter_ms_max, 0);  // an older agent's
+  EXPECT_FALSE(parse_profile_report(nlohmann::json{{"iter_ms_min", 5}, {"iter_ms_max", 4}}, &err));
+  EXPECT_EQ(err, "iter_ms_min/iter_ms_max: negative, or the least over the greatest");
+  EXPECT_FALSE(parse_profile_report(nlohmann::json{{"iter_ms_min", -1}, {"iter_ms_max", 4}}, &err));
+  LocalisationReport lr;
+  lr.pace_spread = 1.094;
+  auto lb = parse_localisation_report(to_json(lr), &err);
+  ASSERT_TRUE(lb) << err;
+  EXPECT_DOUBLE_EQ(lb->pace_spread, 1.094);
+  EXPECT_FALSE(to_json(LocalisationReport{}).contains("pace_spread"));  // steady: not written
+  EXPECT_FALSE(parse_localisation_report(nlohmann::json{{"cause", "unknown"}, {"pace_spread", 0.5}}, &err));
+  EXPECT_EQ(err, "pace_spread: must be at least 1");
 }
 
 }  // namespace
