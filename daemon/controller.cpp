@@ -573,9 +573,12 @@ void Controller::localise_profile(const Profiling& p, const std::vector<GroupMem
   } else if (last_change_s_ < p.started_s) {
     // What the planner and the validator work from: a profile of one configuration that measured
     // iterations. One that measured none, or spans a plan switch (two configurations at once), would give
-    // them replica times of nothing (an S2 solve that finds no better split, and declines S2 for good).
-    last_loc_ = loc;
-    last_loc_profile_s_ = p.started_s;
+    // them replica times of nothing (an S2 solve that finds no better split, and declines S2 for good); one
+    // the job's pace moved in (two states of the job at once) replica times of neither state.
+    if (!loc.unsteady()) {
+      last_loc_ = loc;
+      last_loc_profile_s_ = p.started_s;
+    }
     last_groups_ = groups;
     last_ranks_.assign(p.expected.begin(), p.expected.end());
     const std::vector<FailSlow> opened = track_fail_slows(loc, now, out);

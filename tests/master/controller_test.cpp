@@ -906,6 +906,7 @@ TEST(Controller, AWindowThePaceMovedInOpensNoFailSlowTheNextSteadyOneDoes) {
     EXPECT_NEAR(loc->pace_spread, 500.0 / 450.0, 1e-9);
   }
   EXPECT_FALSE(it.plan);
+  EXPECT_FALSE(f.d.c.current_localisation());  // nor is it what the planner works from
   // The next window: one state (every iteration 500 ms), the same link slow: opened.
   std::optional<ProfileRequest> next;
   for (int i = 0; i < 40 && !next; ++i) next = f.step(registry(), 500).profile;
@@ -921,6 +922,7 @@ TEST(Controller, AWindowThePaceMovedInOpensNoFailSlowTheNextSteadyOneDoes) {
   EXPECT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_open"), 1);
   ASSERT_EQ(f.d.c.fail_slows().size(), 1u);
   EXPECT_EQ(f.d.c.fail_slows()[0].cause, Cause::kCommunication);
+  EXPECT_TRUE(f.d.c.current_localisation());
 }
 
 // The groups' gauges (/metrics) keep the latest profile that timed the groups: a window that timed none of
