@@ -487,6 +487,7 @@ void Controller::start_profiling(const std::string& why, bool baseline, const Jo
   spdlog::info("{}: profiling {} ranks for {:.2f} s ({})", why, p.expected.size(), window, p.id);
   profiling_ = std::move(p);
   last_profile_s_ = now.mono_s;
+  if (!tracker_->open_incident()) unsteady_in_row_ = 0;  // "in a row" within one incident
   if (!baseline && tracker_->open_incident() && tracker_->state().state == Phase::kSlow) {
     tracker_->set_phase(Phase::kProfiling);
     out.persist_state = true;
@@ -556,7 +557,8 @@ void Controller::localise_profile(const Profiling& p, const std::vector<GroupMem
   // The groups' gauges keep the latest profile that timed them (one taken as communicators were being
   // replaced may time none of the registry's groups).
   if (auto timed = group_timings(views, groups, traffic); !timed.empty()) stats_.groups = std::move(timed);
-  if (const auto& inc = tracker_->open_incident(); inc && inc->id != localised_incident_ && loc.cause != Cause::kUnknown) {
+  if (const auto& inc = tracker_->open_incident();
+      inc && inc->id != localised_incident_ && loc.cause != Cause::kUnknown && !(loc.unsteady() && unsteady_in_row_ == 0)) {
     localised_incident_ = inc->id;
     stats_.localisation.add(now.job_s - inc->detected_t_s);
   }
@@ -573,15 +575,26 @@ void Controller::localise_profile(const Profiling& p, const std::vector<GroupMem
   } else if (last_change_s_ < p.started_s) {
     // What the planner and the validator work from: a profile of one configuration that measured
     // iterations. One that measured none, or spans a plan switch (two configurations at once), would give
-    // them replica times of nothing (an S2 solve that finds no better split, and declines S2 for good); one
-    // the job's pace moved in (two states of the job at once) replica times of neither state.
-    if (!loc.unsteady()) {
+    // them replica times of nothing (an S2 solve that finds no better split, and declines S2 for good).
+    // A window the job's pace moved in (a fault ended or began inside it) shows two states at once: the
+    // waiting in its groups moved from one member to another, and transfers look slower than they are. It
+    // keeps and ends fail-slows as any window does, opens none, and is not what the planner works from: the
+    // next window, of one state, decides. Only one window in a row is held back: a job whose pace keeps
+    // moving (a link that comes and goes, uneven iterations) is judged on what its windows show, a window
+    // later.
+    const bool held_back = loc.unsteady() && unsteady_in_row_ == 0;
+    unsteady_in_row_ = loc.unsteady() ? unsteady_in_row_ + 1 : 0;
+    if (held_back) {
+      ++stats_.unsteady_windows;
+      spdlog::info("profile {}: the job's pace moved {:.1f} % within its window: no fail-slow opened from it", p.id,
+                   (loc.pace_spread - 1.0) * 100.0);
+    } else {
       last_loc_ = loc;
       last_loc_profile_s_ = p.started_s;
     }
     last_groups_ = groups;
     last_ranks_.assign(p.expected.begin(), p.expected.end());
-    const std::vector<FailSlow> opened = track_fail_slows(loc, now, out);
+    const std::vector<FailSlow> opened = track_fail_slows(loc, held_back, now, out);
     schedule_probes(loc, now);
     // A fail-slow like one validated already in this incident (same cause, rank and link: a fail-slow that
     // ended and came back) is not paused for again.
@@ -611,20 +624,15 @@ void Controller::localise_profile(const Profiling& p, const std::vector<GroupMem
   maybe_close_incident(now, out);
 }
 
-std::vector<FailSlow> Controller::track_fail_slows(const Localisation& loc, const Now& now, Intents& out) {
+std::vector<FailSlow> Controller::track_fail_slows(const Localisation& loc, bool held_back, const Now& now,
+                                                   Intents& out) {
   MasterState& st = tracker_->mutable_state();
   const auto& incident = tracker_->open_incident();
-  // A window the job's pace moved in (a fault ended or began inside it) shows two states at once: the
-  // waiting in its groups moved from one member to another, and transfers look slower than they are. It
-  // keeps and ends fail-slows as any window does, and opens none: the next window, of one state, decides.
-  const bool may_open = (incident.has_value() || !st.fail_slows.empty()) && !loc.unsteady();
-  if (loc.unsteady()) {
-    spdlog::info("the job's pace moved {:.1f} % within the profile window: no fail-slow opened from it",
-                 (loc.pace_spread - 1.0) * 100.0);
-  }
-  // A fail-slow the previous localisation did not show began after it (or with the incident, if later).
+  const bool may_open = (incident.has_value() || !st.fail_slows.empty()) && !held_back;
+  // A fail-slow the previous localisation did not show began after it (or with the incident, if later);
+  // a window held back showed nothing to go by.
   const double onset = std::max(incident ? incident->onset_t_s : now.job_s, previous_loc_t_s_);
-  previous_loc_t_s_ = now.job_s;
+  if (!held_back) previous_loc_t_s_ = now.job_s;
   const FailSlowChanges ch = track(st.fail_slows, st.fail_slows_total, loc, layout_, incident ? incident->id : -1,
                                    onset, now.job_s, may_open, cfg_.fail_slows);
   const auto event = [&](const char* type, const FailSlow& f, const char* reason) {

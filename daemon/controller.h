@@ -171,6 +171,7 @@ struct ControllerStats {
   std::int64_t probes = 0, validations = 0;             // pauses (link probes, validations) finished
   std::int64_t early_profiles = 0;                      // early profiles started (ControllerConfig::suspect_iterations)
   std::int64_t early_localisations = 0;                 // ... and incidents localised from one
+  std::int64_t unsteady_windows = 0;                    // profile windows held back: the job's pace moved in them
   std::map<int, std::int64_t> fail_stops;               // agents' fail_stop reports since the master started, by rank
   std::int64_t hangs = 0;                               // hangs named since the master started
   std::vector<GroupTiming> groups;                      // the latest profile that timed the groups
@@ -347,7 +348,8 @@ class Controller {
   const HeldProfile* usable_held(const Now& now) const;
   bool held_stale(const Now& now) const;  // the held early profile ended more than suspect_hold_iterations ago
   // Returns the fail-slows it opened.
-  std::vector<FailSlow> track_fail_slows(const Localisation& loc, const Now& now, Intents& out);
+  // `held_back`: the window's pace moved (Localisation::unsteady), the first such in a row: it opens nothing.
+  std::vector<FailSlow> track_fail_slows(const Localisation& loc, bool held_back, const Now& now, Intents& out);
   // A validation pause of `loc` for `fail_slows` (false: it cannot start now, e.g. the job marks no iterations).
   bool start_validation(const Localisation& loc, std::set<std::int64_t> fail_slows, const std::string& why,
                         const Now& now, Intents& out);
@@ -425,6 +427,7 @@ class Controller {
   // (and checked against measurement), but finding none declines nothing until a profile of the new one.
   std::optional<Localisation> last_loc_;
   double last_loc_profile_s_ = -1e18;
+  int unsteady_in_row_ = 0;                    // measured profile windows in a row whose pace moved
   double previous_loc_t_s_ = -1e18;            // job time of the last localisation fail-slows were tracked on
   bool settled_ = true;        // fail-slows are known (false: an incident loaded without them awaits a profile)
   bool unmeasured_ = false;    // unsettled, and the last profile measured no iteration: profile again

@@ -24,7 +24,8 @@
 //     gradient collective) / (micro-batches + stages - 1), the input of the S2 solver; the replica of the
 //     culprit.
 //  5. The pace spread: whether the job ran at one pace through the window (its iterations' slowest over
-//     fastest). The controller opens no fail-slow from an unsteady window (Localisation::unsteady).
+//     fastest). The controller opens no fail-slow from an unsteady window (Localisation::unsteady), the
+//     first of a row.
 #pragma once
 
 #include <cstdint>
@@ -73,7 +74,7 @@ struct SuspectLink {
 
 // Iterations of one window that differ by more than this (slowest / fastest) are not one state of the job.
 // A steady simulated job's spread inside a window is below 1.002 (measured, tests/python/master_http_test.py's
-// job); a slow GPU at 1/1.5 recovering under an S2 split moves it 7.5 %.
+// job); the window a slow GPU at 1/1.5 recovered in, under an S2 split, 9.4 %.
 inline constexpr double kSteadyPaceSpread = 1.05;
 
 struct Localisation {

@@ -46,6 +46,9 @@ constexpr Spec kFamilies[] = {
     {"greyhound_early_profiles_total", "counter",
      "Early profiles (iterations slower than the job's level, before any agent decided a slowdown) since the master "
      "started: started, and used (an incident was localised from one)"},
+    {"greyhound_unsteady_windows_total", "counter",
+     "Profile windows the job's pace moved in by more than 5 % (a fault began or ended inside), from which no "
+     "fail-slow was opened, since the master started"},
     {"greyhound_fail_stops_total", "counter", "Ranks whose process died (killed, crashed) since the master started, by rank"},
     {"greyhound_hangs_total", "counter", "Hung collectives named (members waiting for ranks that never joined) since the master started"},
     {"greyhound_group_collective_seconds", "gauge",
@@ -211,6 +214,7 @@ void job_metrics(Exposition& out, const std::string& job, const Controller& c, c
   out.sample("greyhound_pauses_total", with({{"kind", "probe"}}), static_cast<double>(st.probes));
   out.sample("greyhound_early_profiles_total", with({{"outcome", "started"}}), static_cast<double>(st.early_profiles));
   out.sample("greyhound_early_profiles_total", with({{"outcome", "used"}}), static_cast<double>(st.early_localisations));
+  out.sample("greyhound_unsteady_windows_total", j, static_cast<double>(st.unsteady_windows));
   out.sample("greyhound_hangs_total", j, static_cast<double>(st.hangs));
   for (const auto& [rank, n] : st.fail_stops) {
     out.sample("greyhound_fail_stops_total", with({{"rank", std::to_string(rank)}}), static_cast<double>(n));

@@ -417,7 +417,15 @@ TEST(Messages, RoundTripAndRejectBadValues) {
   ASSERT_TRUE(pb) << err;
   EXPECT_DOUBLE_EQ(pb->iter_ms_min, 491);
   EXPECT_DOUBLE_EQ(pb->iter_ms_max, 528);
-  EXPECT_DOUBLE_EQ(parse_profile_report(nlohmann::json{{"iter_ms", 5}}, &err)->iter_ms_max, 0);  // an older agent's
+  auto older = parse_profile_report(nlohmann::json{{"iter_ms", 5}}, &err);  // an older agent's
+  ASSERT_TRUE(older) << err;
+  EXPECT_DOUBLE_EQ(older->iter_ms_max, 0);
+  ProfileReport one;  // one iteration, or none: no spread to tell
+  one.iterations = 1;
+  auto ob = parse_profile_report(to_json(one), &err);
+  ASSERT_TRUE(ob) << err;
+  EXPECT_EQ(ob->iterations, 1);
+  EXPECT_DOUBLE_EQ(ob->iter_ms_min, 0);
   EXPECT_FALSE(parse_profile_report(nlohmann::json{{"iter_ms_min", 5}, {"iter_ms_max", 4}}, &err));
   EXPECT_EQ(err, "iter_ms_min/iter_ms_max: negative, or the least over the greatest");
   EXPECT_FALSE(parse_profile_report(nlohmann::json{{"iter_ms_min", -1}, {"iter_ms_max", 4}}, &err));
