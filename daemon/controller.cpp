@@ -284,8 +284,9 @@ double Controller::reprofile_gap_s() const {
   // An incident in which nothing has been found yet is looked at less often; unless its last profile, the
   // first in a row, measured no iteration while it was unsettled (a master restarted while a plan was being
   // applied: a remedy may be in force that nothing tracks, and every iteration of it after the fault ends is
-  // lost). A job whose profiles keep measuring nothing is not profiled back to back.
-  const bool retry_soon = unmeasured_ && unmeasured_in_row_ <= 1;
+  // lost), or was held back because the job's pace moved in it (what it showed waits for this next window).
+  // A job whose profiles keep measuring nothing, or keep moving, is not profiled back to back.
+  const bool retry_soon = (unmeasured_ && unmeasured_in_row_ <= 1) || unsteady_in_row_ == 1;
   return tracker_->state().fail_slows.empty() && !retry_soon ? std::max(gap, cfg_.reprofile_s) : gap;
 }
 

@@ -896,9 +896,12 @@ struct PaceJob {
     j.f.d.feed(reports, at(j.f.t, j.f.t));
     return j.f.step(done, 500);
   }
-  std::string next_request() {
-    for (int i = 0; i < 40; ++i) {
-      if (auto p = j.f.step(registry(), 500).profile) return p->command.id;
+  std::string next_request(int* steps = nullptr) {
+    for (int i = 1; i <= 40; ++i) {
+      if (auto p = j.f.step(registry(), 500).profile) {
+        if (steps) *steps = i;
+        return p->command.id;
+      }
     }
     return "";
   }
@@ -932,10 +935,13 @@ TEST(Controller, AWindowThePaceMovedInOpensNoFailSlowTheNextSteadyOneDoes) {
   }
   EXPECT_FALSE(c.current_localisation());  // nor is it what the planner works from
   EXPECT_EQ(c.stats().unsteady_windows, 1);
-  // The next window: one state (iterations 499-501 ms), the same link slow: opened, with the onset the
-  // incident had (not the held window's time).
-  const std::string next = p.next_request();
+  // The next window, asked for an iteration later (not after the 6 s an incident with nothing found waits):
+  // one state (iterations 499-501 ms), the same link slow: opened, with the onset the incident had (not the
+  // held window's time).
+  int steps = 0;
+  const std::string next = p.next_request(&steps);
   ASSERT_FALSE(next.empty());
+  EXPECT_LE(steps, 2);  // steps of 0.5 s
   it = p.window(next, 499, 501);
   ty = types(it.events);
   EXPECT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_open"), 1);
