@@ -559,7 +559,7 @@ void Controller::localise_profile(const Profiling& p, const std::vector<GroupMem
   // replaced may time none of the registry's groups).
   if (auto timed = group_timings(views, groups, traffic); !timed.empty()) stats_.groups = std::move(timed);
   if (const auto& inc = tracker_->open_incident();
-      inc && inc->id != localised_incident_ && loc.cause != Cause::kUnknown && !(loc.unsteady() && unsteady_in_row_ == 0)) {
+      inc && inc->id != localised_incident_ && loc.cause != Cause::kUnknown && !holds_back(loc)) {
     localised_incident_ = inc->id;
     stats_.localisation.add(now.job_s - inc->detected_t_s);
   }
@@ -583,7 +583,7 @@ void Controller::localise_profile(const Profiling& p, const std::vector<GroupMem
     // next window, of one state, decides. Only one window in a row is held back: a job whose pace keeps
     // moving (a link that comes and goes, uneven iterations) is judged on what its windows show, a window
     // later.
-    const bool held_back = loc.unsteady() && unsteady_in_row_ == 0;
+    const bool held_back = holds_back(loc);
     unsteady_in_row_ = loc.unsteady() ? unsteady_in_row_ + 1 : 0;
     if (held_back) {
       ++stats_.unsteady_windows;

@@ -348,7 +348,9 @@ class Controller {
   const HeldProfile* usable_held(const Now& now) const;
   bool held_stale(const Now& now) const;  // the held early profile ended more than suspect_hold_iterations ago
   // Returns the fail-slows it opened.
-  // `held_back`: the window's pace moved (Localisation::unsteady), the first such in a row: it opens nothing.
+  // Whether a window is held back: its pace moved (Localisation::unsteady), the first such in a row.
+  bool holds_back(const Localisation& loc) const { return loc.unsteady() && unsteady_in_row_ == 0; }
+  // `held_back`: holds_back(loc) before the window was counted: it opens nothing.
   std::vector<FailSlow> track_fail_slows(const Localisation& loc, bool held_back, const Now& now, Intents& out);
   // A validation pause of `loc` for `fail_slows` (false: it cannot start now, e.g. the job marks no iterations).
   bool start_validation(const Localisation& loc, std::set<std::int64_t> fail_slows, const std::string& why,
