@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/args.h"
@@ -182,10 +183,30 @@ int main(int argc, char** argv) {
         ga::BocdDetectorParams p;
         p.severe_run = run;
         p.severe_ratio = ratio;
+        p.moderate_ratio = 0;
         const ga::BocdDetectorParams d;
         char b[128];
         std::snprintf(b, sizeof b, "min_run 6, early_run 5, severe_run %u if flat and >= %.1fx%s", run, ratio,
-                      run == d.severe_run && ratio == d.severe_ratio ? " (default)" : "");
+                      run == d.severe_run && ratio == d.severe_ratio ? " (no moderate shifts: the previous default)" : "");
+        run_variant(b, p);
+      }
+      for (auto [ratio, sig, floor] : {std::tuple{1.1, 0.5, 0.01}, std::tuple{1.15, 0.5, 0.01},
+                                        std::tuple{1.2, 0.5, 0.01}, std::tuple{1.15, 0.75, 0.01},
+                                        std::tuple{1.15, 1.0, 0.01}, std::tuple{1.15, 1.5, 0.01},
+                                        std::tuple{1.15, 0.5, 0.02}}) {
+        ga::BocdDetectorParams p;
+        p.moderate_ratio = ratio;
+        p.moderate_flat_sigmas = sig;
+        p.moderate_flat_floor = floor;
+        const ga::BocdDetectorParams d;
+        char b[192];
+        std::snprintf(b, sizeof b,
+                      "min_run 6, early_run 5, severe_run 4 if flat and >= 1.4x, or if within %.2f sigma (%.0f %%) and "
+                      ">= %.2fx%s",
+                      sig, floor * 100, ratio,
+                      ratio == d.moderate_ratio && sig == d.moderate_flat_sigmas && floor == d.moderate_flat_floor
+                          ? " (default)"
+                          : "");
         run_variant(b, p);
       }
       for (auto [lo, hi] : {std::pair{0.0, 0.0}, std::pair{0.25, 0.25}, std::pair{0.0, 0.5}}) {

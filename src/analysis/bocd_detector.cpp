@@ -51,17 +51,18 @@ bool BocdDetector::push(double iter_ms, std::vector<SlowdownEvent>& events) {
   return true;
 }
 
-double BocdDetector::flat_tolerance(std::span<const double> before) {
+double BocdDetector::flat_tolerance(std::span<const double> before, bool moderate) {
   const double level = median(before, scratch_);
   deviations_.clear();
   for (double x : before) deviations_.push_back(std::abs(x / level - 1.0));
   const double jitter = 1.4826 * median(deviations_, scratch_);  // robust relative jitter
+  if (moderate) return std::max(params_.moderate_flat_floor, params_.moderate_flat_sigmas * jitter);
   return std::max(params_.flat_floor, params_.flat_sigmas * jitter);
 }
 
-bool BocdDetector::flat(std::span<const double> before, std::span<const double> after) {
+bool BocdDetector::flat(std::span<const double> before, std::span<const double> after, bool moderate) {
   const auto [lo, hi] = std::minmax_element(after.begin(), after.end());
-  return *hi / *lo - 1.0 <= flat_tolerance(before);
+  return *hi / *lo - 1.0 <= flat_tolerance(before, moderate);
 }
 
 bool BocdDetector::first_between_levels(std::span<const double> before, std::span<const double> after,
@@ -122,7 +123,13 @@ bool BocdDetector::decide(std::uint64_t i, std::uint64_t now, std::uint32_t run,
   if (rule == Rule::kSevere) {
     const double old_level = median(before, scratch_);
     const double new_level = median(after, scratch_);
-    if (!(old_level > 0) || std::max(new_level / old_level, old_level / new_level) < p.severe_ratio) return false;
+    if (!(old_level > 0)) return false;
+    const double ratio = std::max(new_level / old_level, old_level / new_level);
+    // Below severe_ratio: a moderate shift, taken when its run is within the narrower band.
+    if (ratio < p.severe_ratio &&
+        !(p.moderate_ratio > 0 && ratio >= p.moderate_ratio && flat(before, after, /*moderate=*/true))) {
+      return false;
+    }
   }
   const LevelChange c = validate_change(before, after, p.validation, scratch_);
   if (p.validate && !c.significant) return false;

@@ -14,11 +14,12 @@ namespace ga = greyhound::analysis;
 
 namespace {
 
-// Healthy iteration times with a deterministic +-1 % jitter, times `factor` on [from, to).
-std::vector<double> trace(std::size_t n, double base, std::vector<std::tuple<std::size_t, std::size_t, double>> blocks = {}) {
+// Healthy iteration times with a deterministic +-`jitter` (1 %), times `factor` on [from, to).
+std::vector<double> trace(std::size_t n, double base, std::vector<std::tuple<std::size_t, std::size_t, double>> blocks = {},
+                          double jitter = 0.01) {
   std::vector<double> v(n);
   for (std::size_t i = 0; i < n; ++i) {
-    double x = base * (1.0 + 0.01 * std::sin(1.7 * static_cast<double>(i)));
+    double x = base * (1.0 + jitter * std::sin(1.7 * static_cast<double>(i)));
     for (const auto& [from, to, factor] : blocks) {
       if (i >= from && i < to) x *= factor;
     }
@@ -186,6 +187,40 @@ TEST(BocdDetector, SevereDecisionNeedsAFlatRunFarFromTheOldLevel) {
   ga::BocdDetector no_severe(off);
   events = run(no_severe, trace(200, 300.0, {{100, 200, 2.0}}));
   ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].detected_index, 104u);
+}
+
+TEST(BocdDetector, AModerateShiftFlatWithinTheJitterIsDecidedOnItsFourthIteration) {
+  // On a job with +-0.2 % jitter a 1.3x shift and its recovery are flat within 1 %: the severe rule takes
+  // them on their 4th iteration although they are below severe_ratio.
+  ga::BocdDetector det;
+  auto events = run(det, trace(240, 300.0, {{100, 160, 1.3}}, 0.002));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].direction, ga::ChangeDirection::kSlowdown);
+  EXPECT_EQ(events[0].index, 100u);
+  EXPECT_EQ(events[0].detected_index, 103u);
+  EXPECT_EQ(events[1].direction, ga::ChangeDirection::kRecovery);
+  EXPECT_EQ(events[1].index, 160u);
+  EXPECT_EQ(events[1].detected_index, 163u);
+  // Below moderate_ratio (1.12x) the early rule decides, on the 5th.
+  ga::BocdDetector milder;
+  events = run(milder, trace(200, 300.0, {{100, 200, 1.12}}, 0.002));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].detected_index, 104u);
+  // Switched off, the same 1.3x shift waits for the 5th.
+  ga::BocdDetectorParams off;
+  off.moderate_ratio = 0;
+  ga::BocdDetector no_moderate(off);
+  events = run(no_moderate, trace(200, 300.0, {{100, 200, 1.3}}, 0.002));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].detected_index, 104u);
+  // A run 1.5 % wide is flat for the early rule (2 %) but not for a moderate shift (1 %): the 5th.
+  auto v = trace(200, 300.0, {{100, 200, 1.3}}, 0.002);
+  v[101] *= 1.015;
+  ga::BocdDetector wider;
+  events = run(wider, v);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].index, 100u);
   EXPECT_EQ(events[0].detected_index, 104u);
 }
 
