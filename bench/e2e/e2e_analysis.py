@@ -159,10 +159,17 @@ def mean_period_ms(report, start_s, end_s):
     return sum(ms) / len(ms) if ms else None
 
 
+def iterations_ended(report, start_s, end_s):
+    """How many of the job's iterations ended in (start_s, end_s]: counted from a fault's onset, the iteration
+    the fault began in is the first."""
+    return sum(1 for it in report.get("iterations", []) if start_s < it["t_s"] <= end_s)
+
+
 def reaction(report, fault, period_s, slack_s=LOCALISATION_SLACK_S):
     """Per fault: the job's mean period while it was active, the job times of its detection, localisation,
-    remedy in force and the remedy's end, and the delays (seconds and healthy iterations) from the onset (from the end for the remedy's end); None
-    for what did not happen."""
+    remedy in force and the remedy's end, and the delays from the onset (from the end for the remedy's end):
+    in seconds (`*_after_s`), in healthy periods (`*_after_iterations`) and in the job's own iterations, those
+    that ended in between (`*_after_job_iterations`); None for what did not happen."""
     onset, end = fault["start_s"], fault["end_s"]
     out = {"onset_s": onset, "end_s": end, "mean_iter_ms": mean_period_ms(report, onset, end)}
     out["detected_s"] = detection_time(report, fault)
@@ -181,9 +188,11 @@ def reaction(report, fault, period_s, slack_s=LOCALISATION_SLACK_S):
         t = out[key + "_s"]
         out[key + "_after_s"] = None if t is None else t - onset
         out[key + "_after_iterations"] = None if t is None else (t - onset) / period_s
+        out[key + "_after_job_iterations"] = None if t is None else iterations_ended(report, onset, t)
     t = out["remedy_end_s"]
     out["remedy_end_after_s"] = None if t is None else t - end
     out["remedy_end_after_iterations"] = None if t is None else (t - end) / period_s
+    out["remedy_end_after_job_iterations"] = None if t is None else iterations_ended(report, end, t)
     return out
 
 

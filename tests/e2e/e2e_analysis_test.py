@@ -86,12 +86,21 @@ class Analysis(unittest.TestCase):
         self.assertAlmostEqual(ea.reaction(r, GPU, 0.5)["mean_iter_ms"], (3 * 500.0 + 800.0) / 4)
         self.assertEqual(g["detected_s"], 13.0)
         self.assertAlmostEqual(g["detected_after_iterations"], 6.0)
+        self.assertEqual(g["detected_after_job_iterations"], 0)  # no iteration of the job ended after the onset
         self.assertEqual(g["localised_s"], 16.0)
         self.assertEqual(g["remedy_s"], 18.5)
         self.assertAlmostEqual(g["remedy_after_s"], 8.5)
         self.assertEqual(g["remedy_end_s"], 34.0)
         self.assertEqual(g["remedy_end_action"], "revert")
         self.assertAlmostEqual(g["remedy_end_after_iterations"], 8.0)
+        # In the job's own iterations: those that ended after the onset (10 s) up to the event, the one the
+        # fault began in (ends 10.5 s) the first, at 0.75 s each from 10.5 s and one at the fault's end.
+        r["iterations"] = [{"index": k, "t_s": 10.5 + 0.75 * k, "iter_ms": 750.0} for k in range(40)]
+        h = ea.reaction(r, GPU, 0.5)
+        self.assertEqual(h["detected_after_job_iterations"], 4)    # 10.5, 11.25, 12.0, 12.75 <= 13.0
+        self.assertEqual(h["localised_after_job_iterations"], 8)   # up to 15.75 <= 16.0
+        self.assertEqual(h["remedy_after_job_iterations"], 11)     # up to 18.0 <= 18.5
+        self.assertEqual(h["remedy_end_after_job_iterations"], 5)  # (30, 34]: 30.75 .. 33.75
         link = ea.reaction(r, LINK, 0.5)
         self.assertEqual(link["detected_s"], 42.0)
         self.assertIsNone(link["localised_s"])
