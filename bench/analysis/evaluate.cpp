@@ -186,8 +186,8 @@ int main(int argc, char** argv) {
         p.moderate_ratio = 0;
         const ga::BocdDetectorParams d;
         char b[128];
-        std::snprintf(b, sizeof b, "min_run 6, early_run 5, severe_run %u if flat and >= %.1fx%s", run, ratio,
-                      run == d.severe_run && ratio == d.severe_ratio ? " (no moderate shifts: the previous default)" : "");
+        std::snprintf(b, sizeof b, "min_run 6, early_run 5, severe_run %u if flat and >= %.1fx, no moderate shifts%s", run,
+                      ratio, run == d.severe_run && ratio == d.severe_ratio ? " (the previous default)" : "");
         run_variant(b, p);
       }
       for (auto [ratio, sig, floor] : {std::tuple{1.1, 0.5, 0.01}, std::tuple{1.15, 0.5, 0.01},

@@ -161,7 +161,8 @@ def mean_period_ms(report, start_s, end_s):
 
 def iterations_ended(report, start_s, end_s):
     """How many of the job's iterations ended in (start_s, end_s]: counted from a fault's onset, the iteration
-    the fault began in is the first."""
+    the fault began in is the first (an iteration that ended within a millisecond after the onset, the
+    schedule's rounding, counts although it hardly saw the fault)."""
     return sum(1 for it in report.get("iterations", []) if start_s < it["t_s"] <= end_s)
 
 

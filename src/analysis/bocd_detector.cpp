@@ -28,6 +28,7 @@ BocdDetector::BocdDetector(const BocdDetectorParams& params)
   params_.baseline_iterations = std::max<std::uint32_t>(params_.baseline_iterations, 1);
   params_.min_run = std::max<std::uint32_t>(params_.min_run, 1);
   params_.max_run = std::max(params_.max_run, params_.min_run);
+  if (!(params_.moderate_ratio > 1.0)) params_.moderate_ratio = 0.0;  // a ratio up to 1 would take any level
   // r = 0 always holds 1 / hazard_lambda of the mass: a threshold at or above the rest is never reached.
   params_.threshold = std::min(params_.threshold, 1.0 - 1.0 / params_.hazard_lambda - 1e-9);
 }

@@ -190,9 +190,9 @@ TEST(BocdDetector, SevereDecisionNeedsAFlatRunFarFromTheOldLevel) {
   EXPECT_EQ(events[0].detected_index, 104u);
 }
 
-TEST(BocdDetector, AModerateShiftFlatWithinTheJitterIsDecidedOnItsFourthIteration) {
-  // On a job with +-0.2 % jitter a 1.3x shift and its recovery are flat within 1 %: the severe rule takes
-  // them on their 4th iteration although they are below severe_ratio.
+TEST(BocdDetector, AModerateShiftThatHoldsWithinOnePercentIsDecidedOnItsFourthIteration) {
+  // On a job with +-0.2 % jitter a 1.3x shift and its recovery hold within 1 %: the severe rule takes them
+  // on their 4th iteration although they are below severe_ratio.
   ga::BocdDetector det;
   auto events = run(det, trace(240, 300.0, {{100, 160, 1.3}}, 0.002));
   ASSERT_EQ(events.size(), 2u);
@@ -214,13 +214,29 @@ TEST(BocdDetector, AModerateShiftFlatWithinTheJitterIsDecidedOnItsFourthIteratio
   events = run(no_moderate, trace(200, 300.0, {{100, 200, 1.3}}, 0.002));
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].detected_index, 104u);
-  // A run 1.5 % wide is flat for the early rule (2 %) but not for a moderate shift (1 %): the 5th.
+  // A run 1.2-1.6 % wide (one iteration 1.2 % up, and the jitter) is flat for the early rule (2 %) but not
+  // for a moderate shift (1 %): the 5th.
   auto v = trace(200, 300.0, {{100, 200, 1.3}}, 0.002);
-  v[101] *= 1.015;
+  v[101] *= 1.012;
   ga::BocdDetector wider;
   events = run(wider, v);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].index, 100u);
+  EXPECT_EQ(events[0].detected_index, 104u);
+  // On a job with 4 % jitter the band is half its sigma (about 2 %), not 1 %: a 1.3x shift whose first
+  // four iterations lie 1.5 % apart is still taken on its 4th.
+  auto noisy = trace(200, 300.0, {}, 0.04);
+  for (std::size_t i = 100; i < 200; ++i) noisy[i] = 390.0 * (i % 2 ? 1.0 : 1.015);
+  ga::BocdDetector jittery;
+  events = run(jittery, noisy);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].index, 100u);
+  EXPECT_EQ(events[0].detected_index, 103u);
+  ga::BocdDetectorParams one_percent;
+  one_percent.moderate_flat_sigmas = 0;  // the floor alone
+  ga::BocdDetector floor_only(one_percent);
+  events = run(floor_only, noisy);
+  ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].detected_index, 104u);
 }
 

@@ -101,6 +101,9 @@ class Analysis(unittest.TestCase):
         self.assertEqual(h["localised_after_job_iterations"], 8)   # up to 15.75 <= 16.0
         self.assertEqual(h["remedy_after_job_iterations"], 11)     # up to 18.0 <= 18.5
         self.assertEqual(h["remedy_end_after_job_iterations"], 5)  # (30, 34]: 30.75 .. 33.75
+        # The iteration that ends at the event is counted; the one that ends at the onset is not.
+        self.assertEqual(ea.iterations_ended(r, 10.0, 12.75), 4)
+        self.assertEqual(ea.iterations_ended(r, 10.5, 12.75), 3)
         link = ea.reaction(r, LINK, 0.5)
         self.assertEqual(link["detected_s"], 42.0)
         self.assertIsNone(link["localised_s"])

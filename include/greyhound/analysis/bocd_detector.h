@@ -92,7 +92,9 @@ struct BocdDetectorParams {
   // looks like on a job with little jitter, and deciding it on its 4th iteration puts the decision within
   // 5 of the job's iterations of the fault's start, the iteration it began in counted. On the evaluation
   // traces (seeds 1-3, the scale-6 and scale-10 samples of seed 11) it changes no figure; 0.75 sigma costs
-  // 0.1 point of FPR on seed 1, 1 sigma 0.1-0.2 points on four of the five (docs/analysis.md). 0 switches
+  // 0.1 point of FPR on seed 1, 1 sigma 0.1-0.2 points on four of the five (docs/analysis.md). A first
+  // iteration within the wide band but not the narrow one (a change early in its iteration) is not left
+  // out for it: the early rule decides that run, on the same iteration. 0 (or anything up to 1) switches
   // it off.
   double moderate_ratio = 1.15;
   double moderate_flat_sigmas = 0.5;
