@@ -52,18 +52,17 @@ bool BocdDetector::push(double iter_ms, std::vector<SlowdownEvent>& events) {
   return true;
 }
 
-double BocdDetector::flat_tolerance(std::span<const double> before, bool moderate) {
+double BocdDetector::flat_tolerance(std::span<const double> before, FlatBand band) {
   const double level = median(before, scratch_);
   deviations_.clear();
   for (double x : before) deviations_.push_back(std::abs(x / level - 1.0));
   const double jitter = 1.4826 * median(deviations_, scratch_);  // robust relative jitter
-  if (moderate) return std::max(params_.moderate_flat_floor, params_.moderate_flat_sigmas * jitter);
-  return std::max(params_.flat_floor, params_.flat_sigmas * jitter);
+  return std::max(band.floor, band.sigmas * jitter);
 }
 
-bool BocdDetector::flat(std::span<const double> before, std::span<const double> after, bool moderate) {
+bool BocdDetector::flat(std::span<const double> before, std::span<const double> after, FlatBand band) {
   const auto [lo, hi] = std::minmax_element(after.begin(), after.end());
-  return *hi / *lo - 1.0 <= flat_tolerance(before, moderate);
+  return *hi / *lo - 1.0 <= flat_tolerance(before, band);
 }
 
 bool BocdDetector::first_between_levels(std::span<const double> before, std::span<const double> after,
@@ -72,7 +71,7 @@ bool BocdDetector::first_between_levels(std::span<const double> before, std::spa
   const double new_level = median(after.subspan(1), scratch_);
   const double first = after[0];
   if (first <= std::min(old_level, new_level) || first >= std::max(old_level, new_level)) return false;
-  return !beyond_jitter || std::abs(first / new_level - 1.0) > flat_tolerance(before);
+  return !beyond_jitter || std::abs(first / new_level - 1.0) > flat_tolerance(before, flat_band());
 }
 
 void BocdDetector::step(std::uint64_t i, std::uint64_t now, std::vector<SlowdownEvent>& events) {
@@ -109,8 +108,9 @@ bool BocdDetector::decide(std::uint64_t i, std::uint64_t now, std::uint32_t run,
   // probable run may start with it when it lies nearer the new level: when it is farther from that level
   // than the jitter allows (min_run iterations still remain).
   bool drop_first = false;
-  if (early && !flat(before, after)) {
-    if (after.size() <= run || !first_between_levels(before, after, false) || !flat(before, after.subspan(1))) {
+  if (early && !flat(before, after, flat_band())) {
+    if (after.size() <= run || !first_between_levels(before, after, false) ||
+        !flat(before, after.subspan(1), flat_band())) {
       return false;
     }
     drop_first = true;
@@ -126,11 +126,11 @@ bool BocdDetector::decide(std::uint64_t i, std::uint64_t now, std::uint32_t run,
     const double new_level = median(after, scratch_);
     if (!(old_level > 0)) return false;
     const double ratio = std::max(new_level / old_level, old_level / new_level);
+    const bool severe = ratio >= p.severe_ratio;
     // Below severe_ratio: a moderate shift, taken when its run is within the narrower band.
-    if (ratio < p.severe_ratio &&
-        !(p.moderate_ratio > 0 && ratio >= p.moderate_ratio && flat(before, after, /*moderate=*/true))) {
-      return false;
-    }
+    const bool moderate = !severe && p.moderate_ratio > 0 && ratio >= p.moderate_ratio &&
+                          flat(before, after, moderate_band());
+    if (!severe && !moderate) return false;
   }
   const LevelChange c = validate_change(before, after, p.validation, scratch_);
   if (p.validate && !c.significant) return false;

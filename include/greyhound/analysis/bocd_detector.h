@@ -121,15 +121,21 @@ class BocdDetector final : public SlowdownDetector {
   const BocdDetectorParams& params() const { return params_; }
 
  private:
-  // The relative band a flat run stays within: max(floor, sigmas x the robust relative jitter of `before`);
-  // flat_floor and flat_sigmas unless `moderate`, then the narrower moderate_flat_floor and _sigmas.
-  double flat_tolerance(std::span<const double> before, bool moderate = false);
-  // Whether `after` is flat against the jitter of `before` (the early and severe rules; `moderate`: the
-  // narrower band the severe rule asks of a shift below severe_ratio).
-  bool flat(std::span<const double> before, std::span<const double> after, bool moderate = false);
+  // A band a flat run stays within: max(floor, sigmas x the robust relative jitter of the segment before).
+  struct FlatBand {
+    double floor;
+    double sigmas;
+  };
+  // The early and severe rules' band, and the narrower one the severe rule asks of a moderate shift.
+  FlatBand flat_band() const { return {params_.flat_floor, params_.flat_sigmas}; }
+  FlatBand moderate_band() const { return {params_.moderate_flat_floor, params_.moderate_flat_sigmas}; }
+  // The relative width of `band` against the jitter of `before`.
+  double flat_tolerance(std::span<const double> before, FlatBand band);
+  // Whether `after` lies within `band` (max / min - 1) against the jitter of `before`.
+  bool flat(std::span<const double> before, std::span<const double> after, FlatBand band);
   // Whether the first iteration of `after` (2+ long) is the mix of a change within it: strictly between the
   // level before and the level of the rest; with `beyond_jitter`, also farther from the latter than
-  // flat_tolerance.
+  // flat_band's tolerance.
   bool first_between_levels(std::span<const double> before, std::span<const double> after, bool beyond_jitter);
   enum class Rule { kOrdinary, kEarly, kSevere };
   // Feeds iteration `i` (already in history_) to Bocd and decides; `now` is the iteration being read.
