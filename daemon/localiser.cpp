@@ -73,26 +73,81 @@ double median_step_ms(const std::vector<ProfileView>& profiles) {
   return t.empty() ? 0.0 : analysis::median(t, scratch);
 }
 
+// Each rank's time inside each of its groups per iteration, and inside NCCL per iteration, taken once per
+// localisation. A window of a few iterations holds a whole number of a group's calls: one called once per
+// iteration (a DP gradient all-reduce) shows two or three of its waits in a window of ~3 iterations, by the
+// window's phase, so its share of the window times the iteration reads 2/3 or 3/3 of the wait. Its time per
+// call (share / rate) times its calls per iteration (the most any member made per iteration, rounded) does
+// not. A group called less than every other iteration, or any group without a measured iteration or rate,
+// keeps its share of the window times the iteration.
+struct IterationTimes {
+  std::map<int, std::map<std::uint64_t, double>> group_ms;  // per rank, per group of its: ms per iteration
+  std::map<int, double> comm_ms;                            // per rank: ms inside NCCL per iteration
+  std::map<std::uint64_t, long> calls;                      // per group: calls per iteration (0: unknown)
+  double of(int rank, std::uint64_t group) const {          // -1: the rank's profile has no time in the group
+    const auto r = group_ms.find(rank);
+    if (r == group_ms.end()) return -1;
+    const auto g = r->second.find(group);
+    return g == r->second.end() ? -1 : g->second;
+  }
+};
+
+IterationTimes iteration_times(const std::map<int, const ProfileView*>& by_rank, const std::vector<GroupMembers>& groups,
+                               double step_ms, bool step_measured) {
+  IterationTimes out;
+  // Per group: its calls per iteration, from its members' rates (0: unknown, or fewer than one in two).
+  std::map<std::uint64_t, long>& calls = out.calls;
+  if (step_measured) {
+    for (const GroupMembers& g : groups) {
+      double most = 0;
+      for (int r : g.members) {
+        const auto it = by_rank.find(r);
+        if (it == by_rank.end()) continue;
+        if (const auto rate = it->second->group_rate.find(g.group); rate != it->second->group_rate.end()) {
+          most = std::max(most, rate->second * step_ms * 1e-3);
+        }
+      }
+      calls[g.group] = std::lround(most);
+    }
+  }
+  for (const auto& [r, p] : by_rank) {
+    auto& mine = out.group_ms[r];
+    double shares = 0, ms = 0;
+    for (const auto& [gid, share] : p->group_share) {
+      long k = 0;
+      if (step_measured) {
+        const auto c = calls.find(gid);
+        const auto rate = p->group_rate.find(gid);
+        // A group without members known: the rank's own calls per iteration.
+        k = c != calls.end() ? c->second
+                             : (rate != p->group_rate.end() ? std::lround(rate->second * step_ms * 1e-3) : 0);
+        if (k >= 1 && (rate == p->group_rate.end() || !(rate->second > 0))) k = 0;
+        if (k >= 1) mine[gid] = share / rate->second * 1e3 * static_cast<double>(k);
+      }
+      if (k < 1) mine[gid] = share * step_ms;
+      shares += share;
+      ms += mine[gid];
+    }
+    // NCCL time outside any reported group (none in practice) stays a share of the window.
+    out.comm_ms[r] = ms + std::max(0.0, p->comm_share - shares) * step_ms;
+  }
+  return out;
+}
+
 // Per group with every member profiled: the least member time per iteration.
-std::map<std::uint64_t, double> least_member_ms(const std::map<int, const ProfileView*>& by_rank,
-                                                const std::vector<GroupMembers>& groups, double step_ms) {
+std::map<std::uint64_t, double> least_member_ms(const std::vector<GroupMembers>& groups, const IterationTimes& times) {
   std::map<std::uint64_t, double> out;
   for (const GroupMembers& g : groups) {
     if (g.members.size() < 2) continue;
     double least = 1e300;
     bool complete = true;
     for (int r : g.members) {
-      auto it = by_rank.find(r);
-      if (it == by_rank.end()) {
+      const double t = times.of(r, g.group);
+      if (t < 0) {
         complete = false;
         break;
       }
-      auto s = it->second->group_share.find(g.group);
-      if (s == it->second->group_share.end()) {
-        complete = false;
-        break;
-      }
-      least = std::min(least, s->second * step_ms);
+      least = std::min(least, t);
     }
     if (complete) out[g.group] = least;
   }
@@ -130,7 +185,7 @@ std::optional<GroupBaseline> group_baseline(const std::vector<ProfileView>& prof
   GroupBaseline b;
   b.step_ms = median_step_ms(profiles);
   b.ranks = static_cast<int>(by_rank.size());
-  b.least_ms = least_member_ms(by_rank, groups, b.step_ms);
+  b.least_ms = least_member_ms(groups, iteration_times(by_rank, groups, b.step_ms, b.step_ms > 0));
   if (b.least_ms.empty()) return std::nullopt;
   for (const GroupMembers& g : groups) {
     if (auto it = b.least_ms.find(g.group); it != b.least_ms.end()) b.least_ms_by_kind[group_kind(g)] = it->second;
@@ -231,7 +286,7 @@ struct GroupScan {
 // highest-scoring finding gives kind, severity and group. DP gradient groups under an uneven micro-batch
 // split do not vote: their members do unequal work by design (the replicas' times, 4., judge them).
 GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& groups, const LayoutGroups& lg,
-                      double step_ms, bool step_measured) {
+                      const IterationTimes& times, double step_ms, bool step_measured) {
   GroupScan out;
   for (const GroupMembers& g : groups) {
     if (g.members.size() < 2) continue;
@@ -247,10 +302,9 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
         const ProfileView& p = *it->second;
         w.iterations = std::max(p.iterations, 2);  // the window holds several iterations by construction
         w.step_ms = step_ms;
-        w.compute_ms = step_ms * (1.0 - p.comm_share);
-        auto gm = p.group_share.find(g.group);
-        if (gm != p.group_share.end()) {
-          w.visible_ms = step_ms * gm->second;
+        w.compute_ms = std::max(0.0, step_ms - times.comm_ms.at(r));
+        if (const double t = times.of(r, g.group); t >= 0) {
+          w.visible_ms = t;
           sum += *w.visible_ms;
           least = std::min(least, *w.visible_ms);
           ++n;
@@ -271,7 +325,8 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
     }
     // Comparable only with the same calls at the same rate (an uneven micro-batch split changes how many
     // Send/Recv a pipeline makes): the calls per iteration (a whole number of the schedule's; a window's
-    // edges move a rate by a call or so, which rounding absorbs), or without a measured iteration the rate in
+    // edges move a rate by a call or so, which rounding absorbs; IterationTimes), or without a measured
+    // iteration the first member's rate in
     // 10 % buckets, joins the signature. (Buckets alone split rates a few percent apart across a boundary:
     // 11.1 and 11.4 calls/s once made a congested pipeline edge incomparable with its peers.)
     if (n == static_cast<int>(g.members.size())) {
@@ -281,8 +336,9 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
       if (auto it = by_rank.find(g.members.front()); it != by_rank.end()) {
         if (auto r = it->second->group_rate.find(g.group); r != it->second->group_rate.end()) rate = r->second;
       }
+      const auto k = times.calls.find(g.group);
       const long bucket = !(rate > 0)     ? 0
-                          : step_measured ? std::lround(rate * step_ms * 1e-3)
+                          : step_measured ? (k != times.calls.end() ? k->second : 0)
                                           : -std::lround(std::log(rate) / std::log(kRateBucketRatio));
       const std::string signature = g.signature + "@" + std::to_string(bucket);
       out.timings.push_back({g.group, signature, sum / n});
@@ -297,8 +353,7 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
 
 // 2. Suspect groups, slowest first: over their comparable cluster's median, or over their healthy baseline.
 // A suspect must also cost something: a group 12 % over its peers' 3 ms is noise, not a congested link.
-std::vector<std::pair<std::uint64_t, double>> suspect_groups(const GroupScan& scan, const ByRank& by_rank,
-                                                             const std::vector<GroupMembers>& groups,
+std::vector<std::pair<std::uint64_t, double>> suspect_groups(const GroupScan& scan,
                                                              const GroupBaseline* baseline, double step_ms,
                                                              bool step_measured) {
   std::vector<std::pair<std::uint64_t, double>> out;
@@ -310,7 +365,7 @@ std::vector<std::pair<std::uint64_t, double>> suspect_groups(const GroupScan& sc
     }
   }
   if (baseline != nullptr && step_measured) {
-    for (const auto& [gid, least] : least_member_ms(by_rank, groups, step_ms)) {
+    for (const auto& [gid, least] : scan.least) {
       const auto g = scan.by_id.find(gid);
       const std::optional<double> base = g != scan.by_id.end() ? baseline->of(*g->second) : std::nullopt;
       if (!base || !(*base > 0)) continue;
@@ -466,8 +521,8 @@ std::vector<SuspectLink> suspect_links(const Localisation& loc, const GroupScan&
 
 // 4. Per DP replica, with the layout: own time per pipeline slot, and the culprit's replica.
 void replica_times(const ByRank& by_rank, const std::vector<GroupMembers>& groups, const JobLayout& layout,
-                   const std::vector<RankCoords>& roles,
-                   double step_ms, Localisation& out) {
+                   const std::vector<RankCoords>& roles, const IterationTimes& times, double step_ms,
+                   Localisation& out) {
   std::vector<double> scratch;
   const auto dp_groups = role_groups(roles, true);
   const int D = layout.dp;
@@ -486,9 +541,7 @@ void replica_times(const ByRank& by_rank, const std::vector<GroupMembers>& group
     if (D > 1) {
       auto g = groups_of_members.find(dp_members);
       if (g == groups_of_members.end()) return;  // layout and groups disagree: no replica times
-      for (std::uint64_t id : g->second) {
-        if (auto gm = p->group_share.find(id); gm != p->group_share.end()) wait = std::max(wait, gm->second * step_ms);
-      }
+      for (std::uint64_t id : g->second) wait = std::max(wait, times.of(r, id));
     }
     own[static_cast<std::size_t>(c.dp)].push_back(std::max(0.0, step_ms - wait));
   }
@@ -522,8 +575,10 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
 
   // Each rank's role under the placement in force, once for every step below.
   const std::vector<RankCoords> roles = layout ? rank_roles(*layout) : std::vector<RankCoords>{};
-  const GroupScan scan = scan_groups(by_rank, groups, layout_groups(groups, layout, roles), step_ms, measured_step_ms > 0);
-  out.slow_groups = suspect_groups(scan, by_rank, groups, baseline, step_ms, measured_step_ms > 0);
+  const IterationTimes times = iteration_times(by_rank, groups, step_ms, measured_step_ms > 0);
+  const GroupScan scan =
+      scan_groups(by_rank, groups, layout_groups(groups, layout, roles), times, step_ms, measured_step_ms > 0);
+  out.slow_groups = suspect_groups(scan, baseline, step_ms, measured_step_ms > 0);
   if (!scan.dp_least.empty()) out.dp_transfer_ms = analysis::median(scan.dp_least, scratch);
   if (!scan.pp_least.empty()) out.pp_transfer_ms = analysis::median(scan.pp_least, scratch);
   name_culprit_and_cause(scan, by_rank, layout, roles, baseline, step_ms, out);
@@ -541,7 +596,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
     }
   }
   for (const auto& [l, ratio] : readings) out.link_readings.push_back({l.first, l.second, ratio});
-  if (layout && layout->world == static_cast<int>(by_rank.size())) replica_times(by_rank, groups, *layout, roles, step_ms, out);
+  if (layout && layout->world == static_cast<int>(by_rank.size())) replica_times(by_rank, groups, *layout, roles, times, step_ms, out);
   out.step_ms = measured_step_ms;
   for (const auto& [r, p] : by_rank) {
     if (p->iterations >= 2 && p->iter_ms_min > 0 && p->iter_ms_max >= p->iter_ms_min) {
@@ -555,7 +610,7 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
       if (r < 0 || r >= layout->world) continue;
       const int m = layout->microbatches[static_cast<std::size_t>(roles[static_cast<std::size_t>(r)].dp)];
       out.compute_ms_per_microbatch[static_cast<std::size_t>(r)] =
-          measured_step_ms * std::max(0.0, 1.0 - p->comm_share) / std::max(m, 1);
+          std::max(0.0, measured_step_ms - times.comm_ms.at(r)) / std::max(m, 1);
     }
   }
   return out;

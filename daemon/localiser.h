@@ -1,6 +1,9 @@
 // The master's GlobalAnalyzer, pause-free: from one profiling window of every rank (device time inside each
 // communication group, iteration time, compute time), name the culprit of a slowdown without stopping the
-// job. Pure: values in (profiles, group membership, the job's layout), a Localisation out.
+// job. Pure: values in (profiles, group membership, the job's layout), a Localisation out. Every step works
+// with each rank's time per iteration in each group: its time per call in the window (share / rate) times the
+// group's calls per iteration (a window of a few iterations holds a whole number of a once-per-iteration
+// call, so its share of the window alone reads 2/3 or 3/3 of the wait by the window's phase).
 //
 //  1. Rank-straggler policy (src/analysis/rank_straggler.h) in every group of two or more ranks: the rank
 //     that waits least inside a synchronising collective arrived last. Findings (warning or critical) vote

@@ -35,7 +35,8 @@ int dp_of(int r) { return kShape.coords(r).dp; }
 int tp_of(int r) { return kShape.coords(r).tp; }
 int pp_of(int r) { return kShape.coords(r).pp; }
 
-// Shares of the window inside each group; comm_share is their sum. Call rates are equal within a kind.
+// Shares of the window inside each group; comm_share is their sum. Call rates are equal within a kind: per
+// iteration 40 TP AllReduces, one DP AllReduce and 16 pipeline transfers.
 ProfileView profile(int rank, double tp, double dp, double pp, double iter_ms = 500) {
   ProfileView v;
   v.rank = rank;
@@ -46,9 +47,9 @@ ProfileView profile(int rank, double tp, double dp, double pp, double iter_ms = 
   v.group_share[kTp[rank / 2]] = tp;
   v.group_share[kDp[tp_of(rank) + 2 * pp_of(rank)]] = dp;
   v.group_share[kPp[rank % 4]] = pp;
-  v.group_rate[kTp[rank / 2]] = 80;
-  v.group_rate[kDp[tp_of(rank) + 2 * pp_of(rank)]] = 2;
-  v.group_rate[kPp[rank % 4]] = 32;
+  v.group_rate[kTp[rank / 2]] = 40 / (iter_ms * 1e-3);
+  v.group_rate[kDp[tp_of(rank) + 2 * pp_of(rank)]] = 1 / (iter_ms * 1e-3);
+  v.group_rate[kPp[rank % 4]] = 16 / (iter_ms * 1e-3);
   return v;
 }
 
@@ -262,6 +263,39 @@ TEST(Localiser, AfterRebalancingTheDpArrivalOrderNamesNobody) {
   EXPECT_NEAR(loc.replica_skew, 1.0, 1e-9);
   // The same profiles with an even split are a straggler finding in the DP groups.
   EXPECT_GE(localise(p, groups(), layout({8, 8})).culprit, 0);
+}
+
+TEST(Localiser, ATimePerIterationCountsTheGroupsCallsNotTheOnesTheWindowHappenedToHold) {
+  // Micro-batches [10, 6]: replica 1 waits 500 * 4 / 11 ms per iteration in its one DP AllReduce. The window
+  // was three iterations (1.5 s) and held only two of those waits: 1.33 calls/s, share 2 * 181.8 / 1500. By
+  // the share its wait read 121.2 ms and its time per pipeline slot (500 - 121.2) / 7 = 54.1 against replica
+  // 0's 500 / 11 = 45.5, a 1.19x straggler; one call per iteration at 136.4 ms a call reads it as it is.
+  const double wait_ms = 500.0 * 4 / 11, rate = 2 / 1.5, share = 2 * wait_ms / 1500;
+  std::vector<ProfileView> p;
+  for (int r = 0; r < 8; ++r) {
+    p.push_back(profile(r, 0.10, dp_of(r) == 0 ? 0.0 : share, 0.05));
+    p.back().iterations = 3;
+    p.back().group_rate[kDp[tp_of(r) + 2 * pp_of(r)]] = rate;
+  }
+  Localisation loc = localise(p, groups(), layout({10, 6}));
+  ASSERT_EQ(loc.replica_ms_per_microbatch.size(), 2u);
+  EXPECT_NEAR(loc.replica_ms_per_microbatch[0], 500.0 / 11, 1e-9);
+  EXPECT_NEAR(loc.replica_ms_per_microbatch[1], 500.0 / 11, 1e-9);
+  EXPECT_NEAR(loc.replica_skew, 1.0, 1e-9);
+  // Each rank's compute per micro-batch is the iteration less its NCCL time per iteration the same way.
+  ASSERT_EQ(loc.compute_ms_per_microbatch.size(), 8u);
+  EXPECT_NEAR(loc.compute_ms_per_microbatch[2], (500.0 - 50 - wait_ms - 25) / 6, 1e-9);
+  EXPECT_NEAR(loc.compute_ms_per_microbatch[0], (500.0 - 50 - 0 - 25) / 10, 1e-9);
+  // The straggler policy sees the same times: replica 1's ranks wait longer in the DP groups, none is late
+  // by design (DP groups do not vote under an uneven split) and the TP/PP groups are even: no culprit.
+  EXPECT_EQ(loc.culprit, -1);
+
+  // A group called less than every other iteration (0.6 calls/s at 500 ms: 0.3 per iteration) keeps its
+  // share of the window: (500 - 0.2424 * 500) / 7.
+  for (ProfileView& v : p) v.group_rate[kDp[tp_of(v.rank) + 2 * pp_of(v.rank)]] = 0.6;
+  loc = localise(p, groups(), layout({10, 6}));
+  ASSERT_EQ(loc.replica_ms_per_microbatch.size(), 2u);
+  EXPECT_NEAR(loc.replica_ms_per_microbatch[1], (500 - share * 500) / 7, 1e-9);
 }
 
 TEST(Localiser, UnderAPlacementTheDpGroupsAndReplicasAreThePlacementsNotTheLaunchOrders) {
