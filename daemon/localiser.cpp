@@ -326,8 +326,7 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
     // Comparable only with the same calls at the same rate (an uneven micro-batch split changes how many
     // Send/Recv a pipeline makes): the calls per iteration (a whole number of the schedule's; a window's
     // edges move a rate by a call or so, which rounding absorbs; IterationTimes), or without a measured
-    // iteration the first member's rate in
-    // 10 % buckets, joins the signature. (Buckets alone split rates a few percent apart across a boundary:
+    // iteration the first member's rate in 10 % buckets, joins the signature. (Buckets alone split rates a few percent apart across a boundary:
     // 11.1 and 11.4 calls/s once made a congested pipeline edge incomparable with its peers.)
     if (n == static_cast<int>(g.members.size())) {
       if (lg.dp.count(g.group)) out.dp_least.push_back(least);
