@@ -59,6 +59,7 @@ LocalisationReport Localisation::report() const {
   r.culprit_replica = culprit_replica;
   r.replica_skew = replica_skew;
   r.pace_spread = pace_spread;
+  r.iter_ms = step_ms;
   return r;
 }
 

@@ -1514,6 +1514,7 @@ json to_json(const LocalisationReport& l) {
     j["replica_skew"] = l.replica_skew;
   }
   if (l.pace_spread > 1.0) j["pace_spread"] = l.pace_spread;
+  if (l.iter_ms > 0) j["iter_ms"] = l.iter_ms;
   if (!l.request.empty()) j["request"] = l.request;
   return j;
 }
@@ -1555,6 +1556,8 @@ std::optional<LocalisationReport> parse_localisation_report(const json& detail, 
     l.replica_skew = f.num_or("replica_skew", 1.0);
     l.pace_spread = f.num_or("pace_spread", 1.0);
     if (!(l.pace_spread >= 1.0)) throw Invalid("pace_spread: must be at least 1");
+    l.iter_ms = f.num_or("iter_ms", 0);
+    if (!(l.iter_ms >= 0)) throw Invalid("iter_ms: must be at least 0");
     l.request = f.str_or("request", "");
     return l;
   });

@@ -627,6 +627,7 @@ struct LocalisationReport {
   int culprit_replica = -1;
   double replica_skew = 1.0;
   double pace_spread = 1.0;  // the window's slowest over its fastest iteration (its most spread rank's); 1: steady or unknown
+  double iter_ms = 0;        // the job's iteration in the window (median of the ranks'); 0: none measured
   std::string request;
 };
 nlohmann::json to_json(const LocalisationReport& l);

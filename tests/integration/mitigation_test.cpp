@@ -43,8 +43,9 @@ TEST(Mitigation, SlowGpuIsLocalisedRebalancedAndRevertedAfterRecovery) {
       itest::run_simcluster(root, "mitigate", "--duration-s 50 --mitigate --faults " + root + "/faults.json", 8);
   ASSERT_EQ(r.exit_code, 0) << r.log();
 
-  // Localised without a pause: the first localisation names rank 3, a compute straggler, in replica 1.
-  const auto localised = r.events("localised");
+  // Localised without a pause: the first localisation acted on (a steady window) names rank 3, a compute
+  // straggler, in replica 1.
+  const auto localised = r.steady_localisations();
   ASSERT_FALSE(localised.empty()) << r.report["events"].dump(1);
   const json& first = localised.front()["detail"];
   EXPECT_EQ(first["culprit"], 3) << first.dump();
@@ -226,7 +227,7 @@ TEST(Localisation, ACongestedLinkIsNamedAgainstTheHealthyBaseline) {
   ASSERT_FALSE(baselines.empty()) << r.report["events"].dump(1);
   EXPECT_LT(baselines.front()["t_s"].get<double>(), 20.0);
   EXPECT_EQ(baselines.front()["detail"]["ranks_profiled"], 8);
-  const auto localised = r.events("localised");
+  const auto localised = r.steady_localisations();
   ASSERT_FALSE(localised.empty()) << r.report["events"].dump(1);
   const json& d = localised.front()["detail"];
   EXPECT_GT(localised.front()["t_s"].get<double>(), 20.0);

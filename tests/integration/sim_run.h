@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/localiser.h"
 #include "sim/simcluster/run_report.h"
 
 namespace greyhound::itest {
@@ -58,6 +59,18 @@ struct SimRun {
     std::vector<nlohmann::json> out;
     for (const auto& e : report["events"]) {
       if (e.value("type", "") == type) out.push_back(e);
+    }
+    return out;
+  }
+  // The localisations the master opens fail-slows from: those of windows that measured iterations
+  // (iter_ms) at a steady pace (pace_spread at most daemon/localiser.h's kSteadyPaceSpread). A window a
+  // fault began in shows two states of the job at once: the master reports what it read there but opens
+  // nothing from it, and the next window decides.
+  std::vector<nlohmann::json> steady_localisations() const {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : events("localised")) {
+      const nlohmann::json& d = e["detail"];
+      if (d.value("iter_ms", 0.0) > 0 && d.value("pace_spread", 1.0) <= master::kSteadyPaceSpread) out.push_back(e);
     }
     return out;
   }

@@ -437,6 +437,14 @@ TEST(Messages, RoundTripAndRejectBadValues) {
   EXPECT_FALSE(to_json(LocalisationReport{}).contains("pace_spread"));  // steady: not written
   EXPECT_FALSE(parse_localisation_report(nlohmann::json{{"cause", "unknown"}, {"pace_spread", 0.5}}, &err));
   EXPECT_EQ(err, "pace_spread: must be at least 1");
+  // The window's iteration: written when one was measured, never negative.
+  lr.iter_ms = 512.5;
+  lb = parse_localisation_report(to_json(lr), &err);
+  ASSERT_TRUE(lb) << err;
+  EXPECT_DOUBLE_EQ(lb->iter_ms, 512.5);
+  EXPECT_FALSE(to_json(LocalisationReport{}).contains("iter_ms"));
+  EXPECT_FALSE(parse_localisation_report(nlohmann::json{{"cause", "unknown"}, {"iter_ms", -3}}, &err));
+  EXPECT_EQ(err, "iter_ms: must be at least 0");
 }
 
 }  // namespace
