@@ -961,6 +961,9 @@ void Controller::judge(const Now& now, Intents& out) {
         auto it = accounts_.find(id);
         if (it != accounts_.end() && it->second.ski) it->second.ski->decline(rung_of(c.plan.strategy));
       }
+      // Only this incident's are kept: another incident is another state of the job.
+      std::erase_if(refuted_, [&](const Refuted& x) { return x.incident != c.plan.incident; });
+      refuted_.push_back({c.plan.incident, c.replaced, c.plan.microbatches, c.plan.placement, c.plan.epoch});
     }
     return;
   }
@@ -975,6 +978,18 @@ void Controller::judge(const Now& now, Intents& out) {
     c.measured_s.clear();
     pending_meta_->undo = std::move(c);
   }
+}
+
+// A remedy measured not paying in this incident that made the same change from the configuration in force.
+const Controller::Refuted* Controller::refuted(const Plan& p) const {
+  if (!planner_) return nullptr;
+  for (const Refuted& r : refuted_) {
+    if (r.incident == p.incident && r.from == planner_->current() && r.microbatches == p.microbatches &&
+        r.placement == p.placement) {
+      return &r;
+    }
+  }
+  return nullptr;
 }
 
 // The remedies in force follow the fail-slows that want them.
@@ -1008,10 +1023,18 @@ void Controller::reconcile(const Now& now, Intents& out) {
       // A fail-slow that lasted t is expected to last about t more.
       auto p = planner_->s3(*last_loc_, last_iteration_s_, 2.0 * std::max(0.0, now.job_s - onset),
                             planner_->costs(measured_s3_s_).s3_pause_s, cfg_.pay_margin, "S3 for fail-slow(s) " + ids(want3));
+      if (p) p->incident = incident;
+      const Refuted* r = p ? refuted(*p) : nullptr;
       // Only a placement worth applying is worth a validation pause first (--validate auto); the plan is made
       // again after the verdict.
-      if (p && validate_first(want3, "S3", now, out)) return;
-      if (std::any_of(want3.begin(), want3.end(), [&](std::int64_t id) { return not_confirmed_.count(id) != 0; })) {
+      if (p && !r && validate_first(want3, "S3", now, out)) return;
+      if (r) {
+        spdlog::info("fail-slow(s) {}: S3 declined: the same placement from the same configuration did not pay in "
+                     "this incident (plan {})",
+                     ids(want3), r->epoch);
+        decline_all(want3, mitigate::Strategy::kS3Topology, out);
+        out.persist_state = true;
+      } else if (std::any_of(want3.begin(), want3.end(), [&](std::int64_t id) { return not_confirmed_.count(id) != 0; })) {
         for (std::int64_t id : want3) {
           if (not_confirmed_.count(id) == 0) continue;
           spdlog::info("fail-slow {}: S3 declined: its validation found no slow GPU or link", id);
@@ -1021,7 +1044,6 @@ void Controller::reconcile(const Now& now, Intents& out) {
         }
         out.persist_state = true;
       } else if (p) {
-        p->incident = incident;
         propose_plan(std::move(*p), want3, p->action == PlanAction::kApply, out);
         return;
       } else if (planner_->moved()) {
@@ -1089,6 +1111,14 @@ bool Controller::reconcile_split(const std::set<std::int64_t>& want2, std::int64
   if (!last_loc_) return false;
   if (auto p = planner_->s2(*last_loc_, last_iteration_s_, "S2 for fail-slow(s) " + ids(want2))) {
     p->incident = incident;
+    if (const Refuted* r = refuted(*p)) {
+      spdlog::info("fail-slow(s) {}: S2 declined: the same split from the same configuration did not pay in this "
+                   "incident (plan {})",
+                   ids(want2), r->epoch);
+      decline_all(want2, mitigate::Strategy::kS2Microbatches, out);
+      out.persist_state = true;
+      return false;
+    }
     propose_plan(std::move(*p), want2, p->action == PlanAction::kApply, out);
     return true;
   }

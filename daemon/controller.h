@@ -442,6 +442,18 @@ class Controller {
   bool s4_unsettled_ = false;            // an S4 plan timed out: the job may restart all the same
   double measured_s3_s_ = 0;             // the latest placement switch the job acknowledged (apply_s); 0: none
   std::set<std::int64_t> trusted_;  // fail-slows whose remedy an undo check showed paying: not checked again
+  // Remedies measured not paying (their undo confirmed it) in the incident: the configuration they
+  // replaced and what they changed. The same change from the same configuration is not proposed again in
+  // that incident, whichever fail-slows want it (a link that comes and goes opens new ones).
+  struct Refuted {
+    std::int64_t incident = -1;
+    JobConfig from;
+    std::vector<int> microbatches;
+    nlohmann::json placement;
+    std::int64_t epoch = 0;
+  };
+  std::vector<Refuted> refuted_;
+  const Refuted* refuted(const Plan& p) const;
   bool mitigated_ = false;     // a remedy was applied during the open incident
 
   // Validation (docs/validation.md).

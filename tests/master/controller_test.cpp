@@ -1028,6 +1028,59 @@ TEST(Controller, APlacementStaysForTheFailSlowsLeftWhenOneItServedEnds) {
   }
 }
 
+TEST(Controller, APlacementThatDidNotPayIsNotAppliedAgainWhenItsLinksComeBackInTheIncident) {
+  // Links 0-1 and 2-3 congested: S3 moves both, the iterations are slower under it, it is undone and the
+  // undo confirms it. Then 2-3's fail-slow ends and opens again in the same incident (a link that comes and
+  // goes): a new fail-slow, but the same placement from the same configuration is not applied again (a
+  // DP 8 run re-applied one 25 s after its undo and paid for its switch twice).
+  LinkJob j(0.01);
+  TwoFaults& f = j.f;
+  Intents it = j.localise({0.45, 0.45, 0.45, 0.45}, 500);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 2u);
+  std::optional<Plan> s3 = it.plan;
+  for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
+  ASSERT_TRUE(s3);
+  ASSERT_EQ(s3->strategy, Strategy::kS3);
+  f.d.c.plan_published(*s3, at(f.t, f.t));
+  f.ack_all(s3->epoch);
+  std::optional<Plan> undo;
+  for (int i = 0; i < 8 && !undo; ++i) undo = f.step(JobInputs{}, 560).plan;  // slower under it
+  ASSERT_TRUE(undo);
+  EXPECT_NE(undo->reason.find("does not pay"), std::string::npos) << undo->reason;
+  f.d.c.plan_published(*undo, at(f.t, f.t));
+  f.ack_all(undo->epoch);
+  for (int i = 0; i < 6; ++i) EXPECT_FALSE(f.step(JobInputs{}, 500).plan) << i;  // confirmed without it
+  for (const FailSlow& x : f.d.c.fail_slows()) EXPECT_FALSE(x.account.s3) << x.id;
+  std::set<std::int64_t> before;
+  for (const FailSlow& x : f.d.c.fail_slows()) before.insert(x.id);
+  // Link 2-3 back at its baseline: its fail-slow ends (0-1's keeps the incident open).
+  JobInputs done;
+  done.groups = j.groups;
+  done.layout = j.l;
+  std::optional<ProfileRequest> next;
+  for (int i = 0; i < 60 && !next; ++i) next = f.step(registry(), 500).profile;
+  ASSERT_TRUE(next);
+  f.d.feed(j.profiles(next->command.id, {0.45, 0.45, 0.05, 0.05}), at(f.t, f.t));
+  f.step(done, 500);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 1u);
+  ASSERT_TRUE(f.d.c.open_incident());
+  // ... and congested again: a new fail-slow for it.
+  next.reset();
+  for (int i = 0; i < 60 && !next; ++i) next = f.step(registry(), 500).profile;
+  ASSERT_TRUE(next);
+  f.d.feed(j.profiles(next->command.id, {0.45, 0.45, 0.45, 0.45}), at(f.t, f.t));
+  it = f.step(done, 500);
+  ASSERT_EQ(f.d.c.fail_slows().size(), 2u);
+  EXPECT_EQ(before.count(f.d.c.fail_slows()[1].id), 0u) << "a new fail-slow";
+  for (int i = 0; i < 40; ++i) {
+    if (it.plan) {
+      EXPECT_NE(it.plan->strategy, Strategy::kS3) << "the placement that did not pay, again: " << it.plan->reason;
+    }
+    it = f.step(JobInputs{}, 500);
+  }
+  for (const FailSlow& x : f.d.c.fail_slows()) EXPECT_FALSE(x.account.s3) << x.id;
+}
+
 TEST(Controller, ASlowGpuThatClimbsToS3KeepsItsSplit) {
   // Rank 3's GPU slow (rank 2 waits for it in {2,3}) and the link 0-1 congested, on a job that applies S2
   // and S3 and says its switch costs 10 ms: the link gets a placement, and the GPU's loss pays for S2 and
