@@ -62,10 +62,10 @@ struct SimRun {
     }
     return out;
   }
-  // The localisations the master opens fail-slows from: those of windows that measured iterations
-  // (iter_ms) at a steady pace (pace_spread at most daemon/localiser.h's kSteadyPaceSpread). A window a
-  // fault began in shows two states of the job at once: the master reports what it read there but opens
-  // nothing from it, and the next window decides.
+  // The localisations of windows that measured iterations (iter_ms) at a steady pace (pace_spread at most
+  // daemon/localiser.h's kSteadyPaceSpread). A window a fault began in shows two states of the job at once:
+  // the master reports what it read there but opens nothing from it (unless the window before was unsteady
+  // too), and the next window decides.
   std::vector<nlohmann::json> steady_localisations() const {
     std::vector<nlohmann::json> out;
     for (const auto& e : events("localised")) {

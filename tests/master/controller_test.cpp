@@ -854,6 +854,17 @@ struct LinkJob {
     done.layout = l;
     return f.step(done, iter_ms);
   }
+  // Links 0-1 and 2-3 congested: two fail-slows, and the S3 plan that moves both, published and applied.
+  bool both_links_moved_off() {
+    Intents it = localise({0.45, 0.45, 0.45, 0.45}, 500);
+    EXPECT_EQ(f.d.c.fail_slows().size(), 2u);
+    std::optional<Plan> s3 = it.plan;
+    for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
+    if (!s3 || s3->strategy != Strategy::kS3) return false;
+    f.d.c.plan_published(*s3, at(f.t, f.t));
+    f.ack_all(s3->epoch);
+    return true;
+  }
 };
 
 // The link 0-1 congested: {0,1} spends 9x its baseline in its all-reduce, nobody late. How many iterations
@@ -1000,14 +1011,8 @@ TEST(Controller, APlacementStaysForTheFailSlowsLeftWhenOneItServedEnds) {
   // worse for it), it is not reverted.
   LinkJob j(0.01);
   TwoFaults& f = j.f;
-  Intents it = j.localise({0.45, 0.45, 0.45, 0.45}, 500);
-  ASSERT_EQ(f.d.c.fail_slows().size(), 2u);
-  std::optional<Plan> s3 = it.plan;
-  for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
-  ASSERT_TRUE(s3);
-  ASSERT_EQ(s3->strategy, Strategy::kS3);
-  f.d.c.plan_published(*s3, at(f.t, f.t));
-  f.ack_all(s3->epoch);
+  ASSERT_TRUE(j.both_links_moved_off());
+  Intents it;
   for (int i = 0; i < 6; ++i) f.step(JobInputs{}, 420);  // measured: it pays
   // 2-3 back at its baseline, 0-1 still slow: the latter's fail-slow alone keeps the placement.
   std::optional<ProfileRequest> next;
@@ -1035,14 +1040,8 @@ TEST(Controller, APlacementThatDidNotPayIsNotAppliedAgainWhenItsLinksComeBackInT
   // DP 8 run re-applied one 25 s after its undo and paid for its switch twice).
   LinkJob j(0.01);
   TwoFaults& f = j.f;
-  Intents it = j.localise({0.45, 0.45, 0.45, 0.45}, 500);
-  ASSERT_EQ(f.d.c.fail_slows().size(), 2u);
-  std::optional<Plan> s3 = it.plan;
-  for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
-  ASSERT_TRUE(s3);
-  ASSERT_EQ(s3->strategy, Strategy::kS3);
-  f.d.c.plan_published(*s3, at(f.t, f.t));
-  f.ack_all(s3->epoch);
+  ASSERT_TRUE(j.both_links_moved_off());
+  Intents it;
   std::optional<Plan> undo;
   for (int i = 0; i < 8 && !undo; ++i) undo = f.step(JobInputs{}, 560).plan;  // slower under it
   ASSERT_TRUE(undo);
