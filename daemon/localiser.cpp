@@ -274,7 +274,7 @@ struct GroupScan {
   std::map<int, Named> named;
   std::vector<analysis::GroupTiming> timings;
   std::map<std::uint64_t, const GroupMembers*> by_id;
-  std::vector<double> dp_least, pp_least;  // per DP / PP group: its least member time (~ the transfer itself)
+  std::vector<std::uint64_t> dp, pp;       // the fully profiled DP / PP groups
   std::map<std::uint64_t, int> late;       // per group with a finding (warning or critical): its late arrival
   std::map<std::uint64_t, double> least;   // per fully profiled group: its least member time per iteration
   std::map<std::uint64_t, std::string> signature;  // ... and what it compares with (signature@rate bucket)
@@ -330,8 +330,8 @@ GroupScan scan_groups(const ByRank& by_rank, const std::vector<GroupMembers>& gr
     // iteration the first member's rate in 10 % buckets, joins the signature. (Buckets alone split rates a few percent apart across a boundary:
     // 11.1 and 11.4 calls/s once made a congested pipeline edge incomparable with its peers.)
     if (n == static_cast<int>(g.members.size())) {
-      if (lg.dp.count(g.group)) out.dp_least.push_back(least);
-      if (lg.pp.count(g.group)) out.pp_least.push_back(least);
+      if (lg.dp.count(g.group)) out.dp.push_back(g.group);
+      if (lg.pp.count(g.group)) out.pp.push_back(g.group);
       double rate = 0;
       if (auto it = by_rank.find(g.members.front()); it != by_rank.end()) {
         if (auto r = it->second->group_rate.find(g.group); r != it->second->group_rate.end()) rate = r->second;
@@ -415,6 +415,24 @@ double reference_ms(std::uint64_t gid, const GroupScan& scan, const GroupBaselin
   if (m == 0) return 0.0;
   const auto at = [&](std::size_t i) { return all[i < skip ? i : i + 1]; };
   return m % 2 == 1 ? at(m / 2) : 0.5 * (at(m / 2 - 1) + at(m / 2));
+}
+
+// The typical transfer of these groups (DP or PP) at the links' healthy speed: the median of their least
+// member times, a suspect group's (a congested link's) taken at its reference when it has one (its own
+// time carries the congestion, which the S3 cost model applies again through the link's ratio: with a DP
+// ring at 9x, the median of two rings read the gradient volume 5x too large and the model's iteration 1.7x
+// the measured one). 0: no such group.
+double healthy_transfer_ms(const std::vector<std::uint64_t>& ids, const GroupScan& scan,
+                           const std::vector<std::pair<std::uint64_t, double>>& suspects, const GroupBaseline* baseline) {
+  std::vector<double> times, scratch;
+  for (std::uint64_t gid : ids) {
+    double t = scan.least.at(gid);
+    if (std::any_of(suspects.begin(), suspects.end(), [&](const auto& s) { return s.first == gid; })) {
+      if (const double reference = reference_ms(gid, scan, baseline); reference > 0) t = std::min(t, reference);
+    }
+    times.push_back(t);
+  }
+  return times.empty() ? 0.0 : analysis::median(times, scratch);
 }
 
 // A host straggler (CPU contention: its launches are slow, not its GPU nor its links): the culprit is the late
@@ -579,8 +597,8 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
   const GroupScan scan =
       scan_groups(by_rank, groups, layout_groups(groups, layout, roles), times, step_ms, measured_step_ms > 0);
   out.slow_groups = suspect_groups(scan, baseline, step_ms, measured_step_ms > 0);
-  if (!scan.dp_least.empty()) out.dp_transfer_ms = analysis::median(scan.dp_least, scratch);
-  if (!scan.pp_least.empty()) out.pp_transfer_ms = analysis::median(scan.pp_least, scratch);
+  out.dp_transfer_ms = healthy_transfer_ms(scan.dp, scan, out.slow_groups, baseline);
+  out.pp_transfer_ms = healthy_transfer_ms(scan.pp, scan, out.slow_groups, baseline);
   name_culprit_and_cause(scan, by_rank, layout, roles, baseline, step_ms, out);
   out.suspect_links = suspect_links(out, scan, by_rank);
   // Every inter-node link a fully profiled group with a reference crosses: the largest ratio of a transfer

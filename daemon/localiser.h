@@ -94,8 +94,9 @@ struct Localisation {
   // crosses, with the largest ratio of such a group's transfer to its reference: how a link looks even when
   // what crosses it is too little to make a suspect. A link absent here was not observed.
   std::vector<SuspectLink> link_readings;
-  // With a layout: the typical DP gradient sync and PP transfer time per iteration (median over the groups
-  // of the least time of a member, the one that waited least: close to the transfer itself). 0: unknown.
+  // With a layout: the typical DP gradient sync and PP transfer time per iteration at the links' healthy
+  // speed (median over the groups of the least time of a member, the one that waited least: close to the
+  // transfer itself; a suspect group's at its reference). 0: unknown.
   double dp_transfer_ms = 0, pp_transfer_ms = 0;
   int ranks_profiled = 0;
   double step_ms = 0;             // the job's iteration in the window (median of the ranks'); 0: not measured

@@ -434,6 +434,11 @@ TEST(Localiser, AgainstAHealthyBaselineALinkEveryComparableGroupCrossesIsFound) 
   ASSERT_EQ(with.suspect_links.size(), 1u);
   EXPECT_EQ(with.suspect_links[0].node_a, 0);
   EXPECT_EQ(with.suspect_links[0].node_b, 1);
+  // The typical DP transfer at the links' healthy speed (what the S3 cost model derives the gradient volume
+  // from, then slows on the suspect link): the suspects count at their baseline's 8 ms, stage 1's at their
+  // own 12 (3 calls of 4 ms): median 10, not the 96 of their own times (which counted the congestion twice).
+  EXPECT_NEAR(with.dp_transfer_ms, 10, 1e-9);
+  EXPECT_NEAR(without.dp_transfer_ms, 96, 1e-9);  // no suspect: their own times
 
   // After a placement switch and its revert the same groups are new communicators (other ids, the same
   // members and work): the baseline still describes them.
