@@ -584,7 +584,6 @@ Localisation localise(const std::vector<ProfileView>& profiles, const std::vecto
                       const std::optional<JobLayout>& layout, const GroupBaseline* baseline) {
   Localisation out;
   const ByRank by_rank = usable(profiles);
-  std::vector<double> scratch;
   out.ranks_profiled = static_cast<int>(by_rank.size());
   // Shares of the window become times per iteration with the iteration time; without it, per unit of time
   // (the policy's score is a ratio to the step either way; the baseline comparison is then skipped).
