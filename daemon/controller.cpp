@@ -1124,11 +1124,26 @@ bool Controller::reconcile_split(const std::set<std::int64_t>& want2, std::int64
   }
   // Nothing better than what runs: a split in force already serves them; else S2 cannot help them, unless
   // the localisation was of a configuration that no longer runs (the replica times it measured under
-  // another split or placement): not declined on it, the profile that follows the change decides.
+  // another split or placement): not declined on it, the profile that follows the change decides. Nor on
+  // one window: a fail-slow is declined once kS2NothingBetterToDecline localisations of it found nothing.
   if (planner_->split_in_force()) {
     split_for_ = want2;
   } else if (current_localisation()) {
-    decline_all(want2, mitigate::Strategy::kS2Microbatches, out);
+    std::set<std::int64_t> spent;
+    for (std::int64_t id : want2) {
+      auto it = accounts_.find(id);
+      if (it == accounts_.end()) continue;
+      Account& a = it->second;
+      if (a.s2_nothing_better_profile_s < last_loc_profile_s_) {
+        a.s2_nothing_better_profile_s = last_loc_profile_s_;
+        ++a.s2_nothing_better;
+        spdlog::info("fail-slow {}: S2 finds no split better than what runs ({} of {} localisations before it is "
+                     "declined)",
+                     id, a.s2_nothing_better, kS2NothingBetterToDecline);
+      }
+      if (a.s2_nothing_better >= kS2NothingBetterToDecline) spent.insert(id);
+    }
+    if (!spent.empty()) decline_all(spent, mitigate::Strategy::kS2Microbatches, out);
   }
   return false;
 }

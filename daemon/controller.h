@@ -78,6 +78,10 @@ std::optional<ValidateMode> parse_validate_mode(std::string_view s);
 inline constexpr double kPreflightMarkWaitS = 120.0;
 inline constexpr int kPreflightAttempts = 3;
 
+// S2 is declined for a fail-slow (for the rest of it) once this many localisations of the configuration in
+// force, from distinct profiles, found no split better than what runs; fewer leave it wanting S2.
+inline constexpr int kS2NothingBetterToDecline = 3;
+
 struct ControllerConfig {
   bool mitigate = false;                       // drive the planner and publish plans
   ValidateMode validate = ValidateMode::kNever;
@@ -324,6 +328,11 @@ class Controller {
   // A fail-slow's ski rental.
   struct Account {
     std::optional<mitigate::SkiRental> ski;
+    // The localisations (when their profiles began) on which S2 found no split better than what runs:
+    // kS2NothingBetterToDecline of them decline S2 for the fail-slow (one window's replica times on a loaded
+    // machine may not show a slow replica that the next window does).
+    int s2_nothing_better = 0;
+    double s2_nothing_better_profile_s = -1e18;
   };
 
   double window_s() const;

@@ -1477,6 +1477,60 @@ TEST(Controller, ARemedyThatDoesNotPayIsUndoneAndNotTriedAgain) {
   EXPECT_GT(again.c.fail_slows()[0].account.loss_s, 1.0);
 }
 
+// One window's replica times do not decline S2 for good. Rank 3's GPU slow; its first profiles show its
+// replica hardly slower (a loaded machine's window: no split beats the even one). When a later profile shows
+// the replica slow, the split comes; when kS2NothingBetterToDecline of them found nothing, S2 is declined.
+TEST(Controller, S2IsDeclinedOnlyWhenSeveralLocalisationsFoundNoBetterSplit) {
+  for (const bool shows_later : {true, false}) {
+    SCOPED_TRACE(shows_later ? "a later profile shows the slow replica" : "no profile shows it");
+    TwoFaults f(mitigating());
+    Driven& d = f.d;
+    d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+    JobInputs in = registry();
+    in.layout = layout({8, 8}, {8, 8});
+    f.step(in, 400);
+    d.feed({change(event_type::kSlowdown, 3, 1, 400, 500)}, at(1, 1));
+    JobInputs done;
+    done.groups = two_groups();
+    done.layout = layout({8, 8}, {8, 8});
+    int at_s2 = 0;  // localisations of the fail-slow that left its account wanting S2 (or declined it)
+    std::optional<Plan> plan;
+    bool declined_early = false;
+    Intents it = f.step(registry(), 500);
+    for (int i = 0; i < 300 && !plan && at_s2 < kS2NothingBetterToDecline + 2; ++i) {
+      if (it.profile) {
+        // Rank 3 late in {2,3} by 13 % of the step: replica 1 (ranks 1, 3) at 1.09x replica 0 per slot (no
+        // split beats 8/8), else at 1.33x.
+        const bool weak = at_s2 < kS2NothingBetterToDecline - 1 || !shows_later;
+        d.feed(dp_profiles(it.profile->command.id, weak ? std::array<double, 4>{0.25, 0.25, 0.35, 0.22}
+                                                       : std::array<double, 4>{0.25, 0.05, 0.30, 0.02}),
+               at(f.t, f.t));
+        it = f.step(done, 500);
+        ASSERT_EQ(d.c.fail_slows().size(), 1u) << at_s2;
+        const SkiAccount& a = d.c.fail_slows()[0].account;
+        at_s2 += a.rung == Strategy::kS2 || !a.s2;
+        if (at_s2 < kS2NothingBetterToDecline) declined_early = declined_early || !d.c.fail_slows()[0].account.s2;
+      } else {
+        it = f.step(registry(), 500);
+      }
+      plan = it.plan;
+    }
+    EXPECT_FALSE(declined_early) << "S2 declined on fewer than " << kS2NothingBetterToDecline << " localisations";
+    ASSERT_EQ(d.c.fail_slows().size(), 1u);
+    if (shows_later) {
+      ASSERT_TRUE(plan);
+      EXPECT_EQ(at_s2, kS2NothingBetterToDecline);
+      EXPECT_EQ(plan->strategy, Strategy::kS2);
+      EXPECT_EQ(plan->action, PlanAction::kApply);
+      EXPECT_GT(plan->microbatches.at(0), plan->microbatches.at(1));
+    } else {
+      EXPECT_FALSE(plan) << plan->reason;
+      EXPECT_GE(at_s2, kS2NothingBetterToDecline);
+      EXPECT_FALSE(d.c.fail_slows()[0].account.s2);
+    }
+  }
+}
+
 // A job that offers only S4 (TP1 x DP2 x PP2, GPUs per node unknown): rank 3's GPU slows.
 struct S4Job {
   TwoFaults f;

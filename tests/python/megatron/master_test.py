@@ -70,7 +70,7 @@ class MasterPlans(unittest.TestCase):
             events = self.events(d)
             plans = [e["detail"] for e in events if e["type"] == "plan"]
             applied = [e["detail"] for e in events if e["type"] == "plan_applied"]
-            self.assertTrue(plans, "the master planned nothing:\n" + self.read(d, "master.log")[-3000:])
+            self.assertTrue(plans, "the master planned nothing:\n" + self.why_no_plan(d, events))
             s2 = plans[0]
             self.assertEqual((s2["strategy"], s2["action"]), ("S2", "apply"), s2)
             self.assertEqual(sum(s2["microbatches"]), 8)
@@ -117,6 +117,22 @@ class MasterPlans(unittest.TestCase):
             if e:
                 out.append(e)
         return out
+
+    @staticmethod
+    def why_no_plan(d, events):
+        """What the master decided on the way (its fail-slow and S2 lines) and what each localisation read
+        (cause, culprit, the replicas' times per slot, the window's pace spread), then its log's tail."""
+        decisions = [l for l in MasterPlans.read(d, "master.log").splitlines() if "fail-slow" in l or "S2" in l]
+        reads = []
+        for e in events:
+            if e.get("type") != "localised":
+                continue
+            x = e.get("detail", {})
+            reads.append("localised %s: cause %s culprit %s replica_ms_per_microbatch %s pace_spread %s" % (
+                x.get("request"), x.get("cause"), x.get("culprit"), x.get("replica_ms_per_microbatch"),
+                x.get("pace_spread")))
+        return "\n".join(decisions[-40:] + reads[-20:]) + "\n--- master.log tail ---\n" + \
+            MasterPlans.read(d, "master.log")[-2000:]
 
     @staticmethod
     def first_plan_applied(d):
