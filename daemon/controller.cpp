@@ -576,7 +576,7 @@ void Controller::localise_profile(const Profiling& p, const std::vector<GroupMem
   } else if (last_change_s_ < p.started_s) {
     // What the planner and the validator work from: a profile of one configuration that measured
     // iterations. One that measured none, or spans a plan switch (two configurations at once), would give
-    // them replica times of nothing (an S2 solve that finds no better split, and declines S2 for good).
+    // them replica times of nothing (an S2 solve that finds no better split, which counts towards declining S2).
     // A window the job's pace moved in (a fault ended or began inside it) shows two states at once: the
     // waiting in its groups moved from one member to another, and transfers look slower than they are. It
     // keeps and ends fail-slows as any window does, opens none, and is not what the planner works from: the
@@ -1143,7 +1143,11 @@ bool Controller::reconcile_split(const std::set<std::int64_t>& want2, std::int64
       }
       if (a.s2_nothing_better >= kS2NothingBetterToDecline) spent.insert(id);
     }
-    if (!spent.empty()) decline_all(spent, mitigate::Strategy::kS2Microbatches, out);
+    if (!spent.empty()) {
+      spdlog::info("fail-slow(s) {}: S2 declined: no split better than what runs on {} localisations", ids(spent),
+                   kS2NothingBetterToDecline);
+      decline_all(spent, mitigate::Strategy::kS2Microbatches, out);
+    }
   }
   return false;
 }

@@ -1494,6 +1494,8 @@ TEST(Controller, S2IsDeclinedOnlyWhenSeveralLocalisationsFoundNoBetterSplit) {
     done.groups = two_groups();
     done.layout = layout({8, 8}, {8, 8});
     int at_s2 = 0;  // localisations of the fail-slow that left its account wanting S2 (or declined it)
+    int declined_at = 0;  // ... the one after which S2 was declined
+    std::int64_t id = 0;
     std::optional<Plan> plan;
     bool declined_early = false;
     Intents it = f.step(registry(), 500);
@@ -1507,9 +1509,15 @@ TEST(Controller, S2IsDeclinedOnlyWhenSeveralLocalisationsFoundNoBetterSplit) {
                at(f.t, f.t));
         it = f.step(done, 500);
         ASSERT_EQ(d.c.fail_slows().size(), 1u) << at_s2;
+        if (id == 0) id = d.c.fail_slows()[0].id;
+        ASSERT_EQ(d.c.fail_slows()[0].id, id) << "the fail-slow ended and reopened (a fresh account)";
         const SkiAccount& a = d.c.fail_slows()[0].account;
         at_s2 += a.rung == Strategy::kS2 || !a.s2;
-        if (at_s2 < kS2NothingBetterToDecline) declined_early = declined_early || !d.c.fail_slows()[0].account.s2;
+        if (at_s2 == 1) {
+          EXPECT_TRUE(a.s2);
+        }
+        if (at_s2 < kS2NothingBetterToDecline) declined_early = declined_early || !a.s2;
+        if (!a.s2 && declined_at == 0) declined_at = at_s2;
       } else {
         it = f.step(registry(), 500);
       }
@@ -1525,7 +1533,7 @@ TEST(Controller, S2IsDeclinedOnlyWhenSeveralLocalisationsFoundNoBetterSplit) {
       EXPECT_GT(plan->microbatches.at(0), plan->microbatches.at(1));
     } else {
       EXPECT_FALSE(plan) << plan->reason;
-      EXPECT_GE(at_s2, kS2NothingBetterToDecline);
+      EXPECT_EQ(declined_at, kS2NothingBetterToDecline);
       EXPECT_FALSE(d.c.fail_slows()[0].account.s2);
     }
   }

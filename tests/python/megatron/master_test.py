@@ -128,9 +128,10 @@ class MasterPlans(unittest.TestCase):
             if e.get("type") != "localised":
                 continue
             x = e.get("detail", {})
-            reads.append("localised %s: cause %s culprit %s replica_ms_per_microbatch %s pace_spread %s" % (
-                x.get("request"), x.get("cause"), x.get("culprit"), x.get("replica_ms_per_microbatch"),
-                x.get("pace_spread")))
+            reads.append("localised %s: cause %s culprit %s (replica %s) replica_ms_per_microbatch %s skew %s "
+                         "pace_spread %s" % (x.get("request"), x.get("cause"), x.get("culprit"),
+                                             x.get("culprit_replica"), x.get("replica_ms_per_microbatch"),
+                                             x.get("replica_skew"), x.get("pace_spread", 1.0)))
         return "\n".join(decisions[-40:] + reads[-20:]) + "\n--- master.log tail ---\n" + \
             MasterPlans.read(d, "master.log")[-2000:]
 
