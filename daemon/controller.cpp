@@ -1734,7 +1734,7 @@ void Controller::maybe_start_preflight(const JobInputs& in, const Now& now, Inte
   last_agents_ = in.agents;
   last_ranks_ = ranks;
   last_groups_ = groups;
-  ValidationPlan plan = plan_preflight(groups);
+  ValidationPlan plan = plan_preflight(groups, {}, cfg_.validator);
   const int groups_tested = static_cast<int>(plan.p2p.size());
   const std::string id = "preflight-" + std::to_string(++preflights_started_) + "." + run_tag_;
   ++p.attempts;

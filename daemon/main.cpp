@@ -75,6 +75,8 @@ void print_help() {
       {"--validate-gemm-n N", std::to_string(c.pause.gemm_n), "n of a pause's n x n x n GEMMs"},
       {"--validate-bytes B,B,..", sizes, "a pause's P2P sizes, bytes"},
       {"--validate-repeats N", std::to_string(c.pause.repeats), "runs of each test"},
+      {"--validate-topologies T,..", "ring,tree",
+       "a group's P2P passes: ring, tree (less the links its ring passes time) or both (NCCL picks either at run time)"},
       {"--pause-deadline-s S", num(c.pause.deadline_s), "every rank resumes by itself after this"},
       {"--pause-estimate-s S", num(c.pause.expected_pause_s),
        "what a validation pause costs until one was measured on the job (auto: part of the S3/S4 price)"},
@@ -113,7 +115,7 @@ int main(int argc, char** argv) {
                              "s4-restart-s", "baseline-after-s", "baseline-every-s", "retire-after-s",
                              "profile-iterations", "reprofile-iterations", "suspect-iterations", "check-iterations", "pay-margin",
                              "validate", "validate-gemm-n", "validate-bytes", "validate-repeats", "pause-deadline-s",
-                             "validate-min-excess-ms", "probe-iterations", "http", "pause-estimate-s",
+                             "validate-min-excess-ms", "validate-topologies", "probe-iterations", "http", "pause-estimate-s",
                              "master-id", "lease-ms", "plan-lease-s"},
                             {"help", "mitigate", "ha"});
     if (a.flag("help")) {
@@ -201,6 +203,24 @@ int main(int argc, char** argv) {
       throw greyhound::ArgError("--pause-deadline-s must be in [1, 600]");
     }
     if (a.has("validate-bytes")) pause.sizes = greyhound::byte_list(a.str("validate-bytes"), "--validate-bytes");
+    if (a.has("validate-topologies")) {
+      auto& v = cfg.controller.validator;
+      v.rings = v.trees = false;
+      const std::string list = a.str("validate-topologies");
+      std::size_t from = 0;
+      while (from <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', from), list.size());
+        const std::string t = list.substr(from, comma - from);
+        if (t == "ring") {
+          v.rings = true;
+        } else if (t == "tree") {
+          v.trees = true;
+        } else {
+          throw greyhound::ArgError("--validate-topologies takes ring, tree or ring,tree, not '" + list + "'");
+        }
+        from = comma + 1;
+      }
+    }
     if (!(cfg.controller.pay_margin >= 0 && cfg.controller.pay_margin < 1)) throw greyhound::ArgError("--pay-margin must be in [0, 1)");
     const auto& c = cfg.controller;
     if (c.profile_s <= 0 || c.ack_timeout_s <= 0) throw greyhound::ArgError("--profile-s and --ack-timeout-s must be > 0");

@@ -7,9 +7,11 @@
 namespace greyhound::master {
 
 namespace {
-// A group's ring test: NCCL's ring order when its graph dump names exactly the group's members, else
-// group-rank order; its ring passes.
-P2pTest ring_test_of(const GroupMembers& g, const std::map<std::uint64_t, std::vector<int>>& ring_orders) {
+// A group's P2P test: over NCCL's ring order when its graph dump names exactly the group's members, else
+// group-rank order; its ring passes, then its tree passes less the transfers the ring passes time already
+// (the same sender and receiver), passes left empty left out.
+P2pTest test_of(const GroupMembers& g, const std::map<std::uint64_t, std::vector<int>>& ring_orders,
+                const ValidatorConfig& config) {
   P2pTest t;
   t.group = g.group;
   const auto known = ring_orders.find(g.group);
@@ -17,7 +19,18 @@ P2pTest ring_test_of(const GroupMembers& g, const std::map<std::uint64_t, std::v
                                                                 g.members.begin(), g.members.end())
                 ? known->second
                 : g.members;
-  t.passes = validate::ring_passes(t.order);
+  if (config.rings || !config.trees) t.passes = validate::ring_passes(t.order);
+  t.ring_passes = static_cast<int>(t.passes.size());
+  if (!config.trees) return t;
+  std::set<std::pair<int, int>> timed;
+  for (const validate::Pass& p : t.passes) {
+    for (const validate::Transfer& x : p) timed.insert({x.src, x.dst});
+  }
+  for (validate::Pass p : validate::tree_passes(t.order)) {
+    p.erase(std::remove_if(p.begin(), p.end(), [&](const validate::Transfer& x) { return timed.count({x.src, x.dst}) != 0; }),
+            p.end());
+    if (!p.empty()) t.passes.push_back(std::move(p));
+  }
   return t;
 }
 }  // namespace
@@ -49,6 +62,7 @@ ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMe
     t.group = best->group;
     t.order = {first_on.at(a), first_on.at(b)};
     t.passes = {validate::Pass{{t.order[0], t.order[1]}}};  // one way: slow or not is all a probe asks
+    t.ring_passes = 1;
     return t;
   };
   plan.p2p.push_back(test(node_a, node_b));
@@ -90,7 +104,7 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
     }
     return nullptr;
   };
-  const auto ring_test = [&](const GroupMembers& g) { return ring_test_of(g, ring_orders); };
+  const auto p2p_test = [&](const GroupMembers& g) { return test_of(g, ring_orders, config); };
   const bool gpu_suspect = loc.culprit >= 0 && loc.cause != Cause::kCommunication;
   if (gpu_suspect) {
     plan.gemm_ranks.push_back(loc.culprit);
@@ -122,7 +136,7 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
     if (static_cast<int>(plan.p2p.size()) >= config.max_groups) break;
     const GroupMembers* g = group_of(id);
     if (g == nullptr || g->members.size() < 2) continue;
-    plan.p2p.push_back(ring_test(*g));
+    plan.p2p.push_back(p2p_test(*g));
   }
   // A transfer is judged against others of its class: when every suspect group crosses the same slow link,
   // they are all slow alike. So one group comparable with the first suspect (same signature) and not
@@ -161,7 +175,7 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
       }
     }
     for (const GroupMembers* gp : refs) {
-      plan.p2p.push_back(ring_test(*gp));
+      plan.p2p.push_back(p2p_test(*gp));
       plan.reference_groups.push_back(gp->group);
     }
   }
@@ -172,7 +186,7 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
     for (const GroupMembers& g : groups) {
       if (g.members.size() < 2) continue;
       if (std::none_of(plan.p2p.begin(), plan.p2p.end(), [&](const P2pTest& t) { return t.group == g.group; })) {
-        plan.p2p.push_back(ring_test(g));
+        plan.p2p.push_back(p2p_test(g));
       }
     }
   }
@@ -192,7 +206,8 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
 }
 
 ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups,
-                              const std::map<std::uint64_t, std::vector<int>>& ring_orders) {
+                              const std::map<std::uint64_t, std::vector<int>>& ring_orders,
+                              const ValidatorConfig& config) {
   ValidationPlan plan;
   std::set<int> everyone;
   std::set<std::vector<int>> tested;  // member sets already timed
@@ -202,7 +217,7 @@ ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups,
     std::vector<int> key = g.members;
     std::sort(key.begin(), key.end());
     if (!tested.insert(key).second) continue;
-    plan.p2p.push_back(ring_test_of(g, ring_orders));
+    plan.p2p.push_back(test_of(g, ring_orders, config));
   }
   if (everyone.size() >= 2) plan.gemm_ranks.assign(everyone.begin(), everyone.end());  // one GPU: nothing to compare
   plan.why = "pre-flight: GEMM on " + std::to_string(plan.gemm_ranks.size()) + " ranks, P2P over " +

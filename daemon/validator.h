@@ -8,7 +8,9 @@
 //    judged against the median of the others, so at least two peers are taken when the job has them), and
 //    with gemm_all every other rank of the job: the GEMMs run in parallel on every GPU, as the paper's do.
 //  - P2P: the suspect groups, slowest first (up to `max_groups`), each as a ring in group-rank order (or
-//    the order NCCL's graph dump gives, when the caller has one), timed in ring passes (2 or 3); and as
+//    the order NCCL's graph dump gives, when the caller has one), timed in ring passes (2 or 3), then as a
+//    binary tree over the same order in tree passes (up to 4) of the tree's links the ring passes did not
+//    time (NCCL picks ring or tree at run time, so both are timed; `trees`); and as
 //    many groups not suspect, as the references their transfers are judged against (a transfer is judged
 //    against the median of its class, and every suspect may cross the same slow link): comparable with the
 //    first suspect first, then of its size whose ring crosses nodes as its does; with p2p_all, every other
@@ -36,14 +38,17 @@ namespace greyhound::master {
 struct ValidatorConfig {
   int gemm_peers = 3;
   bool gemm_all = true;  // then every other rank of the job's groups as well (in parallel: no longer a pause)
-  bool p2p_all = true;   // then every other group's ring passes as well (a pause grows with groups per rank)
+  bool p2p_all = true;   // then every other group's passes as well (a pause grows with groups per rank)
   int max_groups = 4;
+  bool rings = true;     // a group's ring passes
+  bool trees = true;     // ... and its tree passes, less the links the ring passes time (at least one of the two)
 };
 
 struct P2pTest {
   std::uint64_t group = 0;
-  std::vector<int> order;                 // ring order (global ranks)
-  std::vector<validate::Pass> passes;
+  std::vector<int> order;                 // ring order (global ranks); the tree is over it too
+  std::vector<validate::Pass> passes;     // the ring's passes, then the tree's
+  int ring_passes = 0;                    // how many of `passes` are the ring's
 };
 
 struct ValidationPlan {
@@ -76,11 +81,12 @@ ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMe
                                int references = 2);
 
 // A pre-flight check (greyhoundctl preflight): GEMM on every rank of the groups, each judged against the median
-// of all the others; every group of two ranks or more timed in its ring passes (a group whose members are
-// those of one tested already is not tested again). Nothing is suspect: every GPU and every link is judged
-// against the fleet.
+// of all the others; every group of two ranks or more timed in its ring and tree passes (as `config` says; a
+// group whose members are those of one tested already is not tested again). Nothing is suspect: every GPU
+// and every link is judged against the fleet.
 ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups,
-                              const std::map<std::uint64_t, std::vector<int>>& ring_orders = {});
+                              const std::map<std::uint64_t, std::vector<int>>& ring_orders = {},
+                              const ValidatorConfig& config = {});
 
 // What a pre-flight pause's verdict names: every GPU judged slow, and every pair of nodes with a transfer
 // judged slow (its slowest, and how many), with what was tested; the state "slow" or "passed" ("failed" when

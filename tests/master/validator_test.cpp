@@ -61,7 +61,10 @@ TEST(Validator, ALinkSuspectGetsPassesOnlyInTheGraphDumpsOrder) {
   EXPECT_TRUE(p.gemm_ranks.empty());
   ASSERT_EQ(p.p2p.size(), 1u);
   EXPECT_EQ(p.p2p[0].order, (std::vector<int>{0, 2, 1, 3}));
-  EXPECT_EQ(validate::check_passes(p.p2p[0].passes, validate::ring_links({0, 2, 1, 3})), "");
+  ASSERT_EQ(p.p2p[0].ring_passes, 2);
+  EXPECT_EQ(validate::check_passes({p.p2p[0].passes.begin(), p.p2p[0].passes.begin() + 2},
+                                   validate::ring_links({0, 2, 1, 3})),
+            "");
   // A dumped order that is not the group's members is not used.
   p = plan_validation(loc, g, {{0x10, {0, 2, 1, 9}}}, c);
   EXPECT_EQ(p.p2p[0].order, (std::vector<int>{0, 1, 2, 3}));
@@ -211,6 +214,75 @@ PauseReport report(const std::string& id, const std::string& state, const std::s
   r.state = state;
   r.reason = reason;
   return r;
+}
+
+// NCCL picks ring or tree per collective at run time: a group is timed in its ring passes, then in its tree
+// passes (over the same order) less the transfers the ring passes time already.
+TEST(Validator, EachGroupIsTimedInItsRingPassesThenInItsTreesOtherLinks) {
+  Localisation loc;
+  loc.cause = Cause::kCommunication;
+  loc.culprit = 0;
+  loc.slow_groups = {{0x40, 2.0}};
+  const std::vector<GroupMembers> g = {{0x40, {0, 1, 2, 3, 4, 5, 6, 7}, "dp"}};
+  ValidatorConfig c;
+  c.p2p_all = false;
+  const ValidationPlan p = plan_validation(loc, g, {}, c);
+  ASSERT_EQ(p.p2p.size(), 1u);
+  const P2pTest& t = p.p2p[0];
+  ASSERT_EQ(t.ring_passes, 2);
+  const std::vector<validate::Pass> ring(t.passes.begin(), t.passes.begin() + 2);
+  const std::vector<validate::Pass> tree(t.passes.begin() + 2, t.passes.end());
+  EXPECT_EQ(ring, validate::ring_passes(t.order));
+  // The tree of 8 in heap order: 0->1 0->2 1->3 1->4 2->5 2->6 3->7; 0->1 is a ring link.
+  std::vector<validate::Transfer> rest;
+  for (const validate::Transfer& x : validate::tree_links(t.order)) {
+    if (!(x == validate::Transfer{0, 1})) rest.push_back(x);
+  }
+  EXPECT_EQ(rest.size(), 6u);
+  EXPECT_EQ(tree.size(), 4u);
+  EXPECT_EQ(validate::check_passes(tree, rest), "");  // each once, no rank twice in a pass
+  // Rings only, trees only.
+  ValidatorConfig rings = c;
+  rings.trees = false;
+  EXPECT_EQ(plan_validation(loc, g, {}, rings).p2p.at(0).passes, validate::ring_passes(t.order));
+  ValidatorConfig trees = c;
+  trees.rings = false;
+  const ValidationPlan only_trees = plan_validation(loc, g, {}, trees);
+  EXPECT_EQ(only_trees.p2p.at(0).passes, validate::tree_passes(t.order));
+  EXPECT_EQ(only_trees.p2p.at(0).ring_passes, 0);
+  // A ring of 3 sends 2 -> 0; its tree's 0 -> 2 is timed as well. A group of 2: its ring is its tree.
+  const ValidationPlan three = plan_validation(loc, {{0x40, {4, 5, 6}, "dp"}}, {}, c);
+  ASSERT_EQ(three.p2p.at(0).passes.size(), 4u);
+  EXPECT_EQ(three.p2p.at(0).passes[3], (validate::Pass{{4, 6}}));
+  EXPECT_EQ(plan_validation(loc, {{0x40, {4, 5}, "dp"}}, {}, c).p2p.at(0).passes.size(), 2u);
+
+  // In a pause: rank r on node r, the link between nodes 2 and 5 slow. Only the tree's 2 -> 5 crosses it:
+  // found with the trees, not without them.
+  const auto verdict = [&](const ValidationPlan& plan) {
+    PauseSettings s;
+    s.sizes = {1000};
+    const std::vector<int> ranks = {0, 1, 2, 3, 4, 5, 6, 7};
+    const PauseSpec spec = pause_spec(plan, g, ranks, 10, s);
+    ValidationRun run("v", plan, spec, g, loc, 1.0, 100.0, 8.0);
+    for (int r : ranks) run.report(r, r, report("v", "trapped"), 100.1);
+    EXPECT_EQ(run.step(100.2).command.value_or(""), "pause_run");
+    for (int r : ranks) {
+      PauseReport d = report("v", "done");
+      for (const PauseTransferSpec& x : spec.ranks.at(r).transfers) {
+        const bool slow = (r == 2 && x.peer == 5) || (r == 5 && x.peer == 2);
+        d.transfers.push_back({x, {slow ? 10.0 : 1.0}});
+      }
+      run.report(r, r, d, 100.5);
+    }
+    run.step(100.6);
+    return run.outcome();
+  };
+  const ValidatedReport with_trees = verdict(p);
+  EXPECT_EQ(with_trees.cause, "link") << with_trees.reason;
+  EXPECT_EQ(std::minmax(with_trees.node_a, with_trees.node_b), std::minmax(2, 5));
+  EXPECT_EQ(with_trees.links.size(), 14u);  // 8 ring transfers, 6 of the tree
+  const ValidatedReport without = verdict(plan_validation(loc, g, {}, rings));
+  EXPECT_EQ(without.cause, "none") << without.reason;
 }
 
 // One validation pause from arming to the verdict: run once every rank is at the cut, resume once every

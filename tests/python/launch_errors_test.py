@@ -6,7 +6,8 @@ usage: /usr/bin/python3 launch_errors_test.py BIN_DIR
 - An agent that cannot start (here: a flag it does not know) is reported by greyhound-run, whose command
   still runs with its own exit status; with --print-env nothing is exported and the status is 1 (the Slurm
   TaskProlog then runs the task without greyhound). An agent that starts is not reported.
-- greyhound-master refuses an --event-log it cannot open instead of running without it.
+- greyhound-master refuses an --event-log it cannot open instead of running without it, and
+  --validate-topologies other than ring, tree or both.
 - greyhound-simcluster refuses faults on ranks or nodes the cluster does not have, and a chaos target on a
   node it does not have (given inline, the documented form, or as a number too large for an int).
 - In a shared --shm-dir, an agent lock planted as a symlink or left writable by others is refused loudly (the
@@ -115,6 +116,13 @@ class LaunchErrors(unittest.TestCase):
             r = run([master, "--job", "x", "--redis", UNREACHABLE] + flags, env=self.env)
             self.assertEqual(r.returncode, 2, (flags, r.stderr))
             self.assertIn(needle, r.stderr, flags)
+
+    def test_the_master_refuses_validation_topologies_it_does_not_know(self):
+        master = os.path.join(BIN, "greyhound-master")
+        for value in ("ring,star", "", "ring,", "rings"):
+            r = run([master, "--job", "x", "--redis", UNREACHABLE, "--validate-topologies", value], env=self.env)
+            self.assertEqual(r.returncode, 2, (value, r.stderr))
+            self.assertIn("--validate-topologies takes ring, tree or ring,tree", r.stderr, value)
 
     def plant_lock_link(self, job):
         victim = os.path.join(self.shm, "victim")
