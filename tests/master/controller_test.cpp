@@ -499,6 +499,15 @@ struct TwoFaults {
   bool marks = false;  // the job marks its iterations (it can be paused)
   explicit TwoFaults(ControllerConfig cfg) : d(cfg) {}
 
+  // A fresh job (8 and 8 micro-batches) whose rank 3 reports a slowdown from job time 1; nothing stepped since.
+  void rank3_slows() {
+    d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
+    JobInputs in = registry();
+    in.layout = layout({8, 8}, {8, 8});
+    step(in, 400);
+    d.feed({change(event_type::kSlowdown, 3, 1, 400, 500)}, at(1, 1));
+  }
+
   Intents step(JobInputs in, double iter_ms) {
     in.pace = pace(++index, iter_ms);
     if (marks) in.pace->mark = index;
@@ -1429,11 +1438,7 @@ TEST(Controller, AnOperatorsSettingsChangeTheProfileWindowAndGoBackWhenUnset) {
 TEST(Controller, ARemedyThatDoesNotPayIsUndoneAndNotTriedAgain) {
   TwoFaults f(mitigating());
   Driven& d = f.d;
-  d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
-  JobInputs in = registry();
-  in.layout = layout({8, 8}, {8, 8});
-  f.step(in, 400);
-  d.feed({change(event_type::kSlowdown, 3, 1, 400, 500)}, at(1, 1));
+  f.rank3_slows();
   Intents it = f.step(registry(), 500);
   ASSERT_TRUE(it.profile);
   d.feed(dp_profiles(it.profile->command.id, {0.25, 0.05, 0.30, 0.02}), at(f.t, f.t));
@@ -1485,11 +1490,7 @@ TEST(Controller, S2IsDeclinedOnlyWhenSeveralLocalisationsFoundNoBetterSplit) {
     SCOPED_TRACE(shows_later ? "a later profile shows the slow replica" : "no profile shows it");
     TwoFaults f(mitigating());
     Driven& d = f.d;
-    d.c.load(MasterState{}, std::nullopt, 0, "0-0", at(0));
-    JobInputs in = registry();
-    in.layout = layout({8, 8}, {8, 8});
-    f.step(in, 400);
-    d.feed({change(event_type::kSlowdown, 3, 1, 400, 500)}, at(1, 1));
+    f.rank3_slows();
     JobInputs done;
     done.groups = two_groups();
     done.layout = layout({8, 8}, {8, 8});
