@@ -20,7 +20,6 @@ P2pTest test_of(const GroupMembers& g, const std::map<std::uint64_t, std::vector
                 ? known->second
                 : g.members;
   if (config.rings || !config.trees) t.passes = validate::ring_passes(t.order);
-  t.ring_passes = static_cast<int>(t.passes.size());
   if (!config.trees) return t;
   std::set<std::pair<int, int>> timed;
   for (const validate::Pass& p : t.passes) {
@@ -62,7 +61,6 @@ ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMe
     t.group = best->group;
     t.order = {first_on.at(a), first_on.at(b)};
     t.passes = {validate::Pass{{t.order[0], t.order[1]}}};  // one way: slow or not is all a probe asks
-    t.ring_passes = 1;
     return t;
   };
   plan.p2p.push_back(test(node_a, node_b));

@@ -48,7 +48,6 @@ struct P2pTest {
   std::uint64_t group = 0;
   std::vector<int> order;                 // ring order (global ranks); the tree is over it too
   std::vector<validate::Pass> passes;     // the ring's passes, then the tree's
-  int ring_passes = 0;                    // how many of `passes` are the ring's
 };
 
 struct ValidationPlan {
