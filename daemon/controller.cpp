@@ -5,6 +5,7 @@
 #include "common/record_json.h"
 
 #include "greyhound/analysis/robust_stats.h"
+#include "greyhound/validate/ring_order.h"
 
 #include <spdlog/spdlog.h>
 
@@ -49,13 +50,29 @@ std::optional<ValidateMode> parse_validate_mode(std::string_view s) {
   return std::nullopt;
 }
 
-std::vector<GroupMembers> comparable_groups(const std::vector<GroupRecord>& records) {
+std::vector<GroupMembers> comparable_groups(const std::vector<GroupRecord>& records, std::vector<std::string>* notes) {
   std::vector<GroupMembers> out;
   for (const GroupRecord& r : records) {
     if (!r.complete()) continue;
     GroupMembers g;
     g.group = r.id;
     for (const auto& [group_rank, rank] : r.members) g.members.push_back(rank);
+    for (const auto& [group_rank, rank] : r.members) {
+      const auto n = r.nodes.find(group_rank);
+      if (n == r.nodes.end()) break;
+      g.nodes.push_back(n->second);
+    }
+    if (g.nodes.size() != g.members.size()) g.nodes.clear();
+    if (r.nccl_ring) {
+      const auto order = !g.nodes.empty()
+                             ? validate::nccl_ring_order(g.nodes, r.nccl_ring->segment, r.nccl_ring->crosses_nodes)
+                             : Result<std::vector<int>>::failure("the nodes of its members are not all known");
+      if (order) {
+        for (int group_rank : *order) g.nccl_order.push_back(g.members[static_cast<std::size_t>(group_rank)]);
+      } else if (notes) {
+        notes->push_back("group " + group_id_hex(r.id) + ": NCCL's ring order left out: " + order.error());
+      }
+    }
     // What the group moves per iteration: the op/size kinds its first reporting member saw.
     g.signature = std::to_string(r.size);
     if (!r.ops.empty()) {
@@ -1441,7 +1458,7 @@ bool Controller::start_validation(const Localisation& loc, std::set<std::int64_t
     return false;
   };
   if (!last_pace_ || last_pace_->mark < 0) return give_up("the job marks no iterations (greyhound_job_mark_iteration_v1)");
-  launch_pause(loc, plan_validation(loc, last_groups_, {}, cfg_.validator, last_node_of_),
+  launch_pause(loc, plan_validation(loc, last_groups_, cfg_.validator, last_node_of_),
                "validate-" + std::to_string(++validations_) + "." + run_tag_, why, now, out);
   validating_for_ = std::move(fail_slows);
   return true;
@@ -1734,7 +1751,7 @@ void Controller::maybe_start_preflight(const JobInputs& in, const Now& now, Inte
   last_agents_ = in.agents;
   last_ranks_ = ranks;
   last_groups_ = groups;
-  ValidationPlan plan = plan_preflight(groups, {}, cfg_.validator);
+  ValidationPlan plan = plan_preflight(groups, cfg_.validator);
   const int groups_tested = static_cast<int>(plan.p2p.size());
   const std::string id = "preflight-" + std::to_string(++preflights_started_) + "." + run_tag_;
   ++p.attempts;

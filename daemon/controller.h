@@ -147,8 +147,11 @@ struct JobInputs {
   std::optional<IterationUpdate> pace;  // the pacing rank's latest iteration (daemon/pace.h), when the driver has one
 };
 
-// The group registry as the localiser compares it: complete groups, with what each moves per iteration.
-std::vector<GroupMembers> comparable_groups(const std::vector<GroupRecord>& records);
+// The group registry as the localiser compares it: complete groups, with what each moves per iteration, and
+// NCCL's ring order over those a member's graph dump gave it for (validate::nccl_ring_order; a dump that does
+// not describe its group is left out, with why in `notes` when given: "group <id>: <why>").
+std::vector<GroupMembers> comparable_groups(const std::vector<GroupRecord>& records,
+                                            std::vector<std::string>* notes = nullptr);
 // What each group's calls move (for the bus bandwidth in /metrics).
 std::map<std::uint64_t, GroupTraffic> group_traffic(const std::vector<GroupRecord>& records);
 

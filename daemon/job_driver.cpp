@@ -317,7 +317,9 @@ JobInputs JobDriver::read_inputs(const Needs& needs, std::optional<IterationUpda
         if (!e.error.empty()) warn_once("group", "group " + e.id + " is malformed (" + e.error + ")");
         if (e.value) records.push_back(*e.value);
       }
-      in.groups = comparable_groups(records);
+      std::vector<std::string> notes;
+      in.groups = comparable_groups(records, &notes);
+      for (const std::string& n : notes) warn_once("nccl-ring:" + n, n);
       in.traffic = group_traffic(records);
     }
   }

@@ -61,6 +61,8 @@ struct GroupMembers {
   std::uint64_t group = 0;
   std::vector<int> members;  // global ranks in group-rank order
   std::string signature;     // what it moves per iteration (equal: comparable)
+  std::vector<int> nccl_order = {};  // the members in NCCL's ring order, from a member's graph dump; empty: not known
+  std::vector<int> nodes = {};       // the node of each member, in group-rank order; empty: not all known
 };
 
 // What a group's calls move (from the agents' op counts): the call that moves most of its bytes

@@ -7,17 +7,16 @@
 namespace greyhound::master {
 
 namespace {
-// A group's P2P test: over NCCL's ring order when its graph dump names exactly the group's members, else
-// group-rank order; its ring passes, then its tree passes less the transfers the ring passes time already
-// (the same sender and receiver), passes left empty left out.
-P2pTest test_of(const GroupMembers& g, const std::map<std::uint64_t, std::vector<int>>& ring_orders,
-                const ValidatorConfig& config) {
+// A group's P2P test: over NCCL's ring order when a member's graph dump gave it (and it holds exactly the
+// group's members), else group-rank order; its ring passes, then its tree passes less the transfers the ring
+// passes time already (the same sender and receiver), passes left empty left out. The tree is NCCL's (a chain
+// per node, a double binary tree of the nodes) when the members' nodes are known (from the group, else
+// `node_of`), else the binary tree in heap layout over the order.
+P2pTest test_of(const GroupMembers& g, const ValidatorConfig& config, const std::map<int, int>& node_of = {}) {
   P2pTest t;
   t.group = g.group;
-  const auto known = ring_orders.find(g.group);
-  t.order = known != ring_orders.end() && std::is_permutation(known->second.begin(), known->second.end(),
-                                                                g.members.begin(), g.members.end())
-                ? known->second
+  t.order = std::is_permutation(g.nccl_order.begin(), g.nccl_order.end(), g.members.begin(), g.members.end())
+                ? g.nccl_order
                 : g.members;
   if (config.rings || !config.trees) t.passes = validate::ring_passes(t.order);
   if (!config.trees) return t;
@@ -25,7 +24,22 @@ P2pTest test_of(const GroupMembers& g, const std::map<std::uint64_t, std::vector
   for (const validate::Pass& p : t.passes) {
     for (const validate::Transfer& x : p) timed.insert({x.src, x.dst});
   }
-  for (validate::Pass p : validate::tree_passes(t.order)) {
+  std::vector<int> nodes;  // of t.order's ranks
+  for (int r : t.order) {
+    const auto at = std::find(g.members.begin(), g.members.end(), r) - g.members.begin();
+    const auto known = node_of.find(r);
+    if (g.nodes.size() == g.members.size()) {
+      nodes.push_back(g.nodes[static_cast<std::size_t>(at)]);
+    } else if (known != node_of.end()) {
+      nodes.push_back(known->second);
+    } else {
+      nodes.clear();
+      break;
+    }
+  }
+  const std::vector<validate::Pass> tree =
+      nodes.size() == t.order.size() ? validate::nccl_tree_passes(t.order, nodes) : validate::tree_passes(t.order);
+  for (validate::Pass p : tree) {
     p.erase(std::remove_if(p.begin(), p.end(), [&](const validate::Transfer& x) { return timed.count({x.src, x.dst}) != 0; }),
             p.end());
     if (!p.empty()) t.passes.push_back(std::move(p));
@@ -93,7 +107,6 @@ ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMe
 }
 
 ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupMembers>& groups,
-                               const std::map<std::uint64_t, std::vector<int>>& ring_orders,
                                const ValidatorConfig& config, const std::map<int, int>& node_of) {
   ValidationPlan plan;
   const auto group_of = [&](std::uint64_t id) -> const GroupMembers* {
@@ -102,7 +115,7 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
     }
     return nullptr;
   };
-  const auto p2p_test = [&](const GroupMembers& g) { return test_of(g, ring_orders, config); };
+  const auto p2p_test = [&](const GroupMembers& g) { return test_of(g, config, node_of); };
   const bool gpu_suspect = loc.culprit >= 0 && loc.cause != Cause::kCommunication;
   if (gpu_suspect) {
     plan.gemm_ranks.push_back(loc.culprit);
@@ -203,9 +216,7 @@ ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupM
   return plan;
 }
 
-ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups,
-                              const std::map<std::uint64_t, std::vector<int>>& ring_orders,
-                              const ValidatorConfig& config) {
+ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups, const ValidatorConfig& config) {
   ValidationPlan plan;
   std::set<int> everyone;
   std::set<std::vector<int>> tested;  // member sets already timed
@@ -215,7 +226,7 @@ ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups,
     std::vector<int> key = g.members;
     std::sort(key.begin(), key.end());
     if (!tested.insert(key).second) continue;
-    plan.p2p.push_back(test_of(g, ring_orders, config));
+    plan.p2p.push_back(test_of(g, config));
   }
   if (everyone.size() >= 2) plan.gemm_ranks.assign(everyone.begin(), everyone.end());  // one GPU: nothing to compare
   plan.why = "pre-flight: GEMM on " + std::to_string(plan.gemm_ranks.size()) + " ranks, P2P over " +

@@ -8,9 +8,10 @@
 //    judged against the median of the others, so at least two peers are taken when the job has them), and
 //    with gemm_all every other rank of the job: the GEMMs run in parallel on every GPU, as the paper's do.
 //  - P2P: the suspect groups, slowest first (up to `max_groups`), each as a ring in group-rank order (or
-//    the order NCCL's graph dump gives, when the caller has one), timed in ring passes (2 or 3), then as a
-//    binary tree over the same order in tree passes (up to 4) of the tree's links the ring passes did not
-//    time (NCCL picks ring or tree at run time, so both are timed; `trees`); and as
+//    NCCL's, when a member's graph dump gave it), timed in ring passes (2 or 3), then as NCCL's trees (a
+//    chain per node, a double binary tree of the nodes' heads: validate::nccl_tree_links; the binary tree in
+//    heap layout over the ring's order when the members' nodes are not known) in passes of the trees' links
+//    the ring passes did not time (NCCL picks ring or tree at run time, so both are timed; `trees`); and as
 //    many groups not suspect, as the references their transfers are judged against (a transfer is judged
 //    against the median of its class, and every suspect may cross the same slow link): comparable with the
 //    first suspect first, then of its size whose ring crosses nodes as its does; with p2p_all, every other
@@ -60,11 +61,10 @@ struct ValidationPlan {
   bool empty() const { return gemm_ranks.empty() && p2p.empty(); }
 };
 
-// `ring_orders`: NCCL's ring order of a group, when known (from its graph dump), by group id.
-// `node_of`: the node of each rank, when known (a reference group of the suspects' link class is chosen
+// A group's ring follows NCCL's ring order when a member's graph dump gave it (GroupMembers::nccl_order),
+// else group-rank order. `node_of`: the node of each rank, when known (a reference group of the suspects' link class is chosen
 // when no comparable one is left).
 ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupMembers>& groups,
-                               const std::map<std::uint64_t, std::vector<int>>& ring_orders = {},
                                const ValidatorConfig& config = {}, const std::map<int, int>& node_of = {});
 
 // A probe of the link between nodes `node_a` and `node_b` when no group of the job sends over it any more
@@ -83,9 +83,7 @@ ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMe
 // of all the others; every group of two ranks or more timed in its ring and tree passes (as `config` says; a
 // group whose members are those of one tested already is not tested again). Nothing is suspect: every GPU
 // and every link is judged against the fleet.
-ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups,
-                              const std::map<std::uint64_t, std::vector<int>>& ring_orders = {},
-                              const ValidatorConfig& config = {});
+ValidationPlan plan_preflight(const std::vector<GroupMembers>& groups, const ValidatorConfig& config = {});
 
 // What a pre-flight pause's verdict names: every GPU judged slow, and every pair of nodes with a transfer
 // judged slow (its slowest, and how many), with what was tested; the state "slow" or "passed" ("failed" when

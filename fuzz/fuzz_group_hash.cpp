@@ -1,7 +1,8 @@
 // A group's Redis hash (store/job_store.h, parse_group_hash) on any fields: the input's lines are the group
 // id, then field, value, field, value, ... It never crashes; a refusal says why; a group it accepts has its
 // members within its size and every rank within greyhound's bounds, and what it accepts, written back the way
-// the agents write a group (AgentUpdate::group_member, group_ops), reads back the same and without error.
+// the agents write a group (AgentUpdate::group_member, group_ops, group_nccl_ring), reads back the same and
+// without error.
 #include <map>
 #include <string>
 #include <utility>
@@ -68,18 +69,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& [op, n] : counts) check(op.size() <= 64, "op names are bounded");
   }
   check(g.created_by.size() <= 64, "created_by is bounded");
+  for (const auto& [gr, n] : g.nodes) check(gr >= 0 && n >= 0 && n <= gh::kMaxRank, "nodes are nodes");
+  if (g.nccl_ring) {
+    const gh::NcclRingDump& d = *g.nccl_ring;
+    check(!d.segment.empty() && d.segment.size() <= 4096, "a dumped ring's part is bounded");
+    for (int r : d.segment) check(r >= 0 && (g.size == 0 || r < g.size), "a dumped ring's ranks are the group's");
+    check(d.channels >= 1 && d.channels <= 1024, "channels are bounded");
+  }
 
   // Written back as the agents write it, it reads back the same.
   std::vector<std::pair<std::string, std::string>> fields;
   if (g.size > 0) fields.emplace_back("size", std::to_string(g.size));
   for (const auto& [gr, r] : g.members) fields.emplace_back("member:" + std::to_string(gr), std::to_string(r));
+  for (const auto& [gr, n] : g.nodes) fields.emplace_back("node:" + std::to_string(gr), std::to_string(n));
+  if (g.nccl_ring) fields.emplace_back("nccl_ring", gh::to_json(*g.nccl_ring).dump());
   fields.emplace_back("created_by", nlohmann::json(g.created_by).dump());
   for (const auto& [r, counts] : g.ops) fields.emplace_back("ops:" + std::to_string(r), nlohmann::json(counts).dump());
   const auto again = gh::store::parse_group_hash(hex, hash_of(fields));
   check(again.value.has_value(), "what it accepted reads back: " + again.error);
   check(again.error.empty(), "without error: " + again.error);
   check(again.value->id == g.id && again.value->size == g.size && again.value->members == g.members &&
-            again.value->created_by == g.created_by && again.value->ops == g.ops,
+            again.value->created_by == g.created_by && again.value->ops == g.ops && again.value->nodes == g.nodes &&
+            again.value->nccl_ring == g.nccl_ring,
         "and the same");
   return 0;
 }

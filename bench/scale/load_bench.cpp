@@ -472,7 +472,7 @@ int run(int argc, char** argv) {
     for (const bench::SyntheticGroup* g : groups_of_node[n]) {
       for (std::size_t i = 0; i < g->members.size(); ++i) {
         if (job.node_of(g->members[i]) != n) continue;
-        u.group_member(g->id, static_cast<int>(g->members.size()), static_cast<int>(i), g->members[i], "CommSplit");
+        u.group_member(g->id, static_cast<int>(g->members.size()), static_cast<int>(i), g->members[i], "CommSplit", n);
         u.group_ops(g->id, g->members[i], g->ops);
       }
     }

@@ -21,6 +21,10 @@ namespace greyhound {
 
 // "greyhound.<job>.<rank>" (rank tag: the global rank, or "p<pid>" when the rank is unknown).
 std::string ring_file_name(std::string_view job, std::string_view rank_tag);
+// Where the hook leaves its copy of NCCL's graph dump (`graph`) or topology dump for the group `group_id` of the
+// ring at `ring_path`, for the agent (docs/validation.md, "NCCL's ring order"): <dir>/nccl-graph.<ring
+// file>.<16 hex> or <dir>/nccl-topo.<ring file>.<16 hex>, beside the ring but never taken for one.
+std::string nccl_dump_copy_path(const std::string& ring_path, std::uint64_t group_id, bool graph);
 // Keeps [A-Za-z0-9_.-] and replaces anything else by '_'; empty becomes "default". At most kRingJobMax-1.
 std::string sanitize_job_name(std::string_view job);
 

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/nccl_ring.h"
 #include "common/clock.h"
 #include "common/record_json.h"
 #include "greyhound/hash.h"
@@ -79,6 +80,20 @@ void Agent::discover(std::uint64_t now_ns) {
   }
 }
 
+// NCCL's ring order over a group this rank made, when the job set NCCL_GRAPH_DUMP_FILE and the rank is the
+// one NCCL dumped on: the hook left copies of the dumps beside the ring before the group's record.
+void Agent::take_nccl_ring_of(const std::string& path, const GroupMembership& g) {
+  auto ring = take_nccl_ring(path, g.group_id, g.group_rank, g.group_size);
+  if (ring) {
+    spdlog::info("NCCL's ring over group {} from the graph dump of its rank {}: {} of its ranks on this node, {} channels",
+                 group_id_hex(g.group_id), g.group_rank, ring->segment.size(), ring->channels);
+    nccl_rings_[path][g.group_id] = std::move(*ring);
+  } else if (ring.status().code != Errc::kUnavailable && logged_.insert("nccl-ring:" + path).second) {
+    spdlog::warn("NCCL's graph dump of group {} (rank {}) not used, validation follows group-rank order: {}",
+                 group_id_hex(g.group_id), g.group_rank, ring.error());
+  }
+}
+
 void Agent::queue_event(Event e) {
   e.source = "agent:" + std::to_string(cfg_.node);
   e.node = cfg_.node;
@@ -123,7 +138,10 @@ void Agent::publish_state(std::uint64_t now_ns, bool full) {
       reg.ring = path;
       reg.t_unix_ms = unix_ms_of(t->created_mono_ns());
       update.rank(reg);
-      for (const auto& [gid, g] : t->groups()) update.group_member(gid, g.group_size, g.group_rank, t->rank(), g.created_by);
+      for (const auto& [gid, g] : t->groups()) update.group_member(gid, g.group_size, g.group_rank, t->rank(), g.created_by, cfg_.node);
+      if (const auto dumps = nccl_rings_.find(path); dumps != nccl_rings_.end()) {
+        for (const auto& [gid, ring] : dumps->second) update.group_nccl_ring(gid, ring);
+      }
     }
     if (!started_event_sent_) {
       Event e = event_at(event_type::kAgentStart, now_ns);
@@ -247,6 +265,7 @@ void Agent::step(std::uint64_t now_ns) {
     t->poll(now_ns, obs);
     if (!obs.iterations.empty() || !obs.new_groups.empty()) last_activity_ns_ = now_ns;
     if (!obs.new_groups.empty()) published_reconnects_ = ~0ull;
+    for (const GroupMembership& g : obs.new_groups) take_nccl_ring_of(path, g);
     if (!obs.iterations.empty()) {
       const TrackedIteration& it = obs.iterations.back();
       IterationUpdate u;

@@ -108,6 +108,8 @@ class Agent {
   void steer_pause(const Command& cmd);
   void watch_pause(std::uint64_t now_ns);
   void report_fail_stop(const std::string& path, const RankTracker& t, std::uint64_t now_ns);
+  void take_nccl_ring_of(const std::string& path, const GroupMembership& g);
+  std::map<std::string, std::map<std::uint64_t, NcclRingDump>> nccl_rings_;  // by ring path, group
   void watch_stall(const std::string& path, const RankTracker& t, std::uint64_t now_ns);
   std::map<std::string, std::uint64_t> stalls_;  // rings whose rank is stalled, by path: since when (mono ns)
   std::set<std::string> fail_stops_;  // rings whose writer died (reported), by path

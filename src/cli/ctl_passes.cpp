@@ -1,6 +1,8 @@
-// greyhoundctl passes --topology ring|tree (--ranks R1,R2,.. | --graph-dump FILE --topo-dump FILE [--channel C])
+// greyhoundctl passes --topology ring|tree (--ranks R1,R2,.. [--nodes N1,N2,..] | --graph-dump FILE --topo-dump FILE
+//                     [--channel C])
 // The validation's P2P pass plan (include/greyhound/validate/pass_plan.h) over a ring or binary tree of
-// ranks: --ranks in the order given (the ring's order, or the tree in heap layout); --graph-dump the ring
+// ranks: --ranks in the order given (the ring's order, or the tree in heap layout; with --nodes, the node of
+// each rank, the tree is NCCL's: a chain per node, a double binary tree of the nodes); --graph-dump the ring
 // order of channel C (default 0) of NCCL's graph dump (NCCL_GRAPH_DUMP_FILE; ring topology only), whose
 // devices --topo-dump (NCCL_TOPO_DUMP_FILE of the same run) gives the ranks of. Prints
 // one JSON object, {"passes":[[[src,dst],...],...]}: every link once, no rank twice in a pass. Bad input:
@@ -18,11 +20,14 @@
 namespace greyhound::ctl {
 
 int cmd_passes(const Argv& argv) {
-  const Args args(argv, {"topology", "ranks", "graph-dump", "topo-dump", "channel"}, {});
+  const Args args(argv, {"topology", "ranks", "nodes", "graph-dump", "topo-dump", "channel"}, {});
   const std::string topology = args.str("topology");
   if (topology != "ring" && topology != "tree") throw ArgError("--topology: ring or tree, not '" + topology + "'");
   if (args.has("ranks") == args.has("graph-dump")) throw ArgError("give one of --ranks, --graph-dump");
   if (args.has("channel") && !args.has("graph-dump")) throw ArgError("--channel needs --graph-dump");
+  if (args.has("nodes") && (!args.has("ranks") || topology != "tree")) {
+    throw ArgError("--nodes goes with --topology tree --ranks (the node of each rank: NCCL's trees)");
+  }
   if (args.has("graph-dump") != args.has("topo-dump")) {
     throw ArgError("--graph-dump and --topo-dump go together: NCCL's graph dump names CUDA devices, the topology "
                    "dump (NCCL_TOPO_DUMP_FILE, same run) their ranks");
@@ -49,8 +54,22 @@ int cmd_passes(const Argv& argv) {
   if (std::set<int>(order.begin(), order.end()).size() != order.size()) throw ArgError("--ranks: a rank appears twice");
   if (order.size() < 2) throw ArgError("a " + topology + " of " + std::to_string(order.size()) + " rank(s) has no link to time");
   const validate::Topology t = topology == "ring" ? validate::Topology::kRing : validate::Topology::kTree;
+  std::vector<validate::Pass> plan;
+  if (args.has("nodes")) {
+    std::vector<int> nodes;
+    for (std::int64_t n : parse_integer_list(args.str("nodes"), "--nodes")) {
+      if (n < 0 || n > (1 << 24)) throw ArgError("--nodes: " + std::to_string(n) + " is not a node");
+      nodes.push_back(static_cast<int>(n));
+    }
+    if (nodes.size() != order.size()) {
+      throw ArgError("--nodes: " + std::to_string(nodes.size()) + " nodes for " + std::to_string(order.size()) + " ranks");
+    }
+    plan = validate::nccl_tree_passes(order, nodes);
+  } else {
+    plan = validate::passes(t, order);
+  }
   nlohmann::json passes = nlohmann::json::array();
-  for (const validate::Pass& p : validate::passes(t, order)) {
+  for (const validate::Pass& p : plan) {
     nlohmann::json pass = nlohmann::json::array();
     for (const validate::Transfer& x : p) pass.push_back({x.src, x.dst});
     passes.push_back(std::move(pass));

@@ -47,6 +47,15 @@ std::string sanitize_job_name(std::string_view job) {
   return out;
 }
 
+std::string nccl_dump_copy_path(const std::string& ring_path, std::uint64_t group_id, bool graph) {
+  const std::size_t slash = ring_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : ring_path.substr(0, slash);
+  const std::string file = slash == std::string::npos ? ring_path : ring_path.substr(slash + 1);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(group_id));
+  return dir + (graph ? "/nccl-graph." : "/nccl-topo.") + file + "." + hex;
+}
+
 std::string ring_file_name(std::string_view job, std::string_view rank_tag) {
   std::string name = "greyhound.";
   name += sanitize_job_name(job);

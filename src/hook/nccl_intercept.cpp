@@ -11,6 +11,7 @@
 #include "greyhound/ops.h"
 #include "gpu_timer.h"
 #include "group_id.h"
+#include "nccl_dumps.h"
 #include "pause_gate.h"
 #include "runtime.h"
 
@@ -278,13 +279,18 @@ void register_comm(RecordPayload& p, Op op, ncclResult_t rc, ncclComm_t comm, st
   p.group_rank = rank;
   p.group_size = size;
   if ((rc != ncclSuccess && rc != ncclInProgress) || comm == nullptr) return;
-  if (!ghh::runtime().groups.insert(comm, group_id, rank, size)) {
+  ghh::Runtime& rt = ghh::runtime();
+  if (!rt.groups.insert(comm, group_id, rank, size)) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
       ghh::log_line(gh::LogLevel::kWarn, "more than %zu live communicators: new ones get group id 0",
                     ghh::GroupTable::kCapacity);
     }
   }
+  // NCCL's dumps of a communicator made in full (with ncclInProgress they are still to come), next to the ring
+  // before this record tells the agent of the group; the job's own copies where it asked for them.
+  const bool recording = rt.mode.load(std::memory_order_acquire) == ghh::kRecording && rt.ring != nullptr;
+  ghh::keep_nccl_dumps(recording ? rt.ring->path() : std::string(), group_id, rank, rc == ncclSuccess, p.t_ns);
 }
 
 void fill_lifecycle_end(RecordPayload& p, Op op, ncclComm_t comm) {

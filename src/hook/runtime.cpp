@@ -1,5 +1,7 @@
 #include "runtime.h"
 
+#include "nccl_dumps.h"
+
 #include "gpu_timer.h"
 
 #include "common/private_file.h"
@@ -156,6 +158,7 @@ void* resolve_real(const char* name, void* self) noexcept {
 // At exit() (or a return from main): the ring says this process ended, and with which status, so that the
 // agent tells a finished rank from one that failed. A process killed by a signal never gets here.
 void mark_exited(int status, void*) {
+  settle_nccl_dumps();
   Runtime& r = g_runtime;
   if (r.ring == nullptr) return;  // a forked child without a ring of its own (atfork_child cleared it)
   RingHeader* h = r.ring->header();

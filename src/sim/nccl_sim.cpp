@@ -24,6 +24,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -203,6 +204,8 @@ std::string segment_path(std::uint64_t key) {
 }
 
 // Attaches this process as `rank` of the `nranks`-member communicator named by `key`; waits for all.
+void write_nccl_dumps(ncclComm* c);
+
 ncclResult_t attach(ncclComm_t* out, std::uint64_t key, int nranks, int rank) {
   if (out == nullptr || nranks < 1 || rank < 0 || rank >= nranks || nranks > 4096) {
     set_error("invalid communicator arguments (nranks %d, rank %d)", nranks, rank);
@@ -265,8 +268,68 @@ ncclResult_t attach(ncclComm_t* out, std::uint64_t key, int nranks, int rank) {
   c->received.assign(un, 0);
   c->send_seq.assign(un, 0);
   c->recv_seq.assign(un, 0);
+  write_nccl_dumps(c);
   *out = c;
   return ncclSuccess;
+}
+
+// NCCL's dumps as NCCL writes them (src/graph/xml.cc, search.cc; include/greyhound/validate/graph_dump.h), on
+// the rank NCCL_GRAPH_DUMP_FILE_RANK / NCCL_TOPO_DUMP_FILE_RANK names (default 0), at the path the variable
+// names, for every communicator made: the topology of this rank's node (each of its GPUs of the communicator:
+// device = global rank % GPUs per node, and rank) and a ring graph of 2 channels listing those GPUs in ring
+// order, between <net> devices when the communicator spans nodes. The stand-in's ring order on a node is its
+// devices in ascending order, or descending with GREYHOUND_SIM_NCCL_RING=descending (a topology whose search
+// enters the node at its last GPU; a test can then tell the dump's order from group-rank order).
+int dump_rank_env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || *v == '\0' ? 0 : std::atoi(v);
+}
+
+void write_nccl_dumps(ncclComm* c) {
+  const char* graph_path = std::getenv("NCCL_GRAPH_DUMP_FILE");
+  const char* topo_path = std::getenv("NCCL_TOPO_DUMP_FILE");
+  const gs::SimProcess& sp = gs::sim_process();
+  const int gpn = std::max(1, sp.model.gpus_per_node);
+  const int my_node = c->nodes[static_cast<std::size_t>(c->rank)];
+  std::vector<std::pair<int, int>> local;  // (device, communicator rank) of this node's ranks
+  bool spans = false;
+  for (int r = 0; r < c->nranks; ++r) {
+    if (c->nodes[static_cast<std::size_t>(r)] != my_node) {
+      spans = true;
+      continue;
+    }
+    local.push_back({c->info(r)->global_rank % gpn, r});
+  }
+  std::sort(local.begin(), local.end());
+  const char* order = std::getenv("GREYHOUND_SIM_NCCL_RING");
+  if (order != nullptr && std::string(order) == "descending") std::reverse(local.begin(), local.end());
+  if (topo_path != nullptr && *topo_path != '\0' && c->rank == dump_rank_env("NCCL_TOPO_DUMP_FILE_RANK")) {
+    if (FILE* f = std::fopen(topo_path, "w")) {
+      std::fprintf(f, "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\">\n");
+      for (const auto& [dev, r] : local) {
+        std::fprintf(f, "    <pci busid=\"0000:%02x:00.0\" class=\"0x030200\">\n", 0x10 + dev);
+        std::fprintf(f, "      <gpu dev=\"%d\" sm=\"90\" rank=\"%d\" gdr=\"1\"/>\n    </pci>\n", dev, r);
+      }
+      std::fprintf(f, "  </cpu>\n</system>\n");
+      std::fclose(f);
+    }
+  }
+  if (graph_path != nullptr && *graph_path != '\0' && c->rank == dump_rank_env("NCCL_GRAPH_DUMP_FILE_RANK")) {
+    if (FILE* f = std::fopen(graph_path, "w")) {
+      std::fprintf(f, "<graphs version=\"1\">\n  <graph id=\"0\" pattern=\"4\" crossnic=\"0\" nchannels=\"2\" "
+                      "speedintra=\"40\" speedinter=\"20\" latencyinter=\"0\" typeintra=\"NVL\" typeinter=\"PIX\" "
+                      "samechannels=\"1\">\n");
+      for (int ch = 0; ch < 2; ++ch) {
+        std::fprintf(f, "    <channel>\n");
+        if (spans) std::fprintf(f, "      <net dev=\"0\"/>\n");
+        for (const auto& [dev, r] : local) std::fprintf(f, "      <gpu dev=\"%d\"/>\n", dev);
+        if (spans) std::fprintf(f, "      <net dev=\"0\"/>\n");
+        std::fprintf(f, "    </channel>\n");
+      }
+      std::fprintf(f, "  </graph>\n</graphs>\n");
+      std::fclose(f);
+    }
+  }
 }
 
 void detach(ncclComm* c) {

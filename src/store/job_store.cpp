@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "common/record_json.h"
 #include "common/bounded_json.h"
@@ -192,6 +193,7 @@ std::vector<std::string> xadd(const std::string& key, long maxlen, const std::st
 
 }  // namespace
 
+
 // A group's hash, field by field (job_store.h).
 Entry<GroupRecord> parse_group_hash(const std::string& hex, const RedisReply& hash) {
   Entry<GroupRecord> out;
@@ -224,12 +226,25 @@ Entry<GroupRecord> parse_group_hash(const std::string& hex, const RedisReply& ha
       } else {
         g.members[static_cast<int>(gr)] = static_cast<int>(x);
       }
+    } else if (k.rfind("node:", 0) == 0) {
+      long gr = 0;
+      if (!to_int(k.substr(5), 0, kMaxRank, &gr) || !to_int(v, 0, kMaxRank, &x)) {
+        note(printable(k, 32) + ": not a node");
+      } else {
+        g.nodes[static_cast<int>(gr)] = static_cast<int>(x);
+      }
     } else if (k == "created_by") {
       auto j = parse_bounded(v);
       if (j && j->is_string() && j->get_ref<const std::string&>().size() <= 64) {
         g.created_by = j->get<std::string>();
       } else {
         note("created_by: not a JSON string");
+      }
+    } else if (k == "nccl_ring") {
+      if (auto ring = parse_nccl_ring_dump(v)) {
+        g.nccl_ring = std::move(*ring);
+      } else {
+        note("nccl_ring: " + ring.error());
       }
     } else if (k.rfind("ops:", 0) == 0) {
       long rank = 0;
@@ -260,6 +275,11 @@ Entry<GroupRecord> parse_group_hash(const std::string& hex, const RedisReply& ha
       bad_member = true;
     }
   }
+  if (g.nccl_ring && g.size > 0 &&
+      *std::max_element(g.nccl_ring->segment.begin(), g.nccl_ring->segment.end()) >= g.size) {
+    note("nccl_ring: a rank beyond the group's size");
+    g.nccl_ring.reset();
+  }
   if (!bad_member) out.value = std::move(g);
   return out;
 }
@@ -273,16 +293,27 @@ void AgentUpdate::rank(const RankRegistration& r) {
   commands_.push_back({"SADD", keys::ranks(job_), std::to_string(r.rank)});
 }
 
-void AgentUpdate::group_member(std::uint64_t group, int size, int group_rank, int rank, const std::string& created_by) {
+void AgentUpdate::group_member(std::uint64_t group, int size, int group_rank, int rank, const std::string& created_by,
+                               int node) {
   const std::string hex = group_id_hex(group);
   commands_.push_back({"SADD", keys::groups(job_), hex});
-  commands_.push_back({"HSET", keys::group(job_, hex), "size", std::to_string(size), "member:" + std::to_string(group_rank),
-                       std::to_string(rank), "created_by", nlohmann::json(created_by).dump()});
+  std::vector<std::string> hset = {"HSET",         keys::group(job_, hex), "size", std::to_string(size),
+                                   "member:" + std::to_string(group_rank), std::to_string(rank), "created_by",
+                                   nlohmann::json(created_by).dump()};
+  if (node >= 0) {
+    hset.push_back("node:" + std::to_string(group_rank));
+    hset.push_back(std::to_string(node));
+  }
+  commands_.push_back(std::move(hset));
 }
 
 void AgentUpdate::group_ops(std::uint64_t group, int rank, const std::map<std::string, std::uint64_t>& ops) {
   commands_.push_back({"HSET", keys::group(job_, group_id_hex(group)), "ops:" + std::to_string(rank),
                        nlohmann::json(ops).dump()});
+}
+
+void AgentUpdate::group_nccl_ring(std::uint64_t group, const NcclRingDump& ring) {
+  commands_.push_back({"HSET", keys::group(job_, group_id_hex(group)), "nccl_ring", to_json(ring).dump()});
 }
 
 void AgentUpdate::iteration(const IterationUpdate& u) {

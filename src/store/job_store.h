@@ -30,8 +30,9 @@ class AgentUpdate {
  public:
   void register_job();
   void rank(const RankRegistration& r);
-  void group_member(std::uint64_t group, int size, int group_rank, int rank, const std::string& created_by);
+  void group_member(std::uint64_t group, int size, int group_rank, int rank, const std::string& created_by, int node);
   void group_ops(std::uint64_t group, int rank, const std::map<std::string, std::uint64_t>& ops);
+  void group_nccl_ring(std::uint64_t group, const NcclRingDump& ring);
   void iteration(const IterationUpdate& u);
   void heartbeat(const AgentHeartbeat& h);
   bool empty() const { return commands_.empty() && !register_job_; }
@@ -178,8 +179,8 @@ class JobStore {
 // is ignored), for the group named by `hex`: "size", "member:<group rank>" (a global rank), "created_by" (a
 // JSON string), "ops:<global rank>" (a JSON object of op kind -> count), others ignored. No value (with
 // `error`) for an id that is not one, a size or a member that is not a rank, or a member beyond the size;
-// a value with `error` when only a created_by or an op count was malformed (left out). What the agents write
-// (AgentUpdate::group_member, group_ops) reads back as written. Pure; fuzzed (fuzz/fuzz_group_hash.cpp).
+// a value with `error` when only a created_by, an op count or the nccl_ring was malformed (left out). What the
+// agents write (AgentUpdate::group_member, group_ops, group_nccl_ring) reads back as written. Pure; fuzzed (fuzz/fuzz_group_hash.cpp).
 Entry<GroupRecord> parse_group_hash(const std::string& hex, const RedisReply& hash);
 
 }  // namespace greyhound::store

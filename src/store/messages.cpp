@@ -1610,6 +1610,47 @@ json to_json(const RestartRequest& r) {
           {"t_unix_ms", r.t_unix_ms}};
 }
 
+nlohmann::json to_json(const NcclRingDump& d) {
+  return {{"group_rank", d.group_rank}, {"segment", d.segment}, {"crosses_nodes", d.crosses_nodes}, {"channels", d.channels}};
+}
+
+// A group's nccl_ring field: {"group_rank":R,"segment":[R,...],"crosses_nodes":B,"channels":N}, the segment's
+// ranks distinct and below kMaxRank, R among them.
+Result<NcclRingDump> parse_nccl_ring_dump(const std::string& v) {
+  using R = Result<NcclRingDump>;
+  const auto j = parse_bounded(v);
+  if (!j || !j->is_object()) return R::failure("not a JSON object");
+  NcclRingDump d;
+  const auto gr = j->find("group_rank");
+  const auto seg = j->find("segment");
+  const auto crosses = j->find("crosses_nodes");
+  const auto channels = j->find("channels");
+  if (gr == j->end() || !gr->is_number_integer() || gr->get<long long>() < 0 || gr->get<long long>() >= kMaxRank) {
+    return R::failure("group_rank: not a rank");
+  }
+  d.group_rank = static_cast<int>(gr->get<long long>());
+  if (seg == j->end() || !seg->is_array() || seg->empty() || seg->size() > 4096) {
+    return R::failure("segment: not a list of 1 to 4096 ranks");
+  }
+  std::set<int> seen;
+  for (const auto& r : *seg) {
+    if (!r.is_number_integer() || r.get<long long>() < 0 || r.get<long long>() >= kMaxRank ||
+        !seen.insert(static_cast<int>(r.get<long long>())).second) {
+      return R::failure("segment: not distinct ranks");
+    }
+    d.segment.push_back(static_cast<int>(r.get<long long>()));
+  }
+  if (!seen.count(d.group_rank)) return R::failure("segment: does not hold group_rank");
+  if (crosses == j->end() || !crosses->is_boolean()) return R::failure("crosses_nodes: not true or false");
+  d.crosses_nodes = crosses->get<bool>();
+  if (channels == j->end() || !channels->is_number_integer() || channels->get<long long>() < 1 ||
+      channels->get<long long>() > 1024) {
+    return R::failure("channels: not 1 to 1024");
+  }
+  d.channels = static_cast<int>(channels->get<long long>());
+  return d;
+}
+
 std::optional<RestartRequest> parse_restart_request(const std::string& text, std::string* error) {
   return parse_with<RestartRequest>(text, error, [](const Fields& f, const json&) {
     RestartRequest r;

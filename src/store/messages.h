@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "greyhound/result.h"
 #include "greyhound/vocabulary.h"
 
 namespace greyhound {
@@ -698,12 +699,30 @@ std::optional<JobRestart> parse_job_restart(const nlohmann::json& detail, std::s
 
 // One communication group (hash group:<gid>): members by group rank, how it was created, and per member the
 // op kinds and counts it moved ("AllReduce:8192" -> n).
+// NCCL's ring over a group as the graph dump of one of its members shows it (field nccl_ring of the group's
+// hash, written by that member's agent; docs/validation.md, "NCCL's ring order"): the dumping node's part
+// of ring channel 0, in group ranks.
+struct NcclRingDump {
+  int group_rank = -1;        // the member that dumped it
+  std::vector<int> segment;   // its node's group ranks, in ring order
+  bool crosses_nodes = false;  // the channel enters and leaves its node by the network
+  int channels = 0;           // ring channels in the dump
+  bool operator==(const NcclRingDump&) const = default;
+};
+
+nlohmann::json to_json(const NcclRingDump& d);
+// Fails (naming the field) on anything but what to_json writes: a JSON object, its segment 1 to 4096
+// distinct ranks holding group_rank, crosses_nodes a boolean, channels 1 to 1024.
+Result<NcclRingDump> parse_nccl_ring_dump(const std::string& text);
+
 struct GroupRecord {
   std::uint64_t id = 0;
   int size = 0;                                    // 0: unknown
   std::map<int, int> members;                      // group rank -> global rank
+  std::map<int, int> nodes;                        // group rank -> the node its agent runs on
   std::string created_by;                          // "CommInitRank", "CommSplit", ...
   std::map<int, std::map<std::string, std::uint64_t>> ops;  // global rank -> op kind -> count
+  std::optional<NcclRingDump> nccl_ring;           // when a member's job set NCCL_GRAPH_DUMP_FILE
   bool complete() const { return size > 0 && static_cast<int>(members.size()) == size; }
 };
 

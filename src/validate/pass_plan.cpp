@@ -46,6 +46,69 @@ std::vector<Pass> tree_passes(const std::vector<int>& order) {
   return out;
 }
 
+int nccl_btree_parent(int n, int r) {
+  if (r <= 0 || r >= n) return -1;
+  const int bit = r & -r;  // the lowest set bit
+  const int up = (r ^ bit) | (bit << 1);
+  return up < n ? up : (r ^ bit);
+}
+
+int nccl_dtree_parent(int n, int r) {
+  if (r < 0 || r >= n) return -1;
+  if (n % 2 == 0) {
+    const int p = nccl_btree_parent(n, n - 1 - r);
+    return p < 0 ? -1 : n - 1 - p;
+  }
+  const int p = nccl_btree_parent(n, (r - 1 + n) % n);
+  return p < 0 ? -1 : (p + 1) % n;
+}
+
+std::vector<Transfer> nccl_tree_links(const std::vector<int>& order, const std::vector<int>& node_of) {
+  std::vector<Transfer> out;
+  if (order.size() != node_of.size() || order.size() < 2) return out;
+  // Each node's ranks in the order given, the nodes in the order first reached.
+  std::vector<int> nodes;
+  std::map<int, std::vector<int>> chain;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (!chain.count(node_of[i])) nodes.push_back(node_of[i]);
+    chain[node_of[i]].push_back(order[i]);
+  }
+  std::set<std::pair<int, int>> seen;
+  const auto add = [&](int src, int dst) {
+    if (seen.insert({src, dst}).second) out.push_back({src, dst});
+  };
+  for (int node : nodes) {
+    const std::vector<int>& c = chain[node];
+    for (std::size_t i = 0; i + 1 < c.size(); ++i) add(c[i], c[i + 1]);
+  }
+  const int n = static_cast<int>(nodes.size());
+  const auto head = [&](int k) { return chain[nodes[static_cast<std::size_t>(k)]].front(); };
+  for (int k = 0; k < n; ++k) {
+    if (const int p = nccl_btree_parent(n, k); p >= 0) add(head(p), head(k));
+  }
+  for (int k = 0; k < n; ++k) {
+    if (const int p = nccl_dtree_parent(n, k); p >= 0) add(head(p), head(k));
+  }
+  return out;
+}
+
+std::vector<Pass> nccl_tree_passes(const std::vector<int>& order, const std::vector<int>& node_of) {
+  std::vector<Pass> out;
+  std::vector<std::set<int>> busy;
+  for (const Transfer& t : nccl_tree_links(order, node_of)) {
+    std::size_t p = 0;
+    while (p < out.size() && (busy[p].count(t.src) || busy[p].count(t.dst))) ++p;
+    if (p == out.size()) {
+      out.emplace_back();
+      busy.emplace_back();
+    }
+    out[p].push_back(t);
+    busy[p].insert(t.src);
+    busy[p].insert(t.dst);
+  }
+  return out;
+}
+
 std::vector<Pass> passes(Topology t, const std::vector<int>& order) {
   return t == Topology::kRing ? ring_passes(order) : tree_passes(order);
 }

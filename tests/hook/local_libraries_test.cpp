@@ -18,14 +18,22 @@
 namespace greyhound {
 namespace {
 
+// A temporary directory, removed with everything in it also when an assertion ends the test early.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const char* prefix) {
+    std::string tmpl = std::string("/tmp/") + prefix + "-XXXXXX";
+    if (mkdtemp(tmpl.data()) != nullptr) path = tmpl;
+  }
+  ~TempDir() {
+    if (!path.empty()) std::system(("rm -rf " + path).c_str());
+  }
+};
+
 TEST(HookLocalLibraries, CallsReachTheJobsOwnNcclAndTheHookTimesThemWithItsCudaRuntime) {
-  char tmpl[] = "/tmp/gh-local-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() { std::system(("rm -rf " + dir).c_str()); }
-  } remove_dir{dir};  // also when an assertion ends the test early
+  const TempDir temp("gh-local");
+  ASSERT_FALSE(temp.path.empty());
+  const std::string& dir = temp.path;
   const int calls = 8;
   const std::string cmd = "GREYHOUND_SHM_DIR=" + dir + " GREYHOUND_JOB=local GREYHOUND_RANK=0 LD_PRELOAD=" +
                           GREYHOUND_HOOK_PATH + " " + GREYHOUND_DLOPEN_JOB + " " + GREYHOUND_LOCAL_JOB + " " +
@@ -59,6 +67,57 @@ TEST(HookLocalLibraries, CallsReachTheJobsOwnNcclAndTheHookTimesThemWithItsCudaR
   }
   EXPECT_EQ(all_reduces, calls);
   EXPECT_GE(timings, calls / 2);
+}
+
+// NCCL's dumps (src/hook/nccl_dumps.h): with NCCL_GRAPH_DUMP_FILE set (no topology dump), the rank that
+// makes a communicator leaves copies of both dumps beside its ring for the agent, the job finds its graph dump
+// where it asked for it, and no file of the hook's is left beside it; with the hook recording nothing (an
+// unwritable shm dir) or disabled, the job's dump is still there.
+TEST(HookNcclDumps, TheJobsDumpIsWhereItAskedAndTheAgentGetsCopiesBesideTheRing) {
+  const TempDir temp("gh-dumps");
+  ASSERT_FALSE(temp.path.empty());
+  const std::string& dir = temp.path;
+  const auto run = [&](const std::string& case_dir, const std::string& env) {
+    std::system(("mkdir -p " + case_dir + "/shm").c_str());
+    const std::string cmd = env + " GREYHOUND_JOB=local GREYHOUND_RANK=0 NCCL_GRAPH_DUMP_FILE=" + case_dir +
+                            "/graph.xml LD_PRELOAD=" + GREYHOUND_HOOK_PATH + " " + GREYHOUND_DLOPEN_JOB + " " +
+                            GREYHOUND_LOCAL_JOB + " 2 > " + case_dir + "/out.txt 2>&1";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  const auto files = [](const std::string& d) {
+    std::string out;
+    FILE* p = popen(("ls " + d).c_str(), "r");
+    char buf[512];
+    while (p != nullptr && std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    if (p != nullptr) pclose(p);
+    return out;
+  };
+  const auto text = [](const std::string& path) {
+    std::string out;
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      char buf[512];
+      while (std::fgets(buf, sizeof buf, f) != nullptr) out += buf;
+      std::fclose(f);
+    }
+    return out;
+  };
+  const std::string rec = dir + "/recording";
+  ASSERT_EQ(run(rec, "GREYHOUND_SHM_DIR=" + rec + "/shm"), 0) << text(rec + "/out.txt");
+  EXPECT_NE(text(rec + "/graph.xml").find("<graphs version=\"1\">"), std::string::npos) << files(rec);
+  EXPECT_EQ(files(rec), "graph.xml\nout.txt\nshm\n");  // no .greyhound.<pid> file, no topology dump
+  const std::string shm = files(rec + "/shm");
+  EXPECT_NE(shm.find("nccl-graph.greyhound.local.0."), std::string::npos) << shm;
+  EXPECT_NE(shm.find("nccl-topo.greyhound.local.0."), std::string::npos) << shm;
+  // Recording nothing (the ring cannot be made), or disabled: the job's dump all the same. (The test job
+  // looks for its ring to switch profiling on, and ends with 13 without one.)
+  const std::string pass = dir + "/pass-through";
+  ASSERT_EQ(run(pass, "GREYHOUND_SHM_DIR=" + pass + "/no-such-dir"), 13) << text(pass + "/out.txt");
+  EXPECT_EQ(files(pass), "graph.xml\nout.txt\nshm\n");
+  const std::string off = dir + "/disabled";
+  ASSERT_EQ(run(off, "GREYHOUND_DISABLE=1 GREYHOUND_SHM_DIR=" + off + "/shm"), 13) << text(off + "/out.txt");
+  EXPECT_EQ(files(off), "graph.xml\nout.txt\nshm\n");
+  EXPECT_EQ(files(off + "/shm"), "");
 }
 
 }  // namespace

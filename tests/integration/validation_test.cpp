@@ -125,13 +125,25 @@ TEST_F(Validation, ASlowGpuIsNamedByItsGemm) {
 }
 
 TEST_F(Validation, ACongestedLinkIsNamedByItsTransfers) {
-  // The link between nodes 2 and 3 at 5 % from 20 s (after the healthy baseline).
+  // The link between nodes 2 and 3 at 5 % from 20 s (after the healthy baseline). The job asks NCCL for its
+  // graph and topology dumps, and the stand-in's NCCL enters each node at its last GPU: the world's ring is
+  // 1 0 3 2 5 4 7 6 (docs/validation.md, "NCCL's ring order"), so its transfers include 0 -> 3, which neither
+  // its ring nor its tree in group-rank order (0 1 ... 7) sends, and not 7 -> 0, which its ring in that order
+  // closes with (no other group holds both).
+  const std::string dumps = root_ + "/link-dumps";
+  std::system(("mkdir -p " + dumps).c_str());
   const SimRun r =
-      run("link", R"({"faults":[{"kind":"link","nodes":[2,3],"start_s":20,"end_s":70,"bandwidth_factor":0.05}]})", 110);
+      run("link", R"({"faults":[{"kind":"link","nodes":[2,3],"start_s":20,"end_s":70,"bandwidth_factor":0.05}]})", 110,
+          "--rank-env NCCL_GRAPH_DUMP_FILE=" + dumps + "/graph.xml,NCCL_TOPO_DUMP_FILE=" + dumps +
+              "/topo.xml,GREYHOUND_SIM_NCCL_RING=descending");
   ASSERT_EQ(r.exit_code, 0) << r.log();
   const auto v = verdicts(r);
   ASSERT_FALSE(v.empty()) << r.report.dump(1);
   for (const auto& x : v) {
+    std::set<std::pair<int, int>> sent;
+    for (const auto& l : x.links) sent.insert({l.src, l.dst});
+    EXPECT_EQ(sent.count({0, 3}), 1u) << "the world's ring in NCCL's order";
+    EXPECT_EQ(sent.count({7, 0}), 0u) << "the world's ring in group-rank order";
     EXPECT_EQ(x.cause, "link") << x.reason;
     EXPECT_EQ(x.node_a, 2) << x.reason;
     EXPECT_EQ(x.node_b, 3) << x.reason;
@@ -144,6 +156,10 @@ TEST_F(Validation, ACongestedLinkIsNamedByItsTransfers) {
     }
   }
   expect_same_training(r, 110);
+  // The job's dumps are where it asked for them, and no process's own copy is left.
+  EXPECT_NE(slurp(dumps + "/graph.xml").find("<graphs version=\"1\">"), std::string::npos);
+  EXPECT_NE(slurp(dumps + "/topo.xml").find("<system"), std::string::npos);
+  EXPECT_EQ(std::system(("ls " + dumps + " | grep -q greyhound").c_str()) == 0, false) << "a .greyhound.<pid> file left";
 }
 
 TEST_F(Validation, ASlowGpuAndASlowLinkAtOnceAreBothNamed) {

@@ -1687,6 +1687,40 @@ TEST(Controller, ComparableGroupsFromTheRegistry) {
   EXPECT_EQ(out[0].group, 0x10u);
   EXPECT_EQ(out[0].members, (std::vector<int>{4, 6}));
   EXPECT_EQ(out[0].signature, "2|AllReduce:8192|Broadcast:4");
+  EXPECT_TRUE(out[0].nccl_order.empty());  // no member's graph dump
+}
+
+// NCCL's ring order over a group, from the dumping member's node's part (in group ranks) and every member's
+// node: the members in that order; a dump that does not describe the group is left out, with why.
+TEST(Controller, ComparableGroupsCarryNcclsRingOrderFromAMembersGraphDump) {
+  GroupRecord g;
+  g.id = 0x20;
+  g.size = 4;
+  g.members = {{0, 10}, {1, 11}, {2, 12}, {3, 13}};
+  g.nodes = {{0, 5}, {1, 5}, {2, 6}, {3, 6}};
+  g.nccl_ring = NcclRingDump{0, {1, 0}, true, 2};
+  std::vector<std::string> notes;
+  auto out = comparable_groups({g}, &notes);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].members, (std::vector<int>{10, 11, 12, 13}));
+  EXPECT_EQ(out[0].nccl_order, (std::vector<int>{11, 10, 13, 12}));
+  EXPECT_EQ(out[0].nodes, (std::vector<int>{5, 5, 6, 6}));
+  EXPECT_TRUE(notes.empty());
+  // A member's node unknown, or a part that is not its node's: group-rank order, and why.
+  GroupRecord no_node = g;
+  no_node.nodes.erase(3);
+  GroupRecord wrong = g;
+  wrong.id = 0x21;
+  wrong.nccl_ring = NcclRingDump{0, {0, 2}, true, 2};
+  out = comparable_groups({no_node, wrong}, &notes);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].nccl_order.empty());
+  EXPECT_TRUE(out[0].nodes.empty());  // not all known
+  EXPECT_TRUE(out[1].nccl_order.empty());
+  EXPECT_EQ(notes, (std::vector<std::string>{
+                       "group 0000000000000020: NCCL's ring order left out: the nodes of its members are not all known",
+                       "group 0000000000000021: NCCL's ring order left out: the dumped ring names ranks of nodes 5 and 6 "
+                       "(a channel lists one node's GPUs)"}));
 }
 
 // A pre-flight request is served once: answered "waiting" at once, a pause of every rank planned once the

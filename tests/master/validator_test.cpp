@@ -25,7 +25,7 @@ TEST(Validator, AComputeCulpritGetsGemmWithItsPeersAndTheSuspectGroupsRingPasses
   ValidatorConfig only_peers;
   only_peers.gemm_all = false;
   only_peers.p2p_all = false;
-  const ValidationPlan peers = plan_validation(loc, groups(), {}, only_peers);
+  const ValidationPlan peers = plan_validation(loc, groups(), only_peers);
   // The culprit, its group's other member, then its other groups' members: 3 peers.
   EXPECT_EQ(peers.gemm_ranks, (std::vector<int>{3, 1, 2, 7}));
   // By default every other GPU as well (they run in parallel).
@@ -54,10 +54,10 @@ TEST(Validator, ALinkSuspectGetsPassesOnlyInTheGraphDumpsOrder) {
   loc.cause = Cause::kCommunication;
   loc.culprit = 0;
   loc.slow_groups = {{0x10, 3.0}};
-  std::vector<GroupMembers> g = {{0x10, {0, 1, 2, 3}, "dp"}};
+  std::vector<GroupMembers> g = {{0x10, {0, 1, 2, 3}, "dp", {0, 2, 1, 3}}};
   ValidatorConfig c;
   c.p2p_all = false;
-  ValidationPlan p = plan_validation(loc, g, {{0x10, {0, 2, 1, 3}}}, c);
+  ValidationPlan p = plan_validation(loc, g, c);
   EXPECT_TRUE(p.gemm_ranks.empty());
   ASSERT_EQ(p.p2p.size(), 1u);
   EXPECT_EQ(p.p2p[0].order, (std::vector<int>{0, 2, 1, 3}));
@@ -66,13 +66,14 @@ TEST(Validator, ALinkSuspectGetsPassesOnlyInTheGraphDumpsOrder) {
                                    validate::ring_links({0, 2, 1, 3})),
             "");
   // A dumped order that is not the group's members is not used.
-  p = plan_validation(loc, g, {{0x10, {0, 2, 1, 9}}}, c);
+  g[0].nccl_order = {0, 2, 1, 9};
+  p = plan_validation(loc, g, c);
   EXPECT_EQ(p.p2p[0].order, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_TRUE(p.reference_groups.empty());  // no other group to compare with
   // At most max_groups suspect groups, and the reference.
   loc.slow_groups = {{0x10, 3.0}, {0x11, 2.0}, {0x12, 1.5}};
   c.max_groups = 2;
-  p = plan_validation(loc, groups(), {}, c);
+  p = plan_validation(loc, groups(), c);
   ASSERT_EQ(p.p2p.size(), 3u);
   EXPECT_EQ(p.reference_groups, (std::vector<std::uint64_t>{0x13}));  // 0x12 is suspect too, no other DP group
   EXPECT_EQ(p.p2p[2].group, 0x13u);
@@ -83,9 +84,9 @@ TEST(Validator, ALinkSuspectGetsPassesOnlyInTheGraphDumpsOrder) {
   const std::map<int, int> node_of = {{0, 0}, {1, 0}, {2, 1}, {3, 1}, {4, 2}, {5, 2}, {6, 3}, {7, 3}};
   ValidatorConfig c2;
   c2.p2p_all = false;
-  p = plan_validation(loc, g2, {}, c2, node_of);
+  p = plan_validation(loc, g2, c2, node_of);
   EXPECT_EQ(p.reference_groups, (std::vector<std::uint64_t>{0x10, 0x11}));  // the other DP groups cross nodes
-  p = plan_validation(loc, g2, {}, c2);  // nodes unknown: none
+  p = plan_validation(loc, g2, c2);  // nodes unknown: none
   EXPECT_TRUE(p.reference_groups.empty());
   // Nothing suspect: nothing to test.
   EXPECT_TRUE(plan_validation(Localisation{}, groups()).empty());
@@ -216,6 +217,29 @@ PauseReport report(const std::string& id, const std::string& state, const std::s
   return r;
 }
 
+// The verdict of a pause of `plan` over ranks 0-7 (rank r on node r), every transfer taking 1 ms but those
+// between ranks `a` and `b`, 10 ms: a congested link between their nodes.
+ValidatedReport verdict_with_slow_link(const ValidationPlan& plan, const std::vector<GroupMembers>& g,
+                                       const Localisation& loc, int a, int b) {
+  PauseSettings s;
+  s.sizes = {1000};
+  const std::vector<int> ranks = {0, 1, 2, 3, 4, 5, 6, 7};
+  const PauseSpec spec = pause_spec(plan, g, ranks, 10, s);
+  ValidationRun run("v", plan, spec, g, loc, 1.0, 100.0, 8.0);
+  for (int r : ranks) run.report(r, r, report("v", "trapped"), 100.1);
+  EXPECT_EQ(run.step(100.2).command.value_or(""), "pause_run");
+  for (int r : ranks) {
+    PauseReport d = report("v", "done");
+    for (const PauseTransferSpec& x : spec.ranks.at(r).transfers) {
+      const bool slow = (r == a && x.peer == b) || (r == b && x.peer == a);
+      d.transfers.push_back({x, {slow ? 10.0 : 1.0}});
+    }
+    run.report(r, r, d, 100.5);
+  }
+  run.step(100.6);
+  return run.outcome();
+}
+
 // NCCL picks ring or tree per collective at run time: a group is timed in its ring passes, then in its tree
 // passes (over the same order) less the transfers the ring passes time already.
 TEST(Validator, EachGroupIsTimedInItsRingPassesThenInItsTreesOtherLinks) {
@@ -226,7 +250,7 @@ TEST(Validator, EachGroupIsTimedInItsRingPassesThenInItsTreesOtherLinks) {
   const std::vector<GroupMembers> g = {{0x40, {0, 1, 2, 3, 4, 5, 6, 7}, "dp"}};
   ValidatorConfig c;
   c.p2p_all = false;
-  const ValidationPlan p = plan_validation(loc, g, {}, c);
+  const ValidationPlan p = plan_validation(loc, g, c);
   ASSERT_EQ(p.p2p.size(), 1u);
   const P2pTest& t = p.p2p[0];
   ASSERT_EQ(t.passes.size(), 6u);  // the ring's 2, then the tree's 4
@@ -244,44 +268,61 @@ TEST(Validator, EachGroupIsTimedInItsRingPassesThenInItsTreesOtherLinks) {
   // Rings only, trees only.
   ValidatorConfig rings = c;
   rings.trees = false;
-  EXPECT_EQ(plan_validation(loc, g, {}, rings).p2p.at(0).passes, validate::ring_passes(t.order));
+  EXPECT_EQ(plan_validation(loc, g, rings).p2p.at(0).passes, validate::ring_passes(t.order));
   ValidatorConfig trees = c;
   trees.rings = false;
-  const ValidationPlan only_trees = plan_validation(loc, g, {}, trees);
+  const ValidationPlan only_trees = plan_validation(loc, g, trees);
   EXPECT_EQ(only_trees.p2p.at(0).passes, validate::tree_passes(t.order));
   // A ring of 3 sends 2 -> 0; its tree's 0 -> 2 is timed as well. A group of 2: its ring is its tree.
-  const ValidationPlan three = plan_validation(loc, {{0x40, {4, 5, 6}, "dp"}}, {}, c);
+  const ValidationPlan three = plan_validation(loc, {{0x40, {4, 5, 6}, "dp"}}, c);
   ASSERT_EQ(three.p2p.at(0).passes.size(), 4u);
   EXPECT_EQ(three.p2p.at(0).passes[3], (validate::Pass{{4, 6}}));
-  EXPECT_EQ(plan_validation(loc, {{0x40, {4, 5}, "dp"}}, {}, c).p2p.at(0).passes.size(), 2u);
+  EXPECT_EQ(plan_validation(loc, {{0x40, {4, 5}, "dp"}}, c).p2p.at(0).passes.size(), 2u);
 
   // In a pause: rank r on node r, the link between nodes 2 and 5 slow. Only the tree's 2 -> 5 crosses it:
   // found with the trees, not without them.
-  const auto verdict = [&](const ValidationPlan& plan) {
-    PauseSettings s;
-    s.sizes = {1000};
-    const std::vector<int> ranks = {0, 1, 2, 3, 4, 5, 6, 7};
-    const PauseSpec spec = pause_spec(plan, g, ranks, 10, s);
-    ValidationRun run("v", plan, spec, g, loc, 1.0, 100.0, 8.0);
-    for (int r : ranks) run.report(r, r, report("v", "trapped"), 100.1);
-    EXPECT_EQ(run.step(100.2).command.value_or(""), "pause_run");
-    for (int r : ranks) {
-      PauseReport d = report("v", "done");
-      for (const PauseTransferSpec& x : spec.ranks.at(r).transfers) {
-        const bool slow = (r == 2 && x.peer == 5) || (r == 5 && x.peer == 2);
-        d.transfers.push_back({x, {slow ? 10.0 : 1.0}});
-      }
-      run.report(r, r, d, 100.5);
-    }
-    run.step(100.6);
-    return run.outcome();
-  };
-  const ValidatedReport with_trees = verdict(p);
+  const ValidatedReport with_trees = verdict_with_slow_link(p, g, loc, 2, 5);
   EXPECT_EQ(with_trees.cause, "link") << with_trees.reason;
   EXPECT_EQ(std::minmax(with_trees.node_a, with_trees.node_b), std::minmax(2, 5));
   EXPECT_EQ(with_trees.links.size(), 14u);  // 8 ring transfers, 6 of the tree
-  const ValidatedReport without = verdict(plan_validation(loc, g, {}, rings));
+  const ValidatedReport without = verdict_with_slow_link(plan_validation(loc, g, rings), g, loc, 2, 5);
   EXPECT_EQ(without.cause, "none") << without.reason;
+}
+
+// With the members' nodes known, the trees are NCCL's: a chain per node and the double binary tree of the
+// nodes' heads. Rank r on node r of 8: the first tree sends 0 -> 4, which neither the ring (i -> i + 1) nor the
+// tree in heap layout over the ring's order sends, so a congested link between nodes 0 and 4 is found only
+// with NCCL's trees.
+TEST(Validator, WithTheMembersNodesKnownTheTreesAreNcclsDoubleBinaryTree) {
+  Localisation loc;
+  loc.cause = Cause::kCommunication;
+  loc.culprit = 0;
+  loc.slow_groups = {{0x40, 2.0}};
+  GroupMembers known{0x40, {0, 1, 2, 3, 4, 5, 6, 7}, "dp"};
+  known.nodes = {0, 1, 2, 3, 4, 5, 6, 7};
+  ValidatorConfig c;
+  c.p2p_all = false;
+  const ValidationPlan p = plan_validation(loc, {known}, c);
+  ASSERT_EQ(p.p2p.size(), 1u);
+  const P2pTest& t = p.p2p[0];
+  std::vector<validate::Transfer> rest;  // NCCL's tree links the ring does not time
+  for (const validate::Transfer& x : validate::nccl_tree_links(t.order, known.nodes)) {
+    const auto ring = validate::ring_links(t.order);
+    if (std::find(ring.begin(), ring.end(), x) == ring.end()) rest.push_back(x);
+  }
+  const std::vector<validate::Pass> tree(t.passes.begin() + 2, t.passes.end());
+  EXPECT_EQ(validate::check_passes(tree, rest), "");
+  // The same group, nodes unknown to it but known to the caller (node_of): the same plan.
+  const GroupMembers unknown{0x40, {0, 1, 2, 3, 4, 5, 6, 7}, "dp"};
+  std::map<int, int> node_of;
+  for (int r = 0; r < 8; ++r) node_of[r] = r;
+  EXPECT_EQ(plan_validation(loc, {unknown}, c, node_of).p2p.at(0).passes, t.passes);
+
+  const ValidatedReport nccl = verdict_with_slow_link(p, {known}, loc, 0, 4);
+  EXPECT_EQ(nccl.cause, "link") << nccl.reason;
+  EXPECT_EQ(std::minmax(nccl.node_a, nccl.node_b), std::minmax(0, 4));
+  const ValidatedReport heap = verdict_with_slow_link(plan_validation(loc, {unknown}, c), {unknown}, loc, 0, 4);
+  EXPECT_EQ(heap.cause, "none") << heap.reason;
 }
 
 // One validation pause from arming to the verdict: run once every rank is at the cut, resume once every
@@ -380,7 +421,10 @@ TEST(Validator, APreflightTestsEveryGpuAndEveryGroupOnce) {
   std::vector<GroupMembers> g = groups();
   g.push_back({0x40, {2, 0}, "dp-again"});  // the members of 0x10 in another order
   g.push_back({0x41, {7}, "alone"});
-  const ValidationPlan plan = plan_preflight(g, {{0x30, {4, 0}}});
+  for (GroupMembers& x : g) {
+    if (x.group == 0x30) x.nccl_order = {4, 0};
+  }
+  const ValidationPlan plan = plan_preflight(g);
   EXPECT_EQ(plan.gemm_ranks, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
   ASSERT_EQ(plan.p2p.size(), 12u);
   std::set<std::uint64_t> tested;

@@ -65,3 +65,30 @@ TEST(GroupHash, AMemberBeyondTheSizeOrABadIdRefusesTheGroup) {
   EXPECT_FALSE(bad_id.value);
   EXPECT_EQ(bad_id.error, "not a group id");
 }
+
+TEST(GroupHash, ANcclRingThatIsNotOneIsLeftOutWithItsReason) {
+  const auto read = [](const std::string& v) {
+    return parse_group_hash("00000000000000d0", hash({{"size", "4"}, {"member:0", "4"}, {"nccl_ring", v}}));
+  };
+  auto e = read(R"({"group_rank":2,"segment":[2,3],"crosses_nodes":true,"channels":8})");
+  ASSERT_TRUE(e.value && e.value->nccl_ring) << e.error;
+  EXPECT_EQ(e.value->nccl_ring->segment, (std::vector<int>{2, 3}));
+  EXPECT_TRUE(e.value->nccl_ring->crosses_nodes);
+  for (const auto& [v, why] : std::vector<std::pair<std::string, std::string>>{
+           {"[1]", "nccl_ring: not a JSON object"},
+           {R"({"group_rank":-1,"segment":[0],"crosses_nodes":true,"channels":1})", "nccl_ring: group_rank: not a rank"},
+           {R"({"group_rank":0,"segment":[],"crosses_nodes":true,"channels":1})",
+            "nccl_ring: segment: not a list of 1 to 4096 ranks"},
+           {R"({"group_rank":0,"segment":[0,0],"crosses_nodes":true,"channels":1})", "nccl_ring: segment: not distinct ranks"},
+           {R"({"group_rank":0,"segment":[0,1.5],"crosses_nodes":true,"channels":1})", "nccl_ring: segment: not distinct ranks"},
+           {R"({"group_rank":3,"segment":[0,1],"crosses_nodes":true,"channels":1})",
+            "nccl_ring: segment: does not hold group_rank"},
+           {R"({"group_rank":0,"segment":[0],"crosses_nodes":1,"channels":1})", "nccl_ring: crosses_nodes: not true or false"},
+           {R"({"group_rank":0,"segment":[0],"crosses_nodes":true,"channels":0})", "nccl_ring: channels: not 1 to 1024"},
+           {R"({"group_rank":0,"segment":[0,4],"crosses_nodes":true,"channels":1})", "nccl_ring: a rank beyond the group's size"}}) {
+    e = read(v);
+    ASSERT_TRUE(e.value) << v;  // the group itself is kept
+    EXPECT_FALSE(e.value->nccl_ring) << v;
+    EXPECT_EQ(e.error, why) << v;
+  }
+}

@@ -142,9 +142,15 @@ TEST_F(JobStoreTest, RegistryRoundTrip) {
   reg.pid = 4242;
   reg.ring = "/dev/shm/greyhound.job1.5";
   u.rank(reg);
-  u.group_member(0x1234, 2, 1, 5, "CommSplit");
-  u.group_member(0x1234, 2, 0, 4, "CommSplit");
+  u.group_member(0x1234, 2, 1, 5, "CommSplit", 1);
+  u.group_member(0x1234, 2, 0, 4, "CommSplit", 0);
   u.group_ops(0x1234, 5, {{"AllReduce:8192", 12}});
+  NcclRingDump dump;
+  dump.group_rank = 0;
+  dump.segment = {0};
+  dump.crosses_nodes = true;
+  dump.channels = 2;
+  u.group_nccl_ring(0x1234, dump);
   IterationUpdate it;
   it.rank = 5;
   it.index = 41;
@@ -192,8 +198,15 @@ TEST_F(JobStoreTest, RegistryRoundTrip) {
   EXPECT_EQ(rec.id, 0x1234u);
   EXPECT_TRUE(rec.complete());
   EXPECT_EQ(rec.members, (std::map<int, int>{{0, 4}, {1, 5}}));
+  EXPECT_EQ(rec.nodes, (std::map<int, int>{{0, 0}, {1, 1}}));
   EXPECT_EQ(rec.created_by, "CommSplit");
   EXPECT_EQ(rec.ops.at(5).at("AllReduce:8192"), 12u);
+  ASSERT_TRUE(rec.nccl_ring);
+  EXPECT_EQ(rec.nccl_ring->group_rank, 0);
+  EXPECT_EQ(rec.nccl_ring->segment, (std::vector<int>{0}));
+  EXPECT_TRUE(rec.nccl_ring->crosses_nodes);
+  EXPECT_EQ(rec.nccl_ring->channels, 2);
+  EXPECT_EQ((*g)[0].error, "");
 }
 
 TEST_F(JobStoreTest, MasterCommitIsOneTransaction) {

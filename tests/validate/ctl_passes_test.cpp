@@ -28,6 +28,10 @@ TEST(CtlPasses, RingAndTreeOfTheRanksAsGiven) {
   o = run("--topology tree --ranks 5,6,7,8");
   ASSERT_EQ(o.status, 0) << o.out;
   EXPECT_EQ(o.out, "{\"passes\":[[[5,6]],[[6,8]],[[5,7]]]}\n");
+  // With the node of each rank: NCCL's trees (chains 5->6, 7->8; the heads 5 and 7 send to each other).
+  o = run("--topology tree --ranks 5,6,7,8 --nodes 0,0,1,1");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_EQ(o.out, "{\"passes\":[[[5,6],[7,8]],[[5,7]],[[7,5]]]}\n");
 }
 
 TEST(CtlPasses, TheRingOrderOfAGraphDump) {
@@ -56,7 +60,9 @@ TEST(CtlPasses, BadInputIsOneLineAndExitStatus2) {
   for (const char* args : {"--topology star --ranks 0,1", "--topology ring", "--topology ring --ranks 0,x",
                            "--topology ring --ranks 0,1,0", "--topology tree --graph-dump /nonexistent",
                            "--topology ring --graph-dump /nonexistent --topo-dump /nonexistent", "--topology ring --ranks 0,1 --channel 2",
-                           "--topology ring --ranks 4", "--topology ring --ranks 0,1 --topo-dump /nonexistent"}) {
+                           "--topology ring --ranks 4", "--topology ring --ranks 0,1 --topo-dump /nonexistent",
+                           "--topology ring --ranks 0,1 --nodes 0,1", "--topology tree --ranks 0,1 --nodes 0",
+                           "--topology tree --ranks 0,1 --nodes 0,x"}) {
     const Outcome o = run(args);
     EXPECT_EQ(o.status, 2) << args << ": " << o.out;
     EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 1) << args << ": " << o.out;

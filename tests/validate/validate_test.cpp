@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "greyhound/validate/graph_dump.h"
+#include "greyhound/validate/ring_order.h"
 #include "greyhound/validate/interpret.h"
 #include "greyhound/validate/pass_plan.h"
 
@@ -228,6 +229,118 @@ TEST(TopologyDump, WhatHasNoRankForEachDeviceIsRefusedWithItsReason) {
   EXPECT_NE(err("<system><gpu dev=\"0\" rank=\"3\"/><gpu dev=\"1\" rank=\"3\"/></system>").find("rank 3 appears twice"),
             std::string::npos);
   EXPECT_EQ(err("<system><gpu dev=\"1\" rank=\"7\"/></system>"), "parsed");
+}
+
+
+TEST(NcclRingOrder, EveryNodeFollowsTheDumpingNodesPartInNodeOrder) {
+  // 8 ranks on 2 nodes of 4 (ranks 0-3, 4-7): the dumping node's part 0, 2, 1, 3 (positions 0, 2, 1, 3).
+  auto order = nccl_ring_order({0, 0, 0, 0, 1, 1, 1, 1}, {0, 2, 1, 3}, true);
+  ASSERT_TRUE(order) << order.error();
+  EXPECT_EQ(*order, (std::vector<int>{0, 2, 1, 3, 4, 6, 5, 7}));
+  // The dump of another rank (NCCL_GRAPH_DUMP_FILE_RANK=5) gives the same ring.
+  order = nccl_ring_order({0, 0, 0, 0, 1, 1, 1, 1}, {4, 6, 5, 7}, true);
+  ASSERT_TRUE(order) << order.error();
+  EXPECT_EQ(*order, (std::vector<int>{0, 2, 1, 3, 4, 6, 5, 7}));
+  // Nodes in the order of their lowest rank, whatever they are called; ranks interleaved across nodes.
+  order = nccl_ring_order({7, 3, 7, 3, 5, 5}, {3, 1}, true);
+  ASSERT_TRUE(order) << order.error();
+  EXPECT_EQ(*order, (std::vector<int>{2, 0, 3, 1, 5, 4}));
+  // One node: the part is the ring.
+  order = nccl_ring_order({2, 2, 2}, {1, 0, 2}, false);
+  ASSERT_TRUE(order) << order.error();
+  EXPECT_EQ(*order, (std::vector<int>{1, 0, 2}));
+  // One rank per node (a data-parallel group across nodes): node order.
+  order = nccl_ring_order({4, 1, 3}, {2}, true);
+  ASSERT_TRUE(order) << order.error();
+  EXPECT_EQ(*order, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(NcclRingOrder, WhatDoesNotDescribeTheCommunicatorIsRefusedWithItsReason) {
+  const auto err = [](const std::vector<int>& node_of, const std::vector<int>& segment, bool crosses) {
+    auto r = nccl_ring_order(node_of, segment, crosses);
+    return r ? std::string("ordered") : r.error();
+  };
+  const std::vector<int> two_nodes = {0, 0, 1, 1};
+  EXPECT_EQ(err(two_nodes, {}, true), "the dumped ring names no rank");
+  EXPECT_EQ(err(two_nodes, {0, 4}, true), "the dumped ring names rank 4, not one of the communicator's 4");
+  EXPECT_EQ(err(two_nodes, {0, -1}, true), "the dumped ring names rank -1, not one of the communicator's 4");
+  EXPECT_EQ(err(two_nodes, {1, 1}, true), "the dumped ring names rank 1 twice");
+  EXPECT_EQ(err(two_nodes, {0, 2}, true), "the dumped ring names ranks of nodes 0 and 1 (a channel lists one node's GPUs)");
+  EXPECT_EQ(err(two_nodes, {1}, true), "the dumped ring names 1 of the 2 ranks of its node");
+  EXPECT_EQ(err(two_nodes, {1, 0}, false), "the dumped ring stays on its node, but the communicator spans nodes");
+  EXPECT_EQ(err({0, 0}, {1, 0}, true), "the dumped ring leaves its node, but every rank is on that node");
+  EXPECT_EQ(err({0, 0, 1}, {0, 1}, true),
+            "node 1 holds 1 of the communicator's ranks and node 0 2: its part of the ring is not known");
+  EXPECT_EQ(err(two_nodes, {3, 2}, true), "ordered");
+}
+
+TEST(NcclTree, TheBinaryTreesOfNcclsTreesCc) {
+  // ncclGetBtree's illustration for 14 nodes: 0 - 8; 8: 4, 12; 4: 2, 6; 12: 10, 13; 2: 1, 3; 6: 5, 7; 10: 9, 11.
+  const std::vector<int> parent14 = {-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 12, 10, 8, 12};
+  for (int r = 0; r < 14; ++r) EXPECT_EQ(nccl_btree_parent(14, r), parent14[static_cast<std::size_t>(r)]) << r;
+  // ncclGetDtree: 12 nodes, the second tree mirrored (root 11: 3; 3: 1, 7; 7: 5, 9; 1: 0, 2; ...).
+  EXPECT_EQ(nccl_dtree_parent(12, 11), -1);
+  EXPECT_EQ(nccl_dtree_parent(12, 3), 11);
+  EXPECT_EQ(nccl_dtree_parent(12, 7), 3);
+  EXPECT_EQ(nccl_dtree_parent(12, 0), 1);
+  EXPECT_EQ(nccl_dtree_parent(12, 10), 9);
+  // 13 nodes: shifted by one (root 1: 9; 9: 5, 0; 5: 3, 7; 0: 11; 3: 2, 4; ...).
+  EXPECT_EQ(nccl_dtree_parent(13, 1), -1);
+  EXPECT_EQ(nccl_dtree_parent(13, 9), 1);
+  EXPECT_EQ(nccl_dtree_parent(13, 0), 9);
+  EXPECT_EQ(nccl_dtree_parent(13, 11), 0);
+  EXPECT_EQ(nccl_dtree_parent(13, 12), 11);
+  // Every node but the root under one parent, no cycle: a tree, for every size.
+  for (int n = 1; n <= 1024; ++n) {
+    for (const auto& parent : {nccl_btree_parent, nccl_dtree_parent}) {
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        int hops = 0;
+        for (int x = r; parent(n, x) >= 0 && hops <= n; x = parent(n, x)) ++hops;
+        EXPECT_LE(hops, 11) << n << " " << r;  // depth: log2(n) + 1 at most
+        roots += parent(n, r) < 0 ? 1 : 0;
+      }
+      EXPECT_EQ(roots, 1) << n;
+    }
+  }
+}
+
+TEST(NcclTree, AChainPerNodeAndTheDoubleTreeOfTheNodesHeadsInFewPasses) {
+  // 4 nodes of 2 ranks, in ring order: chains 0->1, 2->3, 4->5, 6->7; the heads 0, 2, 4, 6 of nodes 0-3. The
+  // first tree of 4 nodes: 0 - 2; 2: 1, 3 (heads 4->2, 0->4, 4->6, by child); the second, mirrored: 3 - 1;
+  // 1: 0, 2 (heads 2->0, 6->2, 2->4).
+  const std::vector<int> order = {0, 1, 2, 3, 4, 5, 6, 7}, nodes = {0, 0, 1, 1, 2, 2, 3, 3};
+  const std::vector<Transfer> links = nccl_tree_links(order, nodes);
+  EXPECT_EQ(links, (std::vector<Transfer>{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {4, 2}, {0, 4}, {4, 6}, {2, 0}, {6, 2},
+                                          {2, 4}}));
+  const auto plan = nccl_tree_passes(order, nodes);
+  EXPECT_EQ(check_passes(plan, links), "");
+  EXPECT_EQ(plan.size(), 5u);
+  // The nodes in the order the ring first reaches them; a node's ranks in ring order, its first the head. Two
+  // nodes: the trees' roots are the two heads, so each sends to the other.
+  EXPECT_EQ(nccl_tree_links({3, 2, 1, 0}, {1, 1, 0, 0}), (std::vector<Transfer>{{3, 2}, {1, 0}, {3, 1}, {1, 3}}));
+  // One node: its chain. Sizes that do not match: nothing.
+  EXPECT_EQ(nccl_tree_links({5, 4, 6}, {0, 0, 0}), (std::vector<Transfer>{{5, 4}, {4, 6}}));
+  EXPECT_TRUE(nccl_tree_links({0, 1}, {0}).empty());
+  // Every size up to 1,024 ranks in nodes of 1, 2, 3, 8 ranks (the last node partial), scrambled within
+  // nodes: every link once, no rank twice in a pass, at most 13 passes.
+  for (const int per_node : {1, 2, 3, 8}) {
+    for (int n = 2; n <= 1024; n += (n < 64 ? 1 : 37)) {
+      std::vector<int> o(static_cast<std::size_t>(n)), nd;
+      std::iota(o.begin(), o.end(), 0);
+      for (int i = 0; i < n; ++i) nd.push_back(i / per_node);
+      for (std::size_t i = 0; i + 1 < o.size(); i += 2) {
+        if (nd[i] == nd[i + 1]) std::swap(o[i], o[i + 1]);
+      }
+      const auto l = nccl_tree_links(o, nd);
+      const int node_count = (n + per_node - 1) / per_node;
+      // The chains' links, and each tree's node_count - 1, less those both trees share.
+      EXPECT_GE(l.size(), static_cast<std::size_t>(n - node_count + node_count - 1)) << per_node << " " << n;
+      const auto p = nccl_tree_passes(o, nd);
+      EXPECT_EQ(check_passes(p, l), "") << per_node << " " << n;
+      EXPECT_LE(p.size(), 13u) << per_node << " " << n;
+    }
+  }
 }
 
 }  // namespace

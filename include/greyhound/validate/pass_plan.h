@@ -34,6 +34,27 @@ std::vector<Pass> ring_passes(const std::vector<int>& order);
 std::vector<Pass> tree_passes(const std::vector<int>& order);
 std::vector<Pass> passes(Topology t, const std::vector<int>& order);
 
+// NCCL's binary tree over n nodes (ncclGetBtree, src/graph/trees.cc): the parent of node r, -1 for the root 0.
+// A node r > 0 hangs under r with its lowest set bit moved one place up (or cleared, when that is beyond the
+// last node): 1, 3 under 2; 2, 6 under 4; 4, 12 under 8; 8 under 0.
+int nccl_btree_parent(int n, int r);
+// The second tree of NCCL's double binary tree (ncclGetDtree): the first mirrored (r -> n - 1 - r) when n is
+// even, shifted by one node when n is odd; -1 for its root (n - 1, or 1).
+int nccl_dtree_parent(int n, int r);
+
+// NCCL's trees over a communicator (NCCL's connectTrees with the tree graph's plain pattern, every link of a
+// node through its first GPU): within each node a chain through its ranks in the order `order` lists them
+// (the ring's order within a node: NCCL's tree graph takes the same GPUs on most machines), the chain's
+// first the node's head; across nodes, NCCL's double binary tree of the nodes, numbered in the order `order`
+// first reaches them (NCCL's node order when `order` is its ring), between their heads. Each link sends from
+// parent to child; a link both trees use is listed once. `node_of`: the node of each rank of `order`, in
+// the same order (same size, else no link).
+std::vector<Transfer> nccl_tree_links(const std::vector<int>& order, const std::vector<int>& node_of);
+// Those links in passes, each transfer in the first pass where neither of its ranks is busy: a head takes
+// part in at most 7 links (its chain's first, a parent and two children in each tree), so at most 13 passes
+// whatever the size, 4 to 6 in practice.
+std::vector<Pass> nccl_tree_passes(const std::vector<int>& order, const std::vector<int>& node_of);
+
 // "" when `plan` times every link of `links` exactly once and no rank takes part in two transfers of one
 // pass; else what is wrong.
 std::string check_passes(const std::vector<Pass>& plan, const std::vector<Transfer>& links);
