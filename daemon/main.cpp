@@ -204,21 +204,9 @@ int main(int argc, char** argv) {
     }
     if (a.has("validate-bytes")) pause.sizes = greyhound::byte_list(a.str("validate-bytes"), "--validate-bytes");
     if (a.has("validate-topologies")) {
-      auto& v = cfg.controller.validator;
-      v.rings = v.trees = false;
       const std::string list = a.str("validate-topologies");
-      std::size_t from = 0;
-      while (from <= list.size()) {
-        const std::size_t comma = std::min(list.find(',', from), list.size());
-        const std::string t = list.substr(from, comma - from);
-        if (t == "ring") {
-          v.rings = true;
-        } else if (t == "tree") {
-          v.trees = true;
-        } else {
-          throw greyhound::ArgError("--validate-topologies takes ring, tree or ring,tree, not '" + list + "'");
-        }
-        from = comma + 1;
+      if (!greyhound::master::parse_validate_topologies(list, &cfg.controller.validator)) {
+        throw greyhound::ArgError("--validate-topologies takes ring, tree or ring,tree, not '" + list + "'");
       }
     }
     if (!(cfg.controller.pay_margin >= 0 && cfg.controller.pay_margin < 1)) throw greyhound::ArgError("--pay-margin must be in [0, 1)");

@@ -48,6 +48,26 @@ P2pTest test_of(const GroupMembers& g, const ValidatorConfig& config, const std:
 }
 }  // namespace
 
+bool parse_validate_topologies(std::string_view list, ValidatorConfig* config) {
+  bool rings = false, trees = false;
+  std::size_t from = 0;
+  while (from <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', from), list.size());
+    const std::string_view t = list.substr(from, comma - from);
+    if (t == "ring") {
+      rings = true;
+    } else if (t == "tree") {
+      trees = true;
+    } else {
+      return false;
+    }
+    from = comma + 1;
+  }
+  config->rings = rings;
+  config->trees = trees;
+  return true;
+}
+
 ValidationPlan plan_link_probe(int node_a, int node_b, const std::vector<GroupMembers>& groups,
                                const std::map<int, int>& node_of, const std::set<std::pair<int, int>>& avoid,
                                int references) {

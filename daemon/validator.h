@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/localiser.h"
@@ -60,6 +61,10 @@ struct ValidationPlan {
   int repeats = 0;                   // runs of each test (0: the pause settings'; a link probe: one)
   bool empty() const { return gemm_ranks.empty() && p2p.empty(); }
 };
+
+// `list`: "ring", "tree" or both, comma-separated (--validate-topologies): sets `config`'s rings and trees
+// to those named. False, `config` unchanged, on an empty list, an empty or unknown element.
+bool parse_validate_topologies(std::string_view list, ValidatorConfig* config);
 
 // A group's ring follows NCCL's ring order when a member's graph dump gave it (GroupMembers::nccl_order),
 // else group-rank order. `node_of`: the node of each rank, when known (a reference group of the suspects' link class is chosen

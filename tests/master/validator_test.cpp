@@ -289,6 +289,24 @@ TEST(Validator, EachGroupIsTimedInItsRingPassesThenInItsTreesOtherLinks) {
   EXPECT_EQ(without.cause, "none") << without.reason;
 }
 
+// --validate-topologies: ring, tree or both; anything else leaves the configuration as it was.
+TEST(Validator, TopologiesAreRingTreeOrBoth) {
+  ValidatorConfig c;
+  ASSERT_TRUE(parse_validate_topologies("ring", &c));
+  EXPECT_TRUE(c.rings);
+  EXPECT_FALSE(c.trees);
+  ASSERT_TRUE(parse_validate_topologies("tree", &c));
+  EXPECT_FALSE(c.rings);
+  EXPECT_TRUE(c.trees);
+  ASSERT_TRUE(parse_validate_topologies("tree,ring", &c));
+  EXPECT_TRUE(c.rings && c.trees);
+  c.trees = false;
+  for (const char* bad : {"", "ring,", ",tree", "rings", "ring,star", "Ring"}) {
+    EXPECT_FALSE(parse_validate_topologies(bad, &c)) << bad;
+    EXPECT_TRUE(c.rings && !c.trees) << bad;
+  }
+}
+
 // With the members' nodes known, the trees are NCCL's: a chain per node and the double binary tree of the
 // nodes' heads. Rank r on node r of 8: the first tree sends 0 -> 4, which neither the ring (i -> i + 1) nor the
 // tree in heap layout over the ring's order sends, so a congested link between nodes 0 and 4 is found only
