@@ -78,7 +78,10 @@ Result<NcclRingDump> take_nccl_ring(const std::string& ring_path, std::uint64_t 
   const std::string graph_path = nccl_dump_copy_path(ring_path, group_id, true);
   const std::string topo_path = nccl_dump_copy_path(ring_path, group_id, false);
   const auto graph = read_own(graph_path);
-  if (!graph && graph.status().code == Errc::kUnavailable) return R(Error{Errc::kUnavailable, graph.error(), {}});
+  if (!graph && graph.status().code == Errc::kUnavailable) {
+    ::unlink(topo_path.c_str());  // a topology copy whose graph copy could not be written
+    return R(Error{Errc::kUnavailable, graph.error(), {}});
+  }
   const auto topo = read_own(topo_path);
   // Ours or not, the copies are not read again: a refused one would be refused each time.
   ::unlink(graph_path.c_str());

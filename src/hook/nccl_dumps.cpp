@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 
 #include "greyhound/ring.h"
 #include "runtime.h"
@@ -28,12 +29,39 @@ struct DumpEnv {
   pid_t pid = 0;  // the process the paths are of (a forked child inherits them, and must leave them alone)
 };
 
+// As NCCL reads its integer parameters (strtoll, base 0); NCCL's default 0 when unset.
 int env_rank(const char* name) {
   const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return 0;  // NCCL's default
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  return end != nullptr && *end == '\0' && x >= 0 && x < (1 << 24) ? static_cast<int>(x) : -1;
+  if (v == nullptr || *v == '\0') return 0;
+  errno = 0;
+  const long long x = std::strtoll(v, nullptr, 0);
+  return errno == 0 && x >= 0 && x < (1 << 24) ? static_cast<int>(x) : -1;
+}
+
+// The job's own choice of path for NCCL's variable `nccl`. A value ending in ".greyhound.<pid>" is what the
+// hook of a parent process set, standing for the path kept in `kept` ("": the job set none); anything else
+// (another path, or none) is the job's own, made after that parent.
+std::optional<std::string> jobs_path(const char* nccl, const char* kept) {
+  const char* now = std::getenv(nccl);
+  const char* k = std::getenv(kept);
+  if (now == nullptr || *now == '\0') return std::nullopt;
+  const std::string v = now;
+  const std::size_t at = v.rfind(".greyhound.");
+  if (k != nullptr && at != std::string::npos && at + 11 < v.size() &&
+      v.find_first_not_of("0123456789", at + 11) == std::string::npos) {
+    return *k != '\0' ? std::optional<std::string>(k) : std::nullopt;
+  }
+  return v;
+}
+
+// A path the hook may move NCCL's dump away from and back to: a plain file (absent, or a regular file
+// reached by no link) in a directory this process can write. "/dev/stdout", a FIFO or a link are left to NCCL.
+bool plain_path(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return false;
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  return access(dir.c_str(), W_OK | X_OK) == 0;
 }
 
 // Filled before main by redirect_nccl_dumps (a function's static: made on first use, whatever order the
@@ -55,20 +83,20 @@ DumpEnv& dump_env() {
 __attribute__((constructor)) void redirect_nccl_dumps() {
   const char* disable = std::getenv("GREYHOUND_DISABLE");
   if (disable != nullptr && std::strcmp(disable, "1") == 0) return;
-  const char* kept_graph = std::getenv("GREYHOUND_NCCL_GRAPH_DUMP_FILE");
-  const char* graph = kept_graph != nullptr ? kept_graph : std::getenv("NCCL_GRAPH_DUMP_FILE");
-  if (graph == nullptr || *graph == '\0') return;
-  const char* kept_topo = std::getenv("GREYHOUND_NCCL_TOPO_DUMP_FILE");
-  const char* topo = kept_topo != nullptr ? kept_topo : std::getenv("NCCL_TOPO_DUMP_FILE");
+  const std::optional<std::string> graph = jobs_path("NCCL_GRAPH_DUMP_FILE", "GREYHOUND_NCCL_GRAPH_DUMP_FILE");
+  if (!graph) return;
+  const std::optional<std::string> topo = jobs_path("NCCL_TOPO_DUMP_FILE", "GREYHOUND_NCCL_TOPO_DUMP_FILE");
+  // A path NCCL must write as it is (a device, a FIFO, a link, a read-only directory): no redirect at all.
+  if (!plain_path(*graph) || (topo && !plain_path(*topo))) return;
   DumpEnv& g_env = dump_env();
-  g_env.graph = graph;
-  g_env.topo = topo != nullptr ? topo : "";
+  g_env.graph = *graph;
+  g_env.topo = topo.value_or("");
   const std::string suffix = ".greyhound." + std::to_string(getpid());
   g_env.pid = getpid();
   g_env.graph_here = g_env.graph + suffix;
   g_env.topo_here = (g_env.topo.empty() ? g_env.graph + ".topo" : g_env.topo) + suffix;
-  const char* topo_rank = std::getenv("NCCL_TOPO_DUMP_FILE_RANK");
-  if (topo_rank == nullptr || *topo_rank == '\0') {
+  // The topology dump the hook adds is made on the graph dump's rank (one the job set stays as it is).
+  if (!topo) {
     const char* graph_rank = std::getenv("NCCL_GRAPH_DUMP_FILE_RANK");
     setenv("NCCL_TOPO_DUMP_FILE_RANK", graph_rank != nullptr && *graph_rank != '\0' ? graph_rank : "0", 1);
   }
@@ -172,9 +200,12 @@ void keep_nccl_dumps(const std::string& ring_path, std::uint64_t group_id, int c
   try {
     const DumpEnv& env = dump_env();
     if (env.graph_here.empty() || env.pid != getpid()) return;
+    // Only the rank NCCL dumped on reads and settles: another thread of this process making its own rank of a
+    // communicator at the same moment must not move the files away from under it.
+    if (!made || comm_rank != env.graph_rank) return;
     static std::atomic<bool> other_rank{false}, unreadable{false}, unwritable{false};
-    const bool dumped_here = made && group_id != 0 && comm_rank == env.graph_rank && !ring_path.empty();
-    if (dumped_here && env.topo_rank != env.graph_rank) {
+    const bool copy = group_id != 0 && !ring_path.empty();
+    if (copy && env.topo_rank != env.graph_rank) {
       log_once(other_rank,
                "NCCL_TOPO_DUMP_FILE_RANK differs from NCCL_GRAPH_DUMP_FILE_RANK%s%s: the graph dump names devices and "
                "the topology dump of another rank cannot give their ranks, so validation follows group-rank order",
@@ -183,16 +214,16 @@ void keep_nccl_dumps(const std::string& ring_path, std::uint64_t group_id, int c
     std::string graph, topo;
     const char* why = "";
     const std::string* unread = nullptr;
-    if (dumped_here && env.topo_rank == env.graph_rank) {
-      // The call's start on the wall clock (file times are): now, less how long the call took.
+    if (copy && env.topo_rank == env.graph_rank) {
+      // The call's start on the wall clock (file times are): now, less how long the call took, less a minute
+      // (file times come from a coarse clock, or another machine's on a network file system). Older is a dump
+      // left from before this call (a non-blocking communicator's, say): not this communicator's.
       timespec real{}, mono{};
       clock_gettime(CLOCK_REALTIME, &real);
       clock_gettime(CLOCK_MONOTONIC, &mono);
       const std::int64_t now_real = static_cast<std::int64_t>(real.tv_sec) * 1'000'000'000 + real.tv_nsec;
       const std::int64_t now_mono = static_cast<std::int64_t>(mono.tv_sec) * 1'000'000'000 + mono.tv_nsec;
-      // Less a second: file times come from a coarse clock (a tick behind). Older is a dump no call of ours
-      // wrote since the last was settled (a non-blocking communicator's, say): not this communicator's.
-      const std::int64_t since = now_real - (now_mono - static_cast<std::int64_t>(call_start_ns)) - 1'000'000'000;
+      const std::int64_t since = now_real - (now_mono - static_cast<std::int64_t>(call_start_ns)) - 60'000'000'000;
       unread = !read_fresh(env.topo_here, since, &topo, &why)    ? &env.topo_here
                : !read_fresh(env.graph_here, since, &graph, &why) ? &env.graph_here
                                                                   : nullptr;
@@ -203,10 +234,11 @@ void keep_nccl_dumps(const std::string& ring_path, std::uint64_t group_id, int c
     }
     // The job's dumps where it asked for them, whatever was read (a topology dump it did not ask for removed).
     settle_nccl_dumps();
-    if (!dumped_here || unread != nullptr || graph.empty()) return;
-    // The topology first: the agent looks for the graph's copy.
-    if (!write_private(nccl_dump_copy_path(ring_path, group_id, false), topo) ||
-        !write_private(nccl_dump_copy_path(ring_path, group_id, true), graph)) {
+    if (!copy || unread != nullptr || graph.empty()) return;
+    // The topology first: the agent looks for the graph's copy (and, without one, removes the topology's).
+    const std::string topo_copy = nccl_dump_copy_path(ring_path, group_id, false);
+    if (!write_private(topo_copy, topo) || !write_private(nccl_dump_copy_path(ring_path, group_id, true), graph)) {
+      ::unlink(topo_copy.c_str());
       log_once(unwritable, "cannot copy NCCL's dumps next to the ring %s%s", ring_path.c_str(), "");
     }
   } catch (...) {

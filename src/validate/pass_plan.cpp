@@ -63,7 +63,19 @@ int nccl_dtree_parent(int n, int r) {
   return p < 0 ? -1 : (p + 1) % n;
 }
 
-std::vector<Transfer> nccl_tree_links(const std::vector<int>& order, const std::vector<int>& node_of) {
+namespace {
+// Whether node k (not a root) is the second child of its parent in NCCL's first tree (`second` false) or
+// second tree: NCCL's parentChildType, 0 when the child's index is below its parent's, in the tree's own
+// numbering (the second tree's is the first's, mirrored or shifted).
+bool second_child(int n, int k, int parent, bool second) {
+  if (!second) return k > parent;
+  const auto index = [&](int x) { return n % 2 == 0 ? n - 1 - x : (x - 1 + n) % n; };
+  return index(k) > index(parent);
+}
+}  // namespace
+
+std::vector<Transfer> nccl_tree_links(const std::vector<int>& order, const std::vector<int>& node_of,
+                                      NcclTreePattern pattern) {
   std::vector<Transfer> out;
   if (order.size() != node_of.size() || order.size() < 2) return out;
   // Each node's ranks in the order given, the nodes in the order first reached.
@@ -82,20 +94,30 @@ std::vector<Transfer> nccl_tree_links(const std::vector<int>& order, const std::
     for (std::size_t i = 0; i + 1 < c.size(); ++i) add(c[i], c[i + 1]);
   }
   const int n = static_cast<int>(nodes.size());
-  const auto head = [&](int k) { return chain[nodes[static_cast<std::size_t>(k)]].front(); };
-  for (int k = 0; k < n; ++k) {
-    if (const int p = nccl_btree_parent(n, k); p >= 0) add(head(p), head(k));
-  }
-  for (int k = 0; k < n; ++k) {
-    if (const int p = nccl_dtree_parent(n, k); p >= 0) add(head(p), head(k));
+  const auto rank_at = [&](int k, std::size_t i) {
+    const std::vector<int>& c = chain[nodes[static_cast<std::size_t>(k)]];
+    return c[std::min(i, c.size() - 1)];
+  };
+  // The parent node's GPU a child node links to: its first or second, by the pattern and the child's side.
+  const auto port = [&](int parent, bool second_side) {
+    const bool through_second = pattern == NcclTreePattern::kSplit ||
+                                (pattern == NcclTreePattern::kBalanced && !second_side);
+    return rank_at(parent, through_second ? 1 : 0);
+  };
+  for (const bool second : {false, true}) {
+    for (int k = 0; k < n; ++k) {
+      const int p = second ? nccl_dtree_parent(n, k) : nccl_btree_parent(n, k);
+      if (p >= 0) add(port(p, second_child(n, k, p, second)), rank_at(k, 0));
+    }
   }
   return out;
 }
 
-std::vector<Pass> nccl_tree_passes(const std::vector<int>& order, const std::vector<int>& node_of) {
+std::vector<Pass> nccl_tree_passes(const std::vector<int>& order, const std::vector<int>& node_of,
+                                   NcclTreePattern pattern) {
   std::vector<Pass> out;
   std::vector<std::set<int>> busy;
-  for (const Transfer& t : nccl_tree_links(order, node_of)) {
+  for (const Transfer& t : nccl_tree_links(order, node_of, pattern)) {
     std::size_t p = 0;
     while (p < out.size() && (busy[p].count(t.src) || busy[p].count(t.dst))) ++p;
     if (p == out.size()) {

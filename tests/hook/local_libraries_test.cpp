@@ -72,16 +72,17 @@ TEST(HookLocalLibraries, CallsReachTheJobsOwnNcclAndTheHookTimesThemWithItsCudaR
 // NCCL's dumps (src/hook/nccl_dumps.h): with NCCL_GRAPH_DUMP_FILE set (no topology dump), the rank that
 // makes a communicator leaves copies of both dumps beside its ring for the agent, the job finds its graph dump
 // where it asked for it, and no file of the hook's is left beside it; with the hook recording nothing (an
-// unwritable shm dir) or disabled, the job's dump is still there.
+// unwritable shm dir: at exit) or disabled, the job's dump is still there; a device path is left to NCCL; a
+// child process follows its parent's job's path unless it chose its own.
 TEST(HookNcclDumps, TheJobsDumpIsWhereItAskedAndTheAgentGetsCopiesBesideTheRing) {
   const TempDir temp("gh-dumps");
   ASSERT_FALSE(temp.path.empty());
   const std::string& dir = temp.path;
-  const auto run = [&](const std::string& case_dir, const std::string& env) {
+  const auto run = [&](const std::string& case_dir, const std::string& env, const std::string& graph = "") {
     std::system(("mkdir -p " + case_dir + "/shm").c_str());
-    const std::string cmd = env + " GREYHOUND_JOB=local GREYHOUND_RANK=0 NCCL_GRAPH_DUMP_FILE=" + case_dir +
-                            "/graph.xml LD_PRELOAD=" + GREYHOUND_HOOK_PATH + " " + GREYHOUND_DLOPEN_JOB + " " +
-                            GREYHOUND_LOCAL_JOB + " 2 > " + case_dir + "/out.txt 2>&1";
+    const std::string cmd = env + " GREYHOUND_JOB=local GREYHOUND_RANK=0 NCCL_GRAPH_DUMP_FILE=" +
+                            (graph.empty() ? case_dir + "/graph.xml" : graph) + " LD_PRELOAD=" + GREYHOUND_HOOK_PATH +
+                            " " + GREYHOUND_DLOPEN_JOB + " " + GREYHOUND_LOCAL_JOB + " 2 > " + case_dir + "/out.txt 2>&1";
     const int status = std::system(cmd.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
@@ -118,6 +119,23 @@ TEST(HookNcclDumps, TheJobsDumpIsWhereItAskedAndTheAgentGetsCopiesBesideTheRing)
   ASSERT_EQ(run(off, "GREYHOUND_DISABLE=1 GREYHOUND_SHM_DIR=" + off + "/shm"), 13) << text(off + "/out.txt");
   EXPECT_EQ(files(off), "graph.xml\nout.txt\nshm\n");
   EXPECT_EQ(files(off + "/shm"), "");
+  // A path that is no plain file (a device, as /dev/stdout would be) is left to NCCL: no redirect, no copies.
+  const std::string dev = dir + "/device";
+  ASSERT_EQ(run(dev, "GREYHOUND_SHM_DIR=" + dev + "/shm", "/dev/null"), 0) << text(dev + "/out.txt");
+  EXPECT_EQ(files(dev), "out.txt\nshm\n");
+  EXPECT_EQ(files(dev + "/shm").find("nccl-"), std::string::npos) << files(dev + "/shm");
+  // A process whose parent's hook redirected the dumps (its path still ".greyhound.<pid>") writes where the
+  // parent's job asked; one that chose a path of its own keeps its choice.
+  const std::string kid = dir + "/child";
+  ASSERT_EQ(run(kid, "GREYHOUND_SHM_DIR=" + kid + "/shm GREYHOUND_NCCL_GRAPH_DUMP_FILE=" + kid + "/parent.xml",
+                kid + "/parent.xml.greyhound.12345"),
+            0)
+      << text(kid + "/out.txt");
+  EXPECT_EQ(files(kid), "out.txt\nparent.xml\nshm\n");
+  const std::string own = dir + "/own-choice";
+  ASSERT_EQ(run(own, "GREYHOUND_SHM_DIR=" + own + "/shm GREYHOUND_NCCL_GRAPH_DUMP_FILE=" + own + "/parent.xml"), 0)
+      << text(own + "/out.txt");
+  EXPECT_EQ(files(own), "graph.xml\nout.txt\nshm\n");
 }
 
 }  // namespace

@@ -44,7 +44,9 @@ TEST(PassPlan, TreesOfEverySizeTakeAtMostFourPasses) {
     const std::vector<int> order = iota_order(n, n % 3);
     const auto plan = tree_passes(order);
     ASSERT_LE(plan.size(), 4u) << n;
-    if (n >= 7) ASSERT_EQ(plan.size(), 4u) << n;
+    if (n >= 7) {
+      ASSERT_EQ(plan.size(), 4u) << n;
+    }
     ASSERT_EQ(check_passes(plan, tree_links(order)), "") << n;
     ASSERT_EQ(tree_links(order).size(), static_cast<std::size_t>(n - 1));
   }
@@ -306,16 +308,28 @@ TEST(NcclTree, TheBinaryTreesOfNcclsTreesCc) {
 }
 
 TEST(NcclTree, AChainPerNodeAndTheDoubleTreeOfTheNodesHeadsInFewPasses) {
-  // 4 nodes of 2 ranks, in ring order: chains 0->1, 2->3, 4->5, 6->7; the heads 0, 2, 4, 6 of nodes 0-3. The
-  // first tree of 4 nodes: 0 - 2; 2: 1, 3 (heads 4->2, 0->4, 4->6, by child); the second, mirrored: 3 - 1;
-  // 1: 0, 2 (heads 2->0, 6->2, 2->4).
+  // 4 nodes of 2 ranks, in ring order: chains 0->1, 2->3, 4->5, 6->7; the heads 0, 2, 4, 6 of nodes 0-3, their
+  // second GPUs 1, 3, 5, 7. The first tree of 4 nodes: 0 - 2; 2: 1, 3; the second, mirrored: 3 - 1; 1: 0, 2.
+  // Plain pattern: every link between heads (by child: 4->2, 0->4, 4->6; 2->0, 6->2, 2->4).
   const std::vector<int> order = {0, 1, 2, 3, 4, 5, 6, 7}, nodes = {0, 0, 1, 1, 2, 2, 3, 3};
-  const std::vector<Transfer> links = nccl_tree_links(order, nodes);
+  std::vector<Transfer> links = nccl_tree_links(order, nodes, NcclTreePattern::kTree);
   EXPECT_EQ(links, (std::vector<Transfer>{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {4, 2}, {0, 4}, {4, 6}, {2, 0}, {6, 2},
                                           {2, 4}}));
-  const auto plan = nccl_tree_passes(order, nodes);
+  auto plan = nccl_tree_passes(order, nodes, NcclTreePattern::kTree);
   EXPECT_EQ(check_passes(plan, links), "");
   EXPECT_EQ(plan.size(), 5u);
+  // Balanced (NCCL's first choice, the default): a child below its parent in the tree's numbering links to
+  // the parent's second GPU. Node 1 under 2 in the first tree (5->2); node 2 under 1 in the second, whose
+  // numbering is mirrored (3 - 1 = 2 below 3 - 2 = 1: the parent's second GPU, 3->4).
+  links = nccl_tree_links(order, nodes);
+  EXPECT_EQ(links, (std::vector<Transfer>{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {5, 2}, {0, 4}, {4, 6}, {2, 0}, {6, 2},
+                                          {3, 4}}));
+  plan = nccl_tree_passes(order, nodes);
+  EXPECT_EQ(check_passes(plan, links), "");
+  EXPECT_EQ(plan.size(), 4u);
+  // Split: every child through the parent's second GPU.
+  EXPECT_EQ(nccl_tree_links(order, nodes, NcclTreePattern::kSplit),
+            (std::vector<Transfer>{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {5, 2}, {1, 4}, {5, 6}, {3, 0}, {7, 2}, {3, 4}}));
   // The nodes in the order the ring first reaches them; a node's ranks in ring order, its first the head. Two
   // nodes: the trees' roots are the two heads, so each sends to the other.
   EXPECT_EQ(nccl_tree_links({3, 2, 1, 0}, {1, 1, 0, 0}), (std::vector<Transfer>{{3, 2}, {1, 0}, {3, 1}, {1, 3}}));
@@ -323,7 +337,7 @@ TEST(NcclTree, AChainPerNodeAndTheDoubleTreeOfTheNodesHeadsInFewPasses) {
   EXPECT_EQ(nccl_tree_links({5, 4, 6}, {0, 0, 0}), (std::vector<Transfer>{{5, 4}, {4, 6}}));
   EXPECT_TRUE(nccl_tree_links({0, 1}, {0}).empty());
   // Every size up to 1,024 ranks in nodes of 1, 2, 3, 8 ranks (the last node partial), scrambled within
-  // nodes: every link once, no rank twice in a pass, at most 13 passes.
+  // nodes: every link once, no rank twice in a pass, at most 15 passes.
   for (const int per_node : {1, 2, 3, 8}) {
     for (int n = 2; n <= 1024; n += (n < 64 ? 1 : 37)) {
       std::vector<int> o(static_cast<std::size_t>(n)), nd;
@@ -336,9 +350,11 @@ TEST(NcclTree, AChainPerNodeAndTheDoubleTreeOfTheNodesHeadsInFewPasses) {
       const int node_count = (n + per_node - 1) / per_node;
       // The chains' links, and each tree's node_count - 1, less those both trees share.
       EXPECT_GE(l.size(), static_cast<std::size_t>(n - node_count + node_count - 1)) << per_node << " " << n;
-      const auto p = nccl_tree_passes(o, nd);
-      EXPECT_EQ(check_passes(p, l), "") << per_node << " " << n;
-      EXPECT_LE(p.size(), 13u) << per_node << " " << n;
+      for (const NcclTreePattern pattern : {NcclTreePattern::kBalanced, NcclTreePattern::kSplit, NcclTreePattern::kTree}) {
+        const auto p = nccl_tree_passes(o, nd, pattern);
+        EXPECT_EQ(check_passes(p, nccl_tree_links(o, nd, pattern)), "") << per_node << " " << n;
+        EXPECT_LE(p.size(), 15u) << per_node << " " << n;
+      }
     }
   }
 }

@@ -42,18 +42,26 @@ int nccl_btree_parent(int n, int r);
 // even, shifted by one node when n is odd; -1 for its root (n - 1, or 1).
 int nccl_dtree_parent(int n, int r);
 
-// NCCL's trees over a communicator (NCCL's connectTrees with the tree graph's plain pattern, every link of a
-// node through its first GPU): within each node a chain through its ranks in the order `order` lists them
-// (the ring's order within a node: NCCL's tree graph takes the same GPUs on most machines), the chain's
-// first the node's head; across nodes, NCCL's double binary tree of the nodes, numbered in the order `order`
-// first reaches them (NCCL's node order when `order` is its ring), between their heads. Each link sends from
-// parent to child; a link both trees use is listed once. `node_of`: the node of each rank of `order`, in
-// the same order (same size, else no link).
-std::vector<Transfer> nccl_tree_links(const std::vector<int>& order, const std::vector<int>& node_of);
-// Those links in passes, each transfer in the first pass where neither of its ranks is busy: a head takes
-// part in at most 7 links (its chain's first, a parent and two children in each tree), so at most 13 passes
-// whatever the size, 4 to 6 in practice.
-std::vector<Pass> nccl_tree_passes(const std::vector<int>& order, const std::vector<int>& node_of);
+// The tree graph's pattern, which GPU of a node links to which child node (NCCL's ncclTopoPreset): balanced
+// (NCCL_TOPO_PATTERN_BALANCED_TREE, what NCCL's search tries first): the child below it in node order through
+// the node's second GPU, the one above through its first; split: both through its second; plain tree: both
+// through its first. A node always links to its parent through its first GPU.
+enum class NcclTreePattern { kBalanced, kSplit, kTree };
+
+// NCCL's trees over a communicator (NCCL's connectTrees): within each node a chain through its ranks in the
+// order `order` lists them (the ring's order within a node: NCCL's tree graph takes the same GPUs on most
+// machines), the chain's first the node's head; across nodes, NCCL's double binary tree of the nodes,
+// numbered in the order `order` first reaches them (NCCL's node order when `order` is its ring): a node's
+// head linked to its parent node's first or second rank as `pattern` says (a node of one rank: its first).
+// Each link sends from parent to child; a link both trees use is listed once. `node_of`: the node of each
+// rank of `order`, in the same order (same size, else no link).
+std::vector<Transfer> nccl_tree_links(const std::vector<int>& order, const std::vector<int>& node_of,
+                                      NcclTreePattern pattern = NcclTreePattern::kBalanced);
+// Those links in passes, each transfer in the first pass where neither of its ranks is busy: a rank takes
+// part in at most 8 links (two of its chain's, a parent and two children in each tree), so at most 15
+// passes whatever the size, 4 to 6 in practice.
+std::vector<Pass> nccl_tree_passes(const std::vector<int>& order, const std::vector<int>& node_of,
+                                   NcclTreePattern pattern = NcclTreePattern::kBalanced);
 
 // "" when `plan` times every link of `links` exactly once and no rank takes part in two transfers of one
 // pass; else what is wrong.
