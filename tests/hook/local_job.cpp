@@ -28,8 +28,17 @@ extern "C" __attribute__((visibility("default"))) int gh_local_job_run(int calls
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 10;  // the first call: the hook creates the ring
   ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) return 11;
   cudaStream_t stream = nullptr;
+  // Both released on every way out (an early one included: the sanitizer stage checks for leaks).
+  struct Release {
+    ncclComm_t& comm;
+    cudaStream_t& stream;
+    ~Release() {
+      if (stream != nullptr) cudaStreamDestroy(stream);
+      if (comm != nullptr) ncclCommDestroy(comm);
+    }
+  } release{comm, stream};
+  if (ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) return 11;
   if (cudaStreamCreate(&stream) != cudaSuccess) return 12;
   // The hook's ring for this process, to switch device profiling on as the agent would.
   const greyhound::EnvConfig env = greyhound::read_env_config();
@@ -50,6 +59,5 @@ extern "C" __attribute__((visibility("default"))) int gh_local_job_run(int calls
   ncclBroadcast(x, x, 1, ncclFloat32, 0, comm, stream);  // collects the timings still pending
   std::printf("profile_status %u\n", control->profile_status.load());
   control->profile_flags.store(0);
-  ncclCommDestroy(comm);
   return 0;
 }
