@@ -72,6 +72,18 @@ std::vector<GroupMembers> comparable_groups(const std::vector<GroupRecord>& reco
       } else if (notes) {
         notes->push_back("group " + group_id_hex(r.id) + ": NCCL's ring order left out: " + order.error());
       }
+      // NCCL's trees: each node's chain at the dumping node's positions, the nodes in node order (as the
+      // ring's parts are: validate::nccl_ring_order composes both).
+      const auto& tree = r.nccl_ring->tree;
+      if (order && tree) {
+        const auto chains = validate::nccl_ring_order(g.nodes, tree->segment, tree->crosses_nodes);
+        if (chains) {
+          for (int group_rank : *chains) g.nccl_tree_order.push_back(g.members[static_cast<std::size_t>(group_rank)]);
+          g.nccl_tree_pattern = tree->pattern;
+        } else if (notes) {
+          notes->push_back("group " + group_id_hex(r.id) + ": NCCL's tree chains left out: " + chains.error());
+        }
+      }
     }
     // What the group moves per iteration: the op/size kinds its first reporting member saw.
     g.signature = std::to_string(r.size);

@@ -39,6 +39,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "greyhound/validate/pass_plan.h"
 #include "greyhound/vocabulary.h"
 #include "store/messages.h"
 
@@ -63,6 +64,10 @@ struct GroupMembers {
   std::string signature;     // what it moves per iteration (equal: comparable)
   std::vector<int> nccl_order = {};  // the members in NCCL's ring order, from a member's graph dump; empty: not known
   std::vector<int> nodes = {};       // the node of each member, in group-rank order; empty: not all known
+  // NCCL's trees, from the same dump's tree graph: the members in the order of the chains through their nodes
+  // (empty: not known, the ring's order stands in) and the graph's pattern (the balanced one when not known).
+  std::vector<int> nccl_tree_order = {};
+  validate::NcclTreePattern nccl_tree_pattern = validate::NcclTreePattern::kBalanced;
 };
 
 // What a group's calls move (from the agents' op counts): the call that moves most of its bytes

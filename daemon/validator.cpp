@@ -11,7 +11,8 @@ namespace {
 // group's members), else group-rank order; its ring passes, then its tree passes less the transfers the ring
 // passes time already (the same sender and receiver), passes left empty left out. The tree is NCCL's (a chain
 // per node, a double binary tree of the nodes) when the members' nodes are known (from the group, else
-// `node_of`), else the binary tree in heap layout over the order.
+// `node_of`): over the chains and pattern of NCCL's tree graph when the dump gave them, else the balanced
+// pattern over the ring's order; without the nodes, the binary tree in heap layout over the ring's order.
 P2pTest test_of(const GroupMembers& g, const ValidatorConfig& config, const std::map<int, int>& node_of = {}) {
   P2pTest t;
   t.group = g.group;
@@ -24,8 +25,13 @@ P2pTest test_of(const GroupMembers& g, const ValidatorConfig& config, const std:
   for (const validate::Pass& p : t.passes) {
     for (const validate::Transfer& x : p) timed.insert({x.src, x.dst});
   }
-  std::vector<int> nodes;  // of t.order's ranks
-  for (int r : t.order) {
+  // NCCL's trees run through each node in the tree graph's chain order when the dump gave it.
+  const std::vector<int>& tree_order =
+      std::is_permutation(g.nccl_tree_order.begin(), g.nccl_tree_order.end(), g.members.begin(), g.members.end())
+          ? g.nccl_tree_order
+          : t.order;
+  std::vector<int> nodes;  // of tree_order's ranks
+  for (int r : tree_order) {
     const auto at = std::find(g.members.begin(), g.members.end(), r) - g.members.begin();
     const auto known = node_of.find(r);
     if (g.nodes.size() == g.members.size()) {
@@ -37,8 +43,9 @@ P2pTest test_of(const GroupMembers& g, const ValidatorConfig& config, const std:
       break;
     }
   }
-  const std::vector<validate::Pass> tree =
-      nodes.size() == t.order.size() ? validate::nccl_tree_passes(t.order, nodes) : validate::tree_passes(t.order);
+  const std::vector<validate::Pass> tree = nodes.size() == tree_order.size()
+                                                ? validate::nccl_tree_passes(tree_order, nodes, g.nccl_tree_pattern)
+                                                : validate::tree_passes(t.order);
   for (validate::Pass p : tree) {
     p.erase(std::remove_if(p.begin(), p.end(), [&](const validate::Transfer& x) { return timed.count({x.src, x.dst}) != 0; }),
             p.end());

@@ -48,7 +48,8 @@ struct ValidatorConfig {
 
 struct P2pTest {
   std::uint64_t group = 0;
-  std::vector<int> order;                 // ring order (global ranks); the tree is over it too
+  std::vector<int> order;                 // ring order (global ranks); the tree is over it too unless NCCL's
+                                          // tree graph gave the chains (GroupMembers::nccl_tree_order)
   std::vector<validate::Pass> passes;     // the ring's passes, then the tree's
 };
 
@@ -67,7 +68,8 @@ struct ValidationPlan {
 bool parse_validate_topologies(std::string_view list, ValidatorConfig* config);
 
 // A group's ring follows NCCL's ring order when a member's graph dump gave it (GroupMembers::nccl_order),
-// else group-rank order. `node_of`: the node of each rank, when known (a reference group of the suspects' link class is chosen
+// else group-rank order; its tree is NCCL's over the dump's tree graph (nccl_tree_order, nccl_tree_pattern)
+// when the dump had one. `node_of`: the node of each rank, when known (a reference group of the suspects' link class is chosen
 // when no comparable one is left).
 ValidationPlan plan_validation(const Localisation& loc, const std::vector<GroupMembers>& groups,
                                const ValidatorConfig& config = {}, const std::map<int, int>& node_of = {});

@@ -3,6 +3,7 @@
 // members within its size and every rank within greyhound's bounds, and what it accepts, written back the way
 // the agents write a group (AgentUpdate::group_member, group_ops, group_nccl_ring), reads back the same and
 // without error.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -75,6 +76,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(!d.segment.empty() && d.segment.size() <= 4096, "a dumped ring's part is bounded");
     for (int r : d.segment) check(r >= 0 && (g.size == 0 || r < g.size), "a dumped ring's ranks are the group's");
     check(d.channels >= 1 && d.channels <= 1024, "channels are bounded");
+    if (d.tree) {
+      check(std::is_permutation(d.tree->segment.begin(), d.tree->segment.end(), d.segment.begin(), d.segment.end()),
+            "a dumped tree's chain holds the ring's part's ranks");
+    }
   }
 
   // Written back as the agents write it, it reads back the same.

@@ -83,10 +83,19 @@ void Agent::discover(std::uint64_t now_ns) {
 // NCCL's ring order over a group this rank made, when the job set NCCL_GRAPH_DUMP_FILE and the rank is the
 // one NCCL dumped on: the hook left copies of the dumps beside the ring before the group's record.
 void Agent::take_nccl_ring_of(const std::string& path, const GroupMembership& g) {
-  auto ring = take_nccl_ring(path, g.group_id, g.group_rank, g.group_size);
+  std::string tree_error;
+  auto ring = take_nccl_ring(path, g.group_id, g.group_rank, g.group_size, &tree_error);
   if (ring) {
-    spdlog::info("NCCL's ring over group {} from the graph dump of its rank {}: {} of its ranks on this node, {} channels",
-                 group_id_hex(g.group_id), g.group_rank, ring->segment.size(), ring->channels);
+    spdlog::info("NCCL's ring over group {} from the graph dump of its rank {}: {} of its ranks on this node, {} channels; "
+                 "its trees: {}",
+                 group_id_hex(g.group_id), g.group_rank, ring->segment.size(), ring->channels,
+                 ring->tree ? std::string(validate::nccl_tree_pattern_name(ring->tree->pattern)) + " pattern"
+                            : "no tree graph");
+    if (!tree_error.empty() && logged_.insert("nccl-tree:" + path).second) {
+      spdlog::warn("NCCL's tree graph of group {} (rank {}) not used, validation assumes the balanced pattern over the "
+                   "ring's order: {}",
+                   group_id_hex(g.group_id), g.group_rank, tree_error);
+    }
     nccl_rings_[path][g.group_id] = std::move(*ring);
   } else if (ring.status().code != Errc::kUnavailable && logged_.insert("nccl-ring:" + path).second) {
     spdlog::warn("NCCL's graph dump of group {} (rank {}) not used, validation follows group-rank order: {}",

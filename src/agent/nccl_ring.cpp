@@ -13,7 +13,8 @@
 
 namespace greyhound::agent {
 
-Result<NcclRingDump> nccl_ring_of(std::string_view graph_xml, std::string_view topo_xml, int group_rank, int group_size) {
+Result<NcclRingDump> nccl_ring_of(std::string_view graph_xml, std::string_view topo_xml, int group_rank, int group_size,
+                                  std::string* tree_error) {
   using R = Result<NcclRingDump>;
   const auto ranks = validate::parse_topology_dump_ranks(topo_xml);
   if (!ranks) return R::failure(ranks.error());
@@ -36,6 +37,17 @@ Result<NcclRingDump> nccl_ring_of(std::string_view graph_xml, std::string_view t
   d.segment = ring.ranks;
   d.crosses_nodes = ring.crosses_nodes;
   d.channels = static_cast<int>(std::min<std::size_t>(rings->size(), 1024));
+  const auto tree = validate::parse_graph_dump_tree(graph_xml, *ranks);
+  std::string why;
+  if (!tree) {
+    if (tree.status().code != Errc::kUnavailable) why = tree.error();
+  } else if (!std::is_permutation(tree->chains.front().ranks.begin(), tree->chains.front().ranks.end(),
+                                  ring.ranks.begin(), ring.ranks.end())) {
+    why = "the tree graph's chain does not hold the ring's ranks";
+  } else {
+    d.tree = NcclTreeChain{tree->pattern, tree->chains.front().ranks, tree->chains.front().crosses_nodes};
+  }
+  if (tree_error) *tree_error = why;
   return d;
 }
 
@@ -73,7 +85,8 @@ Result<std::string> read_own(const std::string& path) {
 
 }  // namespace
 
-Result<NcclRingDump> take_nccl_ring(const std::string& ring_path, std::uint64_t group_id, int group_rank, int group_size) {
+Result<NcclRingDump> take_nccl_ring(const std::string& ring_path, std::uint64_t group_id, int group_rank, int group_size,
+                                    std::string* tree_error) {
   using R = Result<NcclRingDump>;
   const std::string graph_path = nccl_dump_copy_path(ring_path, group_id, true);
   const std::string topo_path = nccl_dump_copy_path(ring_path, group_id, false);
@@ -88,7 +101,7 @@ Result<NcclRingDump> take_nccl_ring(const std::string& ring_path, std::uint64_t 
   ::unlink(topo_path.c_str());
   if (!graph) return R::failure(graph.error());
   if (!topo) return R::failure(topo.error());
-  return nccl_ring_of(*graph, *topo, group_rank, group_size);
+  return nccl_ring_of(*graph, *topo, group_rank, group_size, tree_error);
 }
 
 }  // namespace greyhound::agent

@@ -29,7 +29,8 @@ const Command kCommands[] = {
     {"status", &greyhound::ctl::cmd_status, "ranks, nodes, groups, iteration times and incidents of a job",
      "--job J [--redis URL] [--json]"},
     {"passes", &greyhound::ctl::cmd_passes, "the validation's P2P pass plan over a ring or tree of ranks",
-     "--topology ring|tree (--ranks R1,R2,.. [--nodes N1,N2,..] | --graph-dump FILE --topo-dump FILE [--channel C])"},
+     "--topology ring|tree (--ranks R1,R2,.. [--nodes N1,N2,.. [--pattern balanced|split|tree]] | --graph-dump FILE "
+     "--topo-dump FILE [--channel C])"},
     {"events", &greyhound::ctl::cmd_events, "a job's events as a readable timeline (or JSON lines), --follow",
      "--job J [--redis URL] [--json] [--follow] [--since ID] [--count N]"},
     {"incidents", &greyhound::ctl::cmd_incidents, "a job's latest incidents and the fail-slows open now",

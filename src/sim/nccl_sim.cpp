@@ -279,7 +279,9 @@ ncclResult_t attach(ncclComm_t* out, std::uint64_t key, int nranks, int rank) {
 // device = global rank % GPUs per node, and rank) and a ring graph of 2 channels listing those GPUs in ring
 // order, between <net> devices when the communicator spans nodes. The stand-in's ring order on a node is its
 // devices in ascending order, or descending with GREYHOUND_SIM_NCCL_RING=descending (a topology whose search
-// enters the node at its last GPU; a test can then tell the dump's order from group-rank order).
+// enters the node at its last GPU; a test can then tell the dump's order from group-rank order). With them, a
+// tree graph (id 1) of one channel: its chain through the node's devices in ascending order whatever the
+// ring's, its pattern GREYHOUND_SIM_NCCL_TREE (balanced, split or tree; default balanced, NCCL's first choice).
 int dump_rank_env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || *v == '\0' ? 0 : std::atoi(v);
@@ -301,8 +303,12 @@ void write_nccl_dumps(ncclComm* c) {
     local.push_back({c->info(r)->global_rank % gpn, r});
   }
   std::sort(local.begin(), local.end());
+  const std::vector<std::pair<int, int>> chain = local;  // the tree's, ascending
   const char* order = std::getenv("GREYHOUND_SIM_NCCL_RING");
   if (order != nullptr && std::string(order) == "descending") std::reverse(local.begin(), local.end());
+  const char* tree_env = std::getenv("GREYHOUND_SIM_NCCL_TREE");
+  const std::string tree = tree_env == nullptr || *tree_env == '\0' ? "balanced" : tree_env;
+  const int tree_pattern = tree == "split" ? 2 : tree == "tree" ? 3 : 1;  // NCCL_TOPO_PATTERN_*
   if (topo_path != nullptr && *topo_path != '\0' && c->rank == dump_rank_env("NCCL_TOPO_DUMP_FILE_RANK")) {
     if (FILE* f = std::fopen(topo_path, "w")) {
       std::fprintf(f, "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\">\n");
@@ -326,7 +332,14 @@ void write_nccl_dumps(ncclComm* c) {
         if (spans) std::fprintf(f, "      <net dev=\"0\"/>\n");
         std::fprintf(f, "    </channel>\n");
       }
-      std::fprintf(f, "  </graph>\n</graphs>\n");
+      std::fprintf(f, "  </graph>\n  <graph id=\"1\" pattern=\"%d\" crossnic=\"0\" nchannels=\"1\" speedintra=\"40\" "
+                      "speedinter=\"20\" latencyinter=\"0\" typeintra=\"NVL\" typeinter=\"PIX\" samechannels=\"1\">\n"
+                      "    <channel>\n",
+                   tree_pattern);
+      if (spans) std::fprintf(f, "      <net dev=\"0\"/>\n");
+      for (const auto& [dev, r] : chain) std::fprintf(f, "      <gpu dev=\"%d\"/>\n", dev);
+      if (spans) std::fprintf(f, "      <net dev=\"0\"/>\n");
+      std::fprintf(f, "    </channel>\n  </graph>\n</graphs>\n");
       std::fclose(f);
     }
   }

@@ -1611,7 +1611,14 @@ json to_json(const RestartRequest& r) {
 }
 
 nlohmann::json to_json(const NcclRingDump& d) {
-  return {{"group_rank", d.group_rank}, {"segment", d.segment}, {"crosses_nodes", d.crosses_nodes}, {"channels", d.channels}};
+  nlohmann::json j = {
+      {"group_rank", d.group_rank}, {"segment", d.segment}, {"crosses_nodes", d.crosses_nodes}, {"channels", d.channels}};
+  if (d.tree) {
+    j["tree"] = {{"pattern", validate::nccl_tree_pattern_name(d.tree->pattern)},
+                 {"segment", d.tree->segment},
+                 {"crosses_nodes", d.tree->crosses_nodes}};
+  }
+  return j;
 }
 
 // A group's nccl_ring field: {"group_rank":R,"segment":[R,...],"crosses_nodes":B,"channels":N}, the segment's
@@ -1648,6 +1655,31 @@ Result<NcclRingDump> parse_nccl_ring_dump(const std::string& v) {
     return R::failure("channels: not 1 to 1024");
   }
   d.channels = static_cast<int>(channels->get<long long>());
+  const auto tree = j->find("tree");
+  if (tree == j->end()) return d;
+  if (!tree->is_object()) return R::failure("tree: not a JSON object");
+  NcclTreeChain t;
+  const auto pattern = tree->find("pattern");
+  const auto tseg = tree->find("segment");
+  const auto tcrosses = tree->find("crosses_nodes");
+  const auto p = pattern != tree->end() && pattern->is_string() ? validate::parse_nccl_tree_pattern(pattern->get<std::string>())
+                                                               : std::nullopt;
+  if (!p) return R::failure("tree.pattern: not \"balanced\", \"split\" or \"tree\"");
+  t.pattern = *p;
+  if (tseg == tree->end() || !tseg->is_array() || tseg->size() != d.segment.size()) {
+    return R::failure("tree.segment: not a list of the ring segment's ranks");
+  }
+  std::set<int> chain;
+  for (const auto& r : *tseg) {
+    if (!r.is_number_integer() || !seen.count(static_cast<int>(std::clamp<long long>(r.get<long long>(), -1, kMaxRank))) ||
+        !chain.insert(static_cast<int>(r.get<long long>())).second) {
+      return R::failure("tree.segment: not the ring segment's ranks");
+    }
+    t.segment.push_back(static_cast<int>(r.get<long long>()));
+  }
+  if (tcrosses == tree->end() || !tcrosses->is_boolean()) return R::failure("tree.crosses_nodes: not true or false");
+  t.crosses_nodes = tcrosses->get<bool>();
+  d.tree = std::move(t);
   return d;
 }
 

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "greyhound/result.h"
+#include "greyhound/validate/pass_plan.h"
 #include "greyhound/vocabulary.h"
 
 namespace greyhound {
@@ -702,17 +703,29 @@ std::optional<JobRestart> parse_job_restart(const nlohmann::json& detail, std::s
 // NCCL's ring over a group as the graph dump of one of its members shows it (field nccl_ring of the group's
 // hash, written by that member's agent; docs/validation.md, "NCCL's ring order"): the dumping node's part
 // of ring channel 0, in group ranks.
+// With it, when the dump holds NCCL's tree graph, that graph's pattern and channel 0's chain through the
+// same node (docs/validation.md, "NCCL's trees").
+struct NcclTreeChain {
+  validate::NcclTreePattern pattern = validate::NcclTreePattern::kBalanced;
+  std::vector<int> segment;    // the dumping node's group ranks, in the chain's order (the ring segment's ranks)
+  bool crosses_nodes = false;  // the chain enters and leaves its node by the network
+  bool operator==(const NcclTreeChain&) const = default;
+};
+
 struct NcclRingDump {
   int group_rank = -1;        // the member that dumped it
   std::vector<int> segment;   // its node's group ranks, in ring order
   bool crosses_nodes = false;  // the channel enters and leaves its node by the network
   int channels = 0;           // ring channels in the dump
+  std::optional<NcclTreeChain> tree;  // absent: the dump had no tree graph (or an unusable one)
   bool operator==(const NcclRingDump&) const = default;
 };
 
 nlohmann::json to_json(const NcclRingDump& d);
 // Fails (naming the field) on anything but what to_json writes: a JSON object, its segment 1 to 4096
-// distinct ranks holding group_rank, crosses_nodes a boolean, channels 1 to 1024.
+// distinct ranks holding group_rank, crosses_nodes a boolean, channels 1 to 1024; a tree, when present, an
+// object with pattern "balanced", "split" or "tree", a segment of the same ranks as the ring's, and
+// crosses_nodes a boolean.
 Result<NcclRingDump> parse_nccl_ring_dump(const std::string& text);
 
 struct GroupRecord {

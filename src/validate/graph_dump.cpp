@@ -102,50 +102,83 @@ Result<std::map<std::int64_t, int>> parse_topology_dump_ranks(std::string_view x
   return out;
 }
 
+namespace {
+
+// The channels of one graph, each device's rank from `device_ranks`.
+Rings parse_channels(const pugi::xml_node& graph, const std::map<std::int64_t, int>& device_ranks, const char* what) {
+  std::vector<DumpedRing> out;
+  int c = 0;
+  for (const pugi::xml_node channel : graph.children("channel")) {
+    DumpedRing ring;
+    ring.channel = c++;
+    const std::string where = std::string("graph dump: ") + what + " channel " + std::to_string(ring.channel) + ": ";
+    for (const pugi::xml_node n : channel.children()) {
+      const std::string name = n.name();
+      if (name == "net") {
+        ring.crosses_nodes = true;
+      } else if (name == "gpu") {
+        const std::int64_t dev = attr_int(n, "dev");
+        if (dev < 0) return Rings::failure(where + "a <gpu> whose dev is " + quoted(n, "dev"));
+        const auto rank = device_ranks.find(dev);
+        if (rank == device_ranks.end()) {
+          return Rings::failure(where + "device " + std::to_string(dev) +
+                                " has no rank in the topology dump (a dump of another communicator or node?)");
+        }
+        if (std::find(ring.ranks.begin(), ring.ranks.end(), rank->second) != ring.ranks.end()) {
+          return Rings::failure(where + "rank " + std::to_string(rank->second) + " appears twice in one " + (std::string(what) == "ring" ? "ring" : "chain"));
+        }
+        ring.devices.push_back(dev);
+        ring.ranks.push_back(rank->second);
+      }
+    }
+    out.push_back(std::move(ring));
+  }
+  return out;
+}
+
+Result<pugi::xml_node> load_graphs(pugi::xml_document& doc, std::string_view xml) {
+  const auto loaded = load_root(doc, xml, "graph dump", "graphs");
+  if (!loaded) return loaded;
+  if (attr_int(*loaded, "version") != 1) {
+    return Result<pugi::xml_node>::failure("graph dump: version " + quoted(*loaded, "version") + " (only 1 is known)");
+  }
+  return loaded;
+}
+
+}  // namespace
+
 Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml,
                                                        const std::map<std::int64_t, int>& device_ranks) {
   pugi::xml_document doc;
-  const auto loaded = load_root(doc, xml, "graph dump", "graphs");
-  if (!loaded) return Rings::failure(loaded.error());
-  const pugi::xml_node root = *loaded;
-  if (attr_int(root, "version") != 1) {
-    return Rings::failure("graph dump: version " + quoted(root, "version") + " (only 1 is known)");
+  const auto root = load_graphs(doc, xml);
+  if (!root) return Rings::failure(root.error());
+  for (const pugi::xml_node graph : root->children("graph")) {
+    if (attr_int(graph, "pattern") == 4) return parse_channels(graph, device_ranks, "ring");  // one ring graph per dump
   }
-  std::vector<DumpedRing> out;
-  bool ring_graph = false;
-  for (const pugi::xml_node graph : root.children("graph")) {
-    if (attr_int(graph, "pattern") != 4) continue;
-    ring_graph = true;
-    int c = 0;
-    for (const pugi::xml_node channel : graph.children("channel")) {
-      DumpedRing ring;
-      ring.channel = c++;
-      const std::string where = "graph dump: channel " + std::to_string(ring.channel) + ": ";
-      for (const pugi::xml_node n : channel.children()) {
-        const std::string name = n.name();
-        if (name == "net") {
-          ring.crosses_nodes = true;
-        } else if (name == "gpu") {
-          const std::int64_t dev = attr_int(n, "dev");
-          if (dev < 0) return Rings::failure(where + "a <gpu> whose dev is " + quoted(n, "dev"));
-          const auto rank = device_ranks.find(dev);
-          if (rank == device_ranks.end()) {
-            return Rings::failure(where + "device " + std::to_string(dev) +
-                                  " has no rank in the topology dump (a dump of another communicator or node?)");
-          }
-          if (std::find(ring.ranks.begin(), ring.ranks.end(), rank->second) != ring.ranks.end()) {
-            return Rings::failure(where + "rank " + std::to_string(rank->second) + " appears twice in one ring");
-          }
-          ring.devices.push_back(dev);
-          ring.ranks.push_back(rank->second);
-        }
-      }
-      out.push_back(std::move(ring));
+  return Rings::failure("graph dump: no ring graph (pattern 4)");
+}
+
+Result<DumpedTree> parse_graph_dump_tree(std::string_view xml, const std::map<std::int64_t, int>& device_ranks) {
+  using T = Result<DumpedTree>;
+  pugi::xml_document doc;
+  const auto root = load_graphs(doc, xml);
+  if (!root) return T::failure(root.error());
+  for (const pugi::xml_node graph : root->children("graph")) {
+    if (attr_int(graph, "id") != 1) continue;
+    const auto pattern = nccl_tree_pattern_of(attr_int(graph, "pattern"));
+    if (!pattern) {
+      return T::failure("graph dump: the tree graph (id 1) has pattern " + quoted(graph, "pattern") +
+                        " (1, 2 or 3 is a tree)");
     }
-    break;  // one ring graph per dump
+    auto chains = parse_channels(graph, device_ranks, "tree");
+    if (!chains) return T::failure(chains.error());
+    if (chains->empty() || chains->front().ranks.empty()) return T::failure("graph dump: the tree graph has no GPU");
+    DumpedTree t;
+    t.pattern = *pattern;
+    t.chains = std::move(*chains);
+    return t;
   }
-  if (!ring_graph) return Rings::failure("graph dump: no ring graph (pattern 4)");
-  return out;
+  return T(Error{Errc::kUnavailable, "graph dump: no tree graph (id 1)", {}});
 }
 
 }  // namespace greyhound::validate

@@ -35,6 +35,40 @@ TEST(NcclRing, ChannelZeroOfTheDumpingNodeInCommunicatorRanks) {
   EXPECT_EQ(ring->segment, (std::vector<int>{0, 1, 3, 2}));
   EXPECT_TRUE(ring->crosses_nodes);
   EXPECT_EQ(ring->channels, 2);
+  // With the tree graph (id 1): balanced, its chain through devices 0, 2, 1, 3.
+  ASSERT_TRUE(ring->tree);
+  EXPECT_EQ(ring->tree->pattern, greyhound::validate::NcclTreePattern::kBalanced);
+  EXPECT_EQ(ring->tree->segment, (std::vector<int>{0, 3, 1, 2}));
+  EXPECT_TRUE(ring->tree->crosses_nodes);
+  // A dump without a tree graph: the ring alone, nothing wrong; a tree graph whose chain is not the ring's
+  // ranks, or that cannot be read: the ring alone, and why.
+  std::string tree_error = "stale";
+  ring = nccl_ring_of(fixture("graph-dump-1node.xml"), fixture("topo-dump-1node.xml"), 0, 4, &tree_error);
+  ASSERT_TRUE(ring) << ring.error();
+  EXPECT_FALSE(ring->tree);
+  EXPECT_EQ(tree_error, "");
+  const std::string topo = "<system><gpu dev=\"0\" rank=\"0\"/><gpu dev=\"1\" rank=\"1\"/><gpu dev=\"2\" rank=\"2\"/></system>";
+  const std::string rings = "<graph id=\"0\" pattern=\"4\"><channel><gpu dev=\"0\"/><gpu dev=\"1\"/></channel></graph>";
+  ring = nccl_ring_of("<graphs version=\"1\">" + rings +
+                          "<graph id=\"1\" pattern=\"1\"><channel><gpu dev=\"0\"/><gpu dev=\"2\"/></channel></graph></graphs>",
+                      topo, 0, 3, &tree_error);
+  ASSERT_TRUE(ring) << ring.error();
+  EXPECT_FALSE(ring->tree);
+  EXPECT_EQ(tree_error, "the tree graph's chain does not hold the ring's ranks");
+  ring = nccl_ring_of("<graphs version=\"1\">" + rings +
+                          "<graph id=\"1\" pattern=\"7\"><channel><gpu dev=\"0\"/><gpu dev=\"1\"/></channel></graph></graphs>",
+                      topo, 0, 3, &tree_error);
+  ASSERT_TRUE(ring) << ring.error();
+  EXPECT_FALSE(ring->tree);
+  EXPECT_EQ(tree_error, "graph dump: the tree graph (id 1) has pattern '7' (1, 2 or 3 is a tree)");
+  ring = nccl_ring_of("<graphs version=\"1\">" + rings +
+                          "<graph id=\"1\" pattern=\"3\"><channel><gpu dev=\"1\"/><gpu dev=\"0\"/></channel></graph></graphs>",
+                      topo, 0, 3, &tree_error);
+  ASSERT_TRUE(ring && ring->tree) << ring.error();
+  EXPECT_EQ(ring->tree->pattern, greyhound::validate::NcclTreePattern::kTree);
+  EXPECT_EQ(ring->tree->segment, (std::vector<int>{1, 0}));
+  EXPECT_FALSE(ring->tree->crosses_nodes);
+  EXPECT_EQ(tree_error, "");
   // A dump that does not hold the rank that dumped it, or names ranks beyond the group: another
   // communicator's (NCCL writes every communicator's at the same path).
   ring = nccl_ring_of(fixture("graph-dump-2nodes.xml"), fixture("topo-dump-2nodes.xml"), 5, 8);

@@ -129,7 +129,9 @@ TEST_F(Validation, ACongestedLinkIsNamedByItsTransfers) {
   // graph and topology dumps, and the stand-in's NCCL enters each node at its last GPU: the world's ring is
   // 1 0 3 2 5 4 7 6 (docs/validation.md, "NCCL's ring order"), so its transfers include 0 -> 3, which neither
   // its ring nor its tree in group-rank order (0 1 ... 7) sends, and not 7 -> 0, which its ring in that order
-  // closes with (no other group holds both).
+  // closes with (no other group holds both). Its tree graph chains each node's GPUs in ascending order, in
+  // NCCL's balanced pattern: NCCL's trees send 5 -> 2 and 3 -> 4 between nodes (heads 0 2 4 6), not 4 -> 3 as
+  // they would over the ring's order (heads 1 3 5 7); only the world's group holds these pairs.
   const std::string dumps = root_ + "/link-dumps";
   std::system(("mkdir -p " + dumps).c_str());
   const SimRun r =
@@ -144,6 +146,9 @@ TEST_F(Validation, ACongestedLinkIsNamedByItsTransfers) {
     for (const auto& l : x.links) sent.insert({l.src, l.dst});
     EXPECT_EQ(sent.count({0, 3}), 1u) << "the world's ring in NCCL's order";
     EXPECT_EQ(sent.count({7, 0}), 0u) << "the world's ring in group-rank order";
+    EXPECT_EQ(sent.count({5, 2}), 1u) << "NCCL's trees over the tree graph's chains";
+    EXPECT_EQ(sent.count({3, 4}), 1u) << "NCCL's trees over the tree graph's chains";
+    EXPECT_EQ(sent.count({4, 3}), 0u) << "NCCL's trees over the ring's order";
     EXPECT_EQ(x.cause, "link") << x.reason;
     EXPECT_EQ(x.node_a, 2) << x.reason;
     EXPECT_EQ(x.node_b, 3) << x.reason;

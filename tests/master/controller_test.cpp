@@ -1698,7 +1698,7 @@ TEST(Controller, ComparableGroupsCarryNcclsRingOrderFromAMembersGraphDump) {
   g.size = 4;
   g.members = {{0, 10}, {1, 11}, {2, 12}, {3, 13}};
   g.nodes = {{0, 5}, {1, 5}, {2, 6}, {3, 6}};
-  g.nccl_ring = NcclRingDump{0, {1, 0}, true, 2};
+  g.nccl_ring = NcclRingDump{0, {1, 0}, true, 2, std::nullopt};
   std::vector<std::string> notes;
   auto out = comparable_groups({g}, &notes);
   ASSERT_EQ(out.size(), 1u);
@@ -1711,7 +1711,7 @@ TEST(Controller, ComparableGroupsCarryNcclsRingOrderFromAMembersGraphDump) {
   no_node.nodes.erase(3);
   GroupRecord wrong = g;
   wrong.id = 0x21;
-  wrong.nccl_ring = NcclRingDump{0, {0, 2}, true, 2};
+  wrong.nccl_ring = NcclRingDump{0, {0, 2}, true, 2, std::nullopt};
   out = comparable_groups({no_node, wrong}, &notes);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_TRUE(out[0].nccl_order.empty());
@@ -1721,6 +1721,41 @@ TEST(Controller, ComparableGroupsCarryNcclsRingOrderFromAMembersGraphDump) {
                        "group 0000000000000020: NCCL's ring order left out: the nodes of its members are not all known",
                        "group 0000000000000021: NCCL's ring order left out: the dumped ring names ranks of nodes 5 and 6 "
                        "(a channel lists one node's GPUs)"}));
+}
+
+// NCCL's trees over a group, from the same dump's tree graph: each node's chain at the dumping node's
+// positions, the nodes in node order, and the graph's pattern; a chain that does not fit is left out, with why.
+TEST(Controller, ComparableGroupsCarryNcclsTreeChainsFromAMembersGraphDump) {
+  GroupRecord g;
+  g.id = 0x22;
+  g.size = 6;
+  g.members = {{0, 20}, {1, 21}, {2, 22}, {3, 23}, {4, 24}, {5, 25}};
+  g.nodes = {{0, 1}, {1, 1}, {2, 1}, {3, 2}, {4, 2}, {5, 2}};
+  g.nccl_ring = NcclRingDump{3, {5, 4, 3}, true, 2, NcclTreeChain{validate::NcclTreePattern::kSplit, {4, 3, 5}, true}};
+  std::vector<std::string> notes;
+  auto out = comparable_groups({g}, &notes);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].nccl_order, (std::vector<int>{22, 21, 20, 25, 24, 23}));
+  EXPECT_EQ(out[0].nccl_tree_order, (std::vector<int>{21, 20, 22, 24, 23, 25}));
+  EXPECT_EQ(out[0].nccl_tree_pattern, validate::NcclTreePattern::kSplit);
+  EXPECT_TRUE(notes.empty());
+  // No tree graph: no chains, the balanced pattern.
+  GroupRecord rings_only = g;
+  rings_only.nccl_ring->tree.reset();
+  out = comparable_groups({rings_only}, &notes);
+  EXPECT_TRUE(out.at(0).nccl_tree_order.empty());
+  EXPECT_EQ(out.at(0).nccl_tree_pattern, validate::NcclTreePattern::kBalanced);
+  // A chain that enters by the network in a one-node group: left out, with why; the ring stays.
+  GroupRecord one_node = g;
+  one_node.nodes = {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}};
+  one_node.nccl_ring = NcclRingDump{0, {0, 1, 2, 3, 4, 5}, false, 1,
+                                    NcclTreeChain{validate::NcclTreePattern::kTree, {5, 4, 3, 2, 1, 0}, true}};
+  out = comparable_groups({one_node}, &notes);
+  EXPECT_EQ(out.at(0).nccl_order, (std::vector<int>{20, 21, 22, 23, 24, 25}));
+  EXPECT_TRUE(out.at(0).nccl_tree_order.empty());
+  EXPECT_EQ(out.at(0).nccl_tree_pattern, validate::NcclTreePattern::kBalanced);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind("group 0000000000000022: NCCL's tree chains left out: ", 0), 0u) << notes[0];
 }
 
 // A pre-flight request is served once: answered "waiting" at once, a pause of every rank planned once the

@@ -343,6 +343,47 @@ TEST(Validator, WithTheMembersNodesKnownTheTreesAreNcclsDoubleBinaryTree) {
   EXPECT_EQ(heap.cause, "none") << heap.reason;
 }
 
+// NCCL's tree graph gave the chains through the nodes and the pattern: the tree passes follow them, not the
+// ring's order. 2 nodes of 2 (ranks 0, 1 on node 0; 2, 3 on node 1), the ring 1 0 3 2, the chains 0 1 and 2 3,
+// the plain tree pattern: the tree sends 0 -> 1 and 2 -> 3 inside the nodes and 0 -> 2, 2 -> 0 between their
+// heads; over the ring's order it would send 1 -> 0 and 3 -> 2 inside the nodes and 1 -> 3, 3 -> 1 between
+// theirs (node 1 is above node 0 in the first tree and below it in the second: in the balanced pattern both
+// link through the parent node's first GPU).
+TEST(Validator, NcclsTreeGraphGivesTheTreesChainsAndPattern) {
+  Localisation loc;
+  loc.cause = Cause::kCommunication;
+  loc.culprit = 0;
+  loc.slow_groups = {{0x50, 2.0}};
+  GroupMembers g{0x50, {0, 1, 2, 3}, "dp"};
+  g.nodes = {0, 0, 1, 1};
+  g.nccl_order = {1, 0, 3, 2};
+  g.nccl_tree_order = {0, 1, 2, 3};
+  g.nccl_tree_pattern = validate::NcclTreePattern::kTree;
+  ValidatorConfig c;
+  c.p2p_all = false;
+  c.rings = false;
+  const auto sent = [](const ValidationPlan& p) {
+    std::set<std::pair<int, int>> out;
+    for (const validate::Pass& pass : p.p2p.at(0).passes) {
+      for (const validate::Transfer& x : pass) out.insert({x.src, x.dst});
+    }
+    return out;
+  };
+  const ValidationPlan p = plan_validation(loc, {g}, c);
+  EXPECT_EQ(p.p2p.at(0).order, (std::vector<int>{1, 0, 3, 2}));  // the ring's order
+  EXPECT_EQ(sent(p), (std::set<std::pair<int, int>>{{0, 1}, {2, 3}, {0, 2}, {2, 0}}));
+  // Without the tree graph: the balanced pattern over the ring's order.
+  GroupMembers ring_only = g;
+  ring_only.nccl_tree_order.clear();
+  ring_only.nccl_tree_pattern = validate::NcclTreePattern::kBalanced;
+  EXPECT_EQ(sent(plan_validation(loc, {ring_only}, c)), (std::set<std::pair<int, int>>{{1, 0}, {3, 2}, {1, 3}, {3, 1}}));
+  // A tree order that is not the group's members is not used.
+  GroupMembers stale = g;
+  stale.nccl_tree_order = {0, 1, 2, 9};
+  stale.nccl_tree_pattern = validate::NcclTreePattern::kBalanced;
+  EXPECT_EQ(sent(plan_validation(loc, {stale}, c)), sent(plan_validation(loc, {ring_only}, c)));
+}
+
 // One validation pause from arming to the verdict: run once every rank is at the cut, resume once every
 // rank's results are in, the verdict from the measured times.
 TEST(Validator, AValidationRunArmsRunsResumesAndJudges) {

@@ -74,6 +74,15 @@ TEST(GroupHash, ANcclRingThatIsNotOneIsLeftOutWithItsReason) {
   ASSERT_TRUE(e.value && e.value->nccl_ring) << e.error;
   EXPECT_EQ(e.value->nccl_ring->segment, (std::vector<int>{2, 3}));
   EXPECT_TRUE(e.value->nccl_ring->crosses_nodes);
+  EXPECT_FALSE(e.value->nccl_ring->tree);  // no tree graph in the dump
+  // With the tree graph's chain and pattern.
+  e = read(R"({"group_rank":2,"segment":[2,3],"crosses_nodes":true,"channels":8,)"
+           R"("tree":{"pattern":"split","segment":[3,2],"crosses_nodes":true}})");
+  ASSERT_TRUE(e.value && e.value->nccl_ring && e.value->nccl_ring->tree) << e.error;
+  EXPECT_EQ(e.value->nccl_ring->tree->pattern, greyhound::validate::NcclTreePattern::kSplit);
+  EXPECT_EQ(e.value->nccl_ring->tree->segment, (std::vector<int>{3, 2}));
+  EXPECT_TRUE(e.value->nccl_ring->tree->crosses_nodes);
+  EXPECT_EQ(greyhound::parse_nccl_ring_dump(greyhound::to_json(*e.value->nccl_ring).dump()).value(), *e.value->nccl_ring);
   for (const auto& [v, why] : std::vector<std::pair<std::string, std::string>>{
            {"[1]", "nccl_ring: not a JSON object"},
            {R"({"group_rank":-1,"segment":[0],"crosses_nodes":true,"channels":1})", "nccl_ring: group_rank: not a rank"},
@@ -85,7 +94,23 @@ TEST(GroupHash, ANcclRingThatIsNotOneIsLeftOutWithItsReason) {
             "nccl_ring: segment: does not hold group_rank"},
            {R"({"group_rank":0,"segment":[0],"crosses_nodes":1,"channels":1})", "nccl_ring: crosses_nodes: not true or false"},
            {R"({"group_rank":0,"segment":[0],"crosses_nodes":true,"channels":0})", "nccl_ring: channels: not 1 to 1024"},
-           {R"({"group_rank":0,"segment":[0,4],"crosses_nodes":true,"channels":1})", "nccl_ring: a rank beyond the group's size"}}) {
+           {R"({"group_rank":0,"segment":[0,4],"crosses_nodes":true,"channels":1})", "nccl_ring: a rank beyond the group's size"},
+           {R"({"group_rank":0,"segment":[0,1],"crosses_nodes":true,"channels":1,"tree":[0,1]})",
+            "nccl_ring: tree: not a JSON object"},
+           {R"({"group_rank":0,"segment":[0,1],"crosses_nodes":true,"channels":1,"tree":{"pattern":"ring","segment":[1,0],"crosses_nodes":true}})",
+            "nccl_ring: tree.pattern: not \"balanced\", \"split\" or \"tree\""},
+           {R"({"group_rank":0,"segment":[0,1],"crosses_nodes":true,"channels":1,"tree":{"segment":[1,0],"crosses_nodes":true}})",
+            "nccl_ring: tree.pattern: not \"balanced\", \"split\" or \"tree\""},
+           {R"({"group_rank":0,"segment":[0,1],"crosses_nodes":true,"channels":1,"tree":{"pattern":"split","segment":[1],"crosses_nodes":true}})",
+            "nccl_ring: tree.segment: not a list of the ring segment's ranks"},
+           {R"({"group_rank":0,"segment":[0,1],"crosses_nodes":true,"channels":1,"tree":{"pattern":"split","segment":[1,2],"crosses_nodes":true}})",
+            "nccl_ring: tree.segment: not the ring segment's ranks"},
+           {R"({"group_rank":0,"segment":[0,1],"crosses_nodes":true,"channels":1,"tree":{"pattern":"split","segment":[1,1],"crosses_nodes":true}})",
+            "nccl_ring: tree.segment: not the ring segment's ranks"},
+           {R"({"group_rank":0,"segment":[0,1],"crosses_nodes":true,"channels":1,"tree":{"pattern":"split","segment":[1,18446744073709551615],"crosses_nodes":true}})",
+            "nccl_ring: tree.segment: not the ring segment's ranks"},
+           {R"({"group_rank":0,"segment":[0,1],"crosses_nodes":true,"channels":1,"tree":{"pattern":"tree","segment":[1,0]}})",
+            "nccl_ring: tree.crosses_nodes: not true or false"}}) {
     e = read(v);
     ASSERT_TRUE(e.value) << v;  // the group itself is kept
     EXPECT_FALSE(e.value->nccl_ring) << v;

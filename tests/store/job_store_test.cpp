@@ -150,6 +150,7 @@ TEST_F(JobStoreTest, RegistryRoundTrip) {
   dump.segment = {0};
   dump.crosses_nodes = true;
   dump.channels = 2;
+  dump.tree = NcclTreeChain{validate::NcclTreePattern::kTree, {0}, true};
   u.group_nccl_ring(0x1234, dump);
   IterationUpdate it;
   it.rank = 5;
@@ -206,6 +207,7 @@ TEST_F(JobStoreTest, RegistryRoundTrip) {
   EXPECT_EQ(rec.nccl_ring->segment, (std::vector<int>{0}));
   EXPECT_TRUE(rec.nccl_ring->crosses_nodes);
   EXPECT_EQ(rec.nccl_ring->channels, 2);
+  EXPECT_EQ(rec.nccl_ring->tree, dump.tree);
   EXPECT_EQ((*g)[0].error, "");
 }
 

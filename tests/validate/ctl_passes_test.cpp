@@ -1,5 +1,5 @@
 // greyhoundctl passes, run as a process: the contract ({"passes":[[[src,dst],...],...]}, ranks as
-// given), the graph-dump order, and bad input answered with one error line and exit status 2.
+// given), NCCL's trees in each pattern, the graph dump's ring order and tree chain, and bad input answered with one error line and exit status 2.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -32,6 +32,14 @@ TEST(CtlPasses, RingAndTreeOfTheRanksAsGiven) {
   o = run("--topology tree --ranks 5,6,7,8 --nodes 0,0,1,1");
   ASSERT_EQ(o.status, 0) << o.out;
   EXPECT_EQ(o.out, "{\"passes\":[[[5,6],[7,8]],[[5,7]],[[7,5]]]}\n");
+  // In the split pattern a child node links through its parent node's second GPU (6 -> 7, 8 -> 5); the plain
+  // tree pattern through the first, as the balanced one does between two nodes.
+  o = run("--topology tree --ranks 5,6,7,8 --nodes 0,0,1,1 --pattern split");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_EQ(o.out, "{\"passes\":[[[5,6],[7,8]],[[6,7],[8,5]]]}\n");
+  o = run("--topology tree --ranks 5,6,7,8 --nodes 0,0,1,1 --pattern tree");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_EQ(o.out, "{\"passes\":[[[5,6],[7,8]],[[5,7]],[[7,5]]]}\n");
 }
 
 TEST(CtlPasses, TheRingOrderOfAGraphDump) {
@@ -45,6 +53,19 @@ TEST(CtlPasses, TheRingOrderOfAGraphDump) {
           "/nccl-2.28-h200-topo.xml");
   EXPECT_EQ(o.status, 2) << o.out;
   EXPECT_NE(o.out.find("a ring of 1 rank(s) has no link to time"), std::string::npos) << o.out;
+  // The tree graph's chain of a one-node communicator (devices 3, 1, 0, 2: ranks 3, 1, 0, 2).
+  o = run("--topology tree --graph-dump " + data + "/graph-dump-1node-tree.xml --topo-dump " + data +
+          "/topo-dump-1node.xml");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_EQ(o.out, "{\"passes\":[[[3,1],[0,2]],[[1,0]]]}\n");
+  // A multi-node communicator's: the dump shows one node's chain only.
+  o = run("--topology tree --graph-dump " + data + "/graph-dump-2nodes.xml --topo-dump " + data + "/topo-dump-2nodes.xml");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_NE(o.out.find("the tree spans nodes"), std::string::npos) << o.out;
+  // A dump of rings only.
+  o = run("--topology tree --graph-dump " + data + "/graph-dump-1node.xml --topo-dump " + data + "/topo-dump-1node.xml");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_NE(o.out.find("no tree graph (id 1)"), std::string::npos) << o.out;
   // The graph dump alone names devices, not ranks.
   o = run("--topology ring --graph-dump " + data + "/graph-dump-2nodes.xml");
   EXPECT_EQ(o.status, 2) << o.out;
@@ -62,7 +83,8 @@ TEST(CtlPasses, BadInputIsOneLineAndExitStatus2) {
                            "--topology ring --graph-dump /nonexistent --topo-dump /nonexistent", "--topology ring --ranks 0,1 --channel 2",
                            "--topology ring --ranks 4", "--topology ring --ranks 0,1 --topo-dump /nonexistent",
                            "--topology ring --ranks 0,1 --nodes 0,1", "--topology tree --ranks 0,1 --nodes 0",
-                           "--topology tree --ranks 0,1 --nodes 0,x"}) {
+                           "--topology tree --ranks 0,1 --nodes 0,x", "--topology tree --ranks 0,1 --pattern split",
+                           "--topology tree --ranks 0,1 --nodes 0,1 --pattern ring"}) {
     const Outcome o = run(args);
     EXPECT_EQ(o.status, 2) << args << ": " << o.out;
     EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 1) << args << ": " << o.out;

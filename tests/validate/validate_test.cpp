@@ -215,6 +215,65 @@ TEST(GraphDump, WhatIsNotARingDumpIsRefusedWithItsReason) {
             std::string::npos);
 }
 
+TEST(GraphDump, TheTreeGraphsPatternAndTheChainOfEachChannel) {
+  // The tree graph (id 1) of the two-node fixture: balanced, its chain through devices 0, 2, 1, 3 (ranks 0,
+  // 3, 1, 2), entering and leaving by the network.
+  auto tree = parse_graph_dump_tree(fixture("graph-dump-2nodes.xml"), topology("topo-dump-2nodes.xml"));
+  ASSERT_TRUE(tree) << tree.error();
+  EXPECT_EQ(tree->pattern, NcclTreePattern::kBalanced);
+  ASSERT_EQ(tree->chains.size(), 1u);
+  EXPECT_EQ(tree->chains[0].devices, (std::vector<std::int64_t>{0, 2, 1, 3}));
+  EXPECT_EQ(tree->chains[0].ranks, (std::vector<int>{0, 3, 1, 2}));
+  EXPECT_TRUE(tree->chains[0].crosses_nodes);
+  // What NCCL 2.28 wrote on one H200: pattern 3 (a plain tree), 32 channels of device 0. Its CollNet chain
+  // graph (id 2) has pattern 3 too and is not the tree.
+  tree = parse_graph_dump_tree(fixture("nccl-2.28-h200-graph.xml"), topology("nccl-2.28-h200-topo.xml"));
+  ASSERT_TRUE(tree) << tree.error();
+  EXPECT_EQ(tree->pattern, NcclTreePattern::kTree);
+  ASSERT_EQ(tree->chains.size(), 32u);
+  for (const DumpedRing& c : tree->chains) {
+    EXPECT_EQ(c.ranks, std::vector<int>{0});
+    EXPECT_FALSE(c.crosses_nodes);
+  }
+  // A dump of rings only: unavailable, not invalid.
+  tree = parse_graph_dump_tree(fixture("graph-dump-1node.xml"), topology("topo-dump-1node.xml"));
+  ASSERT_FALSE(tree);
+  EXPECT_EQ(tree.status().code, Errc::kUnavailable) << tree.error();
+  const std::map<std::int64_t, int> ranks = {{0, 0}, {1, 1}};
+  const auto err = [&](const std::string& xml) {
+    auto r = parse_graph_dump_tree(xml, ranks);
+    return r ? std::string("parsed ") + nccl_tree_pattern_name(r->pattern) : r.error();
+  };
+  EXPECT_EQ(err("<graphs version=\"1\"><graph id=\"2\" pattern=\"3\"><channel><gpu dev=\"0\"/></channel></graph></graphs>"),
+            "graph dump: no tree graph (id 1)");
+  EXPECT_EQ(err("<graphs version=\"1\"><graph id=\"1\" pattern=\"2\"><channel><gpu dev=\"1\"/><gpu dev=\"0\"/></channel>"
+                "</graph></graphs>"),
+            "parsed split");
+  EXPECT_NE(err("<graphs version=\"1\"><graph id=\"1\" pattern=\"4\"><channel><gpu dev=\"0\"/></channel></graph></graphs>")
+                .find("the tree graph (id 1) has pattern '4'"),
+            std::string::npos);
+  EXPECT_NE(err("<graphs version=\"1\"><graph id=\"1\" pattern=\"1\"/></graphs>").find("the tree graph has no GPU"),
+            std::string::npos);
+  EXPECT_NE(err("<graphs version=\"1\"><graph id=\"1\" pattern=\"1\"><channel><gpu dev=\"1\"/><gpu dev=\"0x1\"/>"
+                "</channel></graph></graphs>")
+                .find("tree channel 0: rank 1 appears twice in one chain"),
+            std::string::npos);
+  EXPECT_NE(err("<graphs version=\"1\"><graph id=\"1\" pattern=\"1\"><channel><gpu dev=\"5\"/></channel></graph></graphs>")
+                .find("device 5 has no rank"),
+            std::string::npos);
+  EXPECT_NE(err("<graphs version=\"3\"/>").find("version '3'"), std::string::npos);
+  // The pattern's names, and NCCL's numbers for it.
+  for (const NcclTreePattern p : {NcclTreePattern::kBalanced, NcclTreePattern::kSplit, NcclTreePattern::kTree}) {
+    EXPECT_EQ(parse_nccl_tree_pattern(nccl_tree_pattern_name(p)), p);
+  }
+  EXPECT_FALSE(parse_nccl_tree_pattern("ring"));
+  EXPECT_FALSE(parse_nccl_tree_pattern(""));
+  EXPECT_EQ(nccl_tree_pattern_of(1), NcclTreePattern::kBalanced);
+  EXPECT_EQ(nccl_tree_pattern_of(2), NcclTreePattern::kSplit);
+  EXPECT_EQ(nccl_tree_pattern_of(3), NcclTreePattern::kTree);
+  for (long long x : {-1LL, 0LL, 4LL, 5LL, 6LL}) EXPECT_FALSE(nccl_tree_pattern_of(x)) << x;
+}
+
 TEST(TopologyDump, WhatHasNoRankForEachDeviceIsRefusedWithItsReason) {
   const auto err = [](const std::string& xml) {
     auto r = parse_topology_dump_ranks(xml);

@@ -9,7 +9,8 @@
 //       <channel> <net dev="0"/> <gpu dev="0"/> <gpu dev="0x1"/> ... <net dev="0"/> </channel>
 //       ...
 //     </graph>
-//     <graph id="1" pattern=".." ...> (tree, collnet, NVLS: not rings)
+//     <graph id="1" pattern="1" ...> <channel> <net dev="0"/> <gpu dev="0"/> ... </channel> ... </graph>
+//     <graph id="2" pattern="3" ...>, <graph id="3" pattern="5" ...>, ... (CollNet, NVLS: not read)
 //   </graphs>
 // A ring graph has pattern 4 (NCCL_TOPO_PATTERN_RING); each channel lists the dumping rank's node's GPUs in
 // ring order, between the network devices it enters and leaves by when the ring spans nodes. A <gpu> names
@@ -26,14 +27,21 @@
 #include <vector>
 
 #include "greyhound/result.h"
+#include "greyhound/validate/pass_plan.h"
 
 namespace greyhound::validate {
 
+// One channel of a graph: a ring's, or a tree's chain through the node.
 struct DumpedRing {
-  int channel = 0;                    // its index among the ring graph's channels
-  std::vector<std::int64_t> devices;  // the devices the channel names, in ring order
+  int channel = 0;                    // its index among its graph's channels
+  std::vector<std::int64_t> devices;  // the devices the channel names, in ring (chain) order
   std::vector<int> ranks;             // their communicator ranks, in the same order
   bool crosses_nodes = false;         // enters and leaves by the network
+};
+
+struct DumpedTree {
+  NcclTreePattern pattern = NcclTreePattern::kBalanced;
+  std::vector<DumpedRing> chains;  // one per channel of the tree graph
 };
 
 // Device -> communicator rank, from a topology dump. Fails (kInvalid, naming what) on text that is not XML,
@@ -47,5 +55,11 @@ Result<std::map<std::int64_t, int>> parse_topology_dump_ranks(std::string_view x
 // integer dev, a device that `device_ranks` does not hold, or a rank twice in one ring.
 Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml,
                                                        const std::map<std::int64_t, int>& device_ranks);
+
+// The tree graph of a graph dump (id 1): its pattern and the chain of each channel, ranks from `device_ranks`.
+// Fails with kUnavailable when the dump has no graph with id 1 (a dump that holds rings only), else (kInvalid,
+// naming what) as parse_graph_dump_rings does, and on a pattern other than 1, 2 or 3 or a graph without a
+// channel.
+Result<DumpedTree> parse_graph_dump_tree(std::string_view xml, const std::map<std::int64_t, int>& device_ranks);
 
 }  // namespace greyhound::validate

@@ -12,7 +12,9 @@
 // each pass a rank is the parent of one child at most and never also a child. Empty passes are left out.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace greyhound::validate {
@@ -47,10 +49,16 @@ int nccl_dtree_parent(int n, int r);
 // the node's second GPU, the one above through its first; split: both through its second; plain tree: both
 // through its first. A node always links to its parent through its first GPU.
 enum class NcclTreePattern { kBalanced, kSplit, kTree };
+// "balanced", "split", "tree"; and back (nullopt for anything else).
+const char* nccl_tree_pattern_name(NcclTreePattern p);
+std::optional<NcclTreePattern> parse_nccl_tree_pattern(std::string_view name);
+// NCCL's number for it (NCCL_TOPO_PATTERN_BALANCED_TREE 1, _SPLIT_TREE 2, _TREE 3; a graph dump's pattern);
+// nullopt for any other number.
+std::optional<NcclTreePattern> nccl_tree_pattern_of(long long nccl_pattern);
 
 // NCCL's trees over a communicator (NCCL's connectTrees): within each node a chain through its ranks in the
-// order `order` lists them (the ring's order within a node: NCCL's tree graph takes the same GPUs on most
-// machines), the chain's first the node's head; across nodes, NCCL's double binary tree of the nodes,
+// order `order` lists them (the chains of NCCL's tree graph when a dump gave them, else the ring's order
+// within a node), the chain's first the node's head; across nodes, NCCL's double binary tree of the nodes,
 // numbered in the order `order` first reaches them (NCCL's node order when `order` is its ring): a node's
 // head linked to its parent node's first or second rank as `pattern` says (a node of one rank: its first).
 // Each link sends from parent to child; a link both trees use is listed once. `node_of`: the node of each
