@@ -682,7 +682,7 @@ std::vector<FailSlow> Controller::track_fail_slows(const Localisation& loc, bool
     open_account(f);
     if (adopt_split_ && (f.cause == Cause::kComputation || f.cause == Cause::kHost)) {
       auto it = accounts_.find(f.id);
-      if (it != accounts_.end() && it->second.ski) it->second.ski->resume(mitigate::Strategy::kS2Microbatches);
+      if (it != accounts_.end() && it->second.ski) it->second.ski->resume(Strategy::kS2);
       split_for_.insert(f.id);
     }
     event(event_type::kFailSlowOpen, f, "localised");
@@ -722,8 +722,8 @@ void Controller::open_account(const FailSlow& f) {
     return;
   }
   mitigate::SkiRentalState st;
-  st.strategy = rung_of(f.account.rung);
-  st.previous = rung_of(f.account.previous);
+  st.strategy = f.account.rung;
+  st.previous = f.account.previous;
   st.loss_s = f.account.loss_s;
   st.strategy_loss_s = f.account.rung_loss_s;
   st.last_iteration_s = f.account.last_iteration_s;
@@ -757,8 +757,8 @@ void Controller::refresh_costs() {
   const mitigate::SkiRentalConfig c = planner_->costs(measured_s3_s_);
   for (auto& [id, a] : accounts_) {
     if (!a.ski) continue;
-    a.ski->set_overhead(mitigate::Strategy::kS3Topology, c.s3_pause_s);
-    a.ski->set_overhead(mitigate::Strategy::kS4Restart, c.s4_restart_s);
+    a.ski->set_overhead(Strategy::kS3, c.s3_pause_s);
+    a.ski->set_overhead(Strategy::kS4, c.s4_restart_s);
   }
 }
 
@@ -844,8 +844,8 @@ void Controller::sync_accounts() {
     auto it = accounts_.find(f.id);
     if (it == accounts_.end() || !it->second.ski) continue;
     const mitigate::SkiRentalState st = it->second.ski->state();
-    f.account.rung = strategy_of(st.strategy);
-    f.account.previous = strategy_of(st.previous);
+    f.account.rung = st.strategy;
+    f.account.previous = st.previous;
     f.account.loss_s = st.loss_s;
     f.account.rung_loss_s = st.strategy_loss_s;
     f.account.last_iteration_s = st.last_iteration_s;
@@ -860,13 +860,13 @@ void Controller::sync_accounts() {
 std::set<std::int64_t> Controller::wanting(Strategy s) const {
   std::set<std::int64_t> out;
   for (const auto& [id, a] : accounts_) {
-    if (a.ski && strategy_of(a.ski->strategy()) == s) out.insert(id);
+    if (a.ski && a.ski->strategy() == s) out.insert(id);
   }
   // A slow GPU or host that climbed to S3 keeps its split: the placement was planned with the split in
   // force (it moves the straggler's neighbours, the split still offloads its replica).
   if (s == Strategy::kS2) {
     for (const auto& [id, a] : accounts_) {
-      if (a.ski && strategy_of(a.ski->strategy()) == Strategy::kS3 && a.ski->can_help(mitigate::Strategy::kS2Microbatches)) {
+      if (a.ski && a.ski->strategy() == Strategy::kS3 && a.ski->can_help(Strategy::kS2)) {
         out.insert(id);
       }
     }
@@ -919,10 +919,10 @@ void Controller::observe_iterations(const JobInputs& in, const Now& now, Intents
       // The account's rung judged only on iterations it ran in: not under an operator's plan, nor while its
       // S2 or S3 plan awaits its acknowledgements (or was never made), else it would be climbed past on
       // iterations without it.
-      const mitigate::Strategy rung = a.ski->strategy();
+      const Strategy rung = a.ski->strategy();
       const bool held = operator_hold() ||
-                        (rung == mitigate::Strategy::kS2Microbatches && split_for_.count(id) == 0) ||
-                        (rung == mitigate::Strategy::kS3Topology && placement_for_.count(id) == 0);
+                        (rung == Strategy::kS2 && split_for_.count(id) == 0) ||
+                        (rung == Strategy::kS3 && placement_for_.count(id) == 0);
       const auto d = a.ski->observe({t, true, held});
       if (d.action == mitigate::SkiRentalAction::kApply) {
         spdlog::info("fail-slow {}: {}", id, d.reason);
@@ -988,7 +988,7 @@ void Controller::judge(const Now& now, Intents& out) {
     } else {
       for (std::int64_t id : c.fail_slows) {
         auto it = accounts_.find(id);
-        if (it != accounts_.end() && it->second.ski) it->second.ski->decline(rung_of(c.plan.strategy));
+        if (it != accounts_.end() && it->second.ski) it->second.ski->decline(c.plan.strategy);
       }
       // Only this incident's are kept: another incident is another state of the job.
       std::erase_if(refuted_, [&](const Refuted& x) { return x.incident != c.plan.incident; });
@@ -1061,14 +1061,14 @@ void Controller::reconcile(const Now& now, Intents& out) {
         spdlog::info("fail-slow(s) {}: S3 declined: the same placement from the same configuration did not pay in "
                      "this incident (plan {})",
                      ids(want3), r->epoch);
-        decline_all(want3, mitigate::Strategy::kS3Topology, out);
+        decline_all(want3, Strategy::kS3, out);
         out.persist_state = true;
       } else if (std::any_of(want3.begin(), want3.end(), [&](std::int64_t id) { return not_confirmed_.count(id) != 0; })) {
         for (std::int64_t id : want3) {
           if (not_confirmed_.count(id) == 0) continue;
           spdlog::info("fail-slow {}: S3 declined: its validation found no slow GPU or link", id);
           if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) {
-            it->second.ski->decline(mitigate::Strategy::kS3Topology);
+            it->second.ski->decline(Strategy::kS3);
           }
         }
         out.persist_state = true;
@@ -1081,14 +1081,14 @@ void Controller::reconcile(const Now& now, Intents& out) {
         // of a configuration that no longer runs (then the next profile decides).
         placement_for_ = want3;
       } else if (current_localisation()) {
-        decline_all(want3, mitigate::Strategy::kS3Topology, out);
+        decline_all(want3, Strategy::kS3, out);
       }
     }
   }
   for (const FailSlow& f : tracker_->state().fail_slows) {
     auto it = accounts_.find(f.id);
     if (validating_ || it == accounts_.end() || !it->second.ski ||
-        it->second.ski->strategy() != mitigate::Strategy::kS4Restart || s4_sent_.count(f.id)) {
+        it->second.ski->strategy() != Strategy::kS4 || s4_sent_.count(f.id)) {
       continue;
     }
     // A restart leaves fewer DP replicas: it must beat what runs now by the pay margin. Without iteration
@@ -1103,7 +1103,7 @@ void Controller::reconcile(const Now& now, Intents& out) {
     if (not_confirmed_.count(f.id)) {
       spdlog::info("fail-slow {}: S4 declined: its validation found no slow GPU or link", f.id);
       s4_sent_.insert(f.id);
-      it->second.ski->decline(mitigate::Strategy::kS4Restart);
+      it->second.ski->decline(Strategy::kS4);
       continue;
     }
     s4_sent_.insert(f.id);
@@ -1115,7 +1115,7 @@ void Controller::reconcile(const Now& now, Intents& out) {
                  !p ? std::string("no DP replica would be left")
                     : "a restart predicted at " + std::to_string(p->predicted_iteration_s) + " s per iteration against " +
                           std::to_string(now_s) + " s now does not pay");
-    it->second.ski->decline(mitigate::Strategy::kS4Restart);
+    it->second.ski->decline(Strategy::kS4);
   }
   // S2 last: a fail-slow that climbed from S2 to S3 or S4 keeps its split until that rung is settled
   // (planned, or declined and back at S2), so the split is not undone and redone in between (only a split
@@ -1144,7 +1144,7 @@ bool Controller::reconcile_split(const std::set<std::int64_t>& want2, std::int64
       spdlog::info("fail-slow(s) {}: S2 declined: the same split from the same configuration did not pay in this "
                    "incident (plan {})",
                    ids(want2), r->epoch);
-      decline_all(want2, mitigate::Strategy::kS2Microbatches, out);
+      decline_all(want2, Strategy::kS2, out);
       out.persist_state = true;
       return false;
     }
@@ -1175,14 +1175,14 @@ bool Controller::reconcile_split(const std::set<std::int64_t>& want2, std::int64
     if (!spent.empty()) {
       spdlog::info("fail-slow(s) {}: S2 declined: no split better than what runs on {} localisations", ids(spent),
                    kS2NothingBetterToDecline);
-      decline_all(spent, mitigate::Strategy::kS2Microbatches, out);
+      decline_all(spent, Strategy::kS2, out);
     }
   }
   return false;
 }
 
 // The rung declined for each of the fail-slows (those with an account).
-void Controller::decline_all(const std::set<std::int64_t>& ids, mitigate::Strategy rung, Intents& out) {
+void Controller::decline_all(const std::set<std::int64_t>& ids, Strategy rung, Intents& out) {
   for (std::int64_t id : ids) {
     if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) it->second.ski->decline(rung);
   }
@@ -1297,7 +1297,7 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   const char* type = nullptr;
   const auto decline = [&] {
     for (std::int64_t id : pending_->fail_slows) {
-      if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) it->second.ski->decline(rung_of(plan.strategy));
+      if (auto it = accounts_.find(id); it != accounts_.end() && it->second.ski) it->second.ski->decline(plan.strategy);
     }
   };
   const Plan applied_plan = plan;  // pending_ goes below

@@ -395,7 +395,7 @@ class Controller {
   void judge(const Now& now, Intents& out);
   void reconcile(const Now& now, Intents& out);
   bool reconcile_split(const std::set<std::int64_t>& want2, std::int64_t incident, Intents& out);
-  void decline_all(const std::set<std::int64_t>& ids, mitigate::Strategy rung, Intents& out);
+  void decline_all(const std::set<std::int64_t>& ids, Strategy rung, Intents& out);
   void maybe_close_incident(const Now& now, Intents& out);
   void job_restarting(const std::string& why, std::int64_t epoch, const Now& now, Intents& out);
   void job_restarted(const JobLayout& layout, const Now& now, Intents& out);

@@ -38,12 +38,6 @@ mitigate::FailSlowCause ski_cause(Cause c) {
   return mitigate::FailSlowCause::kBoth;
 }
 
-// The ladders share their order: S1..S4 (the ski-rental one counts from 1).
-mitigate::Strategy rung_of(Strategy s) { return static_cast<mitigate::Strategy>(static_cast<int>(s) + 1); }
-Strategy strategy_of(mitigate::Strategy s) { return static_cast<Strategy>(static_cast<int>(s) - 1); }
-static_assert(static_cast<int>(mitigate::Strategy::kS4Restart) == static_cast<int>(Strategy::kS4) + 1 &&
-              static_cast<int>(mitigate::Strategy::kS1Ignore) == static_cast<int>(Strategy::kS1) + 1);
-
 Planner::Planner(const PlannerConfig& c, const JobLayout& l) : config_(c), layout_(l) {
   original_.microbatches = l.initial_microbatches.size() == l.microbatches.size() ? l.initial_microbatches : l.microbatches;
   original_.placement = mitigate::megatron_placement(l.dp, l.pp);

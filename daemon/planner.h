@@ -42,8 +42,6 @@ struct PlannerConfig {
 
 // The ski-rental cause of a localised cause (a contended host is helped as a slow GPU is).
 mitigate::FailSlowCause ski_cause(Cause c);
-mitigate::Strategy rung_of(Strategy s);
-Strategy strategy_of(mitigate::Strategy s);
 
 // What runs: an allocation and a placement.
 struct JobConfig {

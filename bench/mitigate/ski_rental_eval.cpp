@@ -38,6 +38,7 @@
 namespace {
 
 using namespace greyhound::mitigate;
+using greyhound::Strategy;
 
 constexpr double kGBps = 1e9;
 constexpr int kDetectIterations = 3;
@@ -251,23 +252,23 @@ enum class Policy { kAlwaysS1, kImmediateS4, kFixedS2, kFixedS3, kSkiRental };
 
 struct Run {
   double lost_s = 0.0;
-  Strategy peak = Strategy::kS1Ignore;
+  Strategy peak = Strategy::kS1;
   bool reverted = false;
 };
 
 double time_in(const Incident& inc, Strategy s, bool fault) {
   switch (s) {
-    case Strategy::kS1Ignore: return fault ? inc.slow_s : inc.healthy_s;
-    case Strategy::kS2Microbatches: return fault ? inc.s2_s : inc.s2_post_s;
-    case Strategy::kS3Topology: return fault ? inc.s3_s : inc.s3_post_s;
-    case Strategy::kS4Restart: return inc.healthy_s;
+    case Strategy::kS1: return fault ? inc.slow_s : inc.healthy_s;
+    case Strategy::kS2: return fault ? inc.s2_s : inc.s2_post_s;
+    case Strategy::kS3: return fault ? inc.s3_s : inc.s3_post_s;
+    case Strategy::kS4: return inc.healthy_s;
   }
   return inc.slow_s;
 }
 
 Run simulate(const Incident& inc, Policy policy, const SkiRentalConfig& cfg) {
   Run run;
-  Strategy now_in = Strategy::kS1Ignore;
+  Strategy now_in = Strategy::kS1;
   double clock = 0.0;
   int fault_iterations = 0;
   int calm_iterations = 0;
@@ -286,14 +287,14 @@ Run simulate(const Incident& inc, Policy policy, const SkiRentalConfig& cfg) {
     const bool present = calm_iterations < kDetectIterations;  // what the master knows
     if (!detected && fault_iterations >= kDetectIterations) {
       detected = true;
-      Strategy fixed = Strategy::kS1Ignore;
-      if (policy == Policy::kImmediateS4) fixed = Strategy::kS4Restart;
-      if (policy == Policy::kFixedS2) fixed = Strategy::kS2Microbatches;
-      if (policy == Policy::kFixedS3) fixed = Strategy::kS3Topology;
-      if (fixed != Strategy::kS1Ignore) {
+      Strategy fixed = Strategy::kS1;
+      if (policy == Policy::kImmediateS4) fixed = Strategy::kS4;
+      if (policy == Policy::kFixedS2) fixed = Strategy::kS2;
+      if (policy == Policy::kFixedS3) fixed = Strategy::kS3;
+      if (fixed != Strategy::kS1) {
         now_in = fixed;
-        pay(fixed == Strategy::kS2Microbatches ? t + kS2SolveS
-            : fixed == Strategy::kS3Topology   ? cfg.s3_pause_s
+        pay(fixed == Strategy::kS2 ? t + kS2SolveS
+            : fixed == Strategy::kS3   ? cfg.s3_pause_s
                                                : inc.s4_restart_s);
         run.peak = fixed;
         continue;
@@ -312,16 +313,16 @@ Run simulate(const Incident& inc, Policy policy, const SkiRentalConfig& cfg) {
         run.peak = std::max(run.peak, d.strategy);
         pay(d.overhead_s);
       } else if (d.action == SkiRentalAction::kRevert) {
-        now_in = Strategy::kS1Ignore;
+        now_in = Strategy::kS1;
         run.reverted = true;
         pay(d.overhead_s);
       }
     }
     if (detected && !present && (policy == Policy::kFixedS2 || policy == Policy::kFixedS3) &&
-        now_in != Strategy::kS1Ignore && time_in(inc, now_in, false) > inc.healthy_s * (1 + 1e-9)) {
+        now_in != Strategy::kS1 && time_in(inc, now_in, false) > inc.healthy_s * (1 + 1e-9)) {
       // The oracle's fixed strategies revert as soon as the end is known, when staying would cost.
-      pay(now_in == Strategy::kS2Microbatches ? t + kS2SolveS : cfg.s3_pause_s);
-      now_in = Strategy::kS1Ignore;
+      pay(now_in == Strategy::kS2 ? t + kS2SolveS : cfg.s3_pause_s);
+      now_in = Strategy::kS1;
       run.reverted = true;
     }
     const bool settled = !ski || ski->finished();
@@ -340,7 +341,7 @@ const char* cause_name(FailSlowCause c) {
 struct IncidentLine {
   Incident inc;
   double s1 = 0, s4 = 0, ski = 0, oracle = 0;
-  Strategy peak = Strategy::kS1Ignore;
+  Strategy peak = Strategy::kS1;
 };
 
 struct Totals {
@@ -373,9 +374,9 @@ void run_population(const std::function<Incident(std::mt19937_64&)>& draw, std::
       oracle += best;
       if (best > 0) out.worst_incident_ratio = std::max(out.worst_incident_ratio, r.lost_s / best);
       lines.push_back({inc, a, b, r.lost_s, best, r.peak});
-      out.ski_s2 += r.peak == Strategy::kS2Microbatches ? 1 : 0;
-      out.ski_s3 += r.peak == Strategy::kS3Topology ? 1 : 0;
-      out.ski_s4 += r.peak == Strategy::kS4Restart ? 1 : 0;
+      out.ski_s2 += r.peak == Strategy::kS2 ? 1 : 0;
+      out.ski_s3 += r.peak == Strategy::kS3 ? 1 : 0;
+      out.ski_s4 += r.peak == Strategy::kS4 ? 1 : 0;
       out.ski_reverts += r.reverted ? 1 : 0;
       out.duration_s += inc.duration_s;
       out.severity += inc.severity;
@@ -404,7 +405,7 @@ void explain(const char* name, const Totals& t) {
                 100.0 * i.severity, cause_name(i.cause), i.healthy_s, i.slow_s,
                 i.s2_ok ? std::to_string(i.s2_s).substr(0, 6).c_str() : "-",
                 i.s3_ok ? std::to_string(i.s3_s).substr(0, 6).c_str() : "-", l.s1, l.s4, l.ski,
-                std::string(strategy_name(l.peak)).c_str(), l.oracle);
+                std::string(greyhound::name(l.peak)).c_str(), l.oracle);
   }
 }
 

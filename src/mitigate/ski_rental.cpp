@@ -15,7 +15,7 @@ std::string fmt(double v) {
   return os.str();
 }
 
-std::string name(Strategy s) { return std::string(strategy_name(s)); }
+std::string rung_name(Strategy s) { return std::string(greyhound::name(s)); }
 
 }  // namespace
 
@@ -37,16 +37,16 @@ SkiRental::SkiRental(const SkiRentalConfig& c, const SkiRentalIncident& i)
 
 double SkiRental::overhead_s(Strategy s) const {
   switch (s) {
-    case Strategy::kS1Ignore: return 0.0;
-    case Strategy::kS2Microbatches: return last_iteration_s_ + config_.s2_solve_s;
-    case Strategy::kS3Topology: return config_.s3_pause_s;
-    case Strategy::kS4Restart: return config_.s4_restart_s;
+    case Strategy::kS1: return 0.0;
+    case Strategy::kS2: return last_iteration_s_ + config_.s2_solve_s;
+    case Strategy::kS3: return config_.s3_pause_s;
+    case Strategy::kS4: return config_.s4_restart_s;
   }
   return 0.0;
 }
 
 double SkiRental::price_s(Strategy s) const {
-  const bool confirmed_first = s == Strategy::kS3Topology || s == Strategy::kS4Restart;
+  const bool confirmed_first = s == Strategy::kS3 || s == Strategy::kS4;
   return overhead_s(s) + (confirmed_first ? confirm_s_ : 0.0);
 }
 
@@ -56,17 +56,17 @@ void SkiRental::set_confirmation_overhead(double seconds) {
 
 void SkiRental::set_overhead(Strategy s, double seconds) {
   if (!std::isfinite(seconds) || seconds < 0.0) return;
-  if (s == Strategy::kS3Topology) config_.s3_pause_s = seconds;
-  if (s == Strategy::kS4Restart) config_.s4_restart_s = seconds;
+  if (s == Strategy::kS3) config_.s3_pause_s = seconds;
+  if (s == Strategy::kS4) config_.s4_restart_s = seconds;
 }
 
 bool SkiRental::can_help(Strategy s) const {
   switch (s) {
-    case Strategy::kS1Ignore: return true;
-    case Strategy::kS2Microbatches:
+    case Strategy::kS1: return true;
+    case Strategy::kS2:
       return incident_.s2_available && incident_.cause != FailSlowCause::kCommunication;
-    case Strategy::kS3Topology: return incident_.s3_available;
-    case Strategy::kS4Restart: return incident_.s4_available;
+    case Strategy::kS3: return incident_.s3_available;
+    case Strategy::kS4: return incident_.s4_available;
   }
   return false;
 }
@@ -81,21 +81,21 @@ double SkiRental::judged_iteration_s() const {
 }
 
 void SkiRental::decline(Strategy s) {
-  if (s == Strategy::kS2Microbatches) incident_.s2_available = false;
-  if (s == Strategy::kS3Topology) incident_.s3_available = false;
-  if (s == Strategy::kS4Restart) incident_.s4_available = false;
+  if (s == Strategy::kS2) incident_.s2_available = false;
+  if (s == Strategy::kS3) incident_.s3_available = false;
+  if (s == Strategy::kS4) incident_.s4_available = false;
   // Declined while a higher rung is in force (S2 judged after the climb to S3): a fall from that rung goes
   // past it.
-  if (previous_ == s && s != Strategy::kS1Ignore) previous_ = Strategy::kS1Ignore;
-  if (strategy_ == s && s != Strategy::kS1Ignore) {
+  if (previous_ == s && s != Strategy::kS1) previous_ = Strategy::kS1;
+  if (strategy_ == s && s != Strategy::kS1) {
     strategy_ = previous_;
     window_.clear();  // the rent since then was paid under `previous_`: it stays counted
   }
 }
 
 void SkiRental::resume(Strategy s) {
-  if (s != Strategy::kS2Microbatches && s != Strategy::kS3Topology) return;
-  previous_ = Strategy::kS1Ignore;
+  if (s != Strategy::kS2 && s != Strategy::kS3) return;
+  previous_ = Strategy::kS1;
   strategy_ = s;
   strategy_loss_s_ = 0.0;
   window_.clear();
@@ -153,7 +153,7 @@ SkiRentalDecision SkiRental::observe(const SkiRentalObservation& obs) {
 
   // The fail-slow is over. An iteration without the strategy in force says nothing of its configuration.
   if (obs.held) return d;
-  if (strategy_ == Strategy::kS1Ignore || strategy_ == Strategy::kS4Restart) {
+  if (strategy_ == Strategy::kS1 || strategy_ == Strategy::kS4) {
     finished_ = true;
     return d;
   }
@@ -166,11 +166,11 @@ SkiRentalDecision SkiRental::observe(const SkiRentalObservation& obs) {
   const double cost = overhead_s(strategy_);
   if (post_loss_s_ < cost) return d;
   d.action = SkiRentalAction::kRevert;
-  d.strategy = Strategy::kS1Ignore;
+  d.strategy = Strategy::kS1;
   d.overhead_s = cost;
-  d.reason = "fail-slow over; " + name(strategy_) + "'s configuration cost " + fmt(post_loss_s_) + " s since >= " +
+  d.reason = "fail-slow over; " + rung_name(strategy_) + "'s configuration cost " + fmt(post_loss_s_) + " s since >= " +
              fmt(cost) + " s to revert it";
-  strategy_ = Strategy::kS1Ignore;
+  strategy_ = Strategy::kS1;
   finished_ = true;
   return d;
 }
@@ -193,10 +193,10 @@ SkiRentalDecision SkiRental::escalate() {
   const bool fixed = judged <= config_.fixed_ratio * healthy;
   const double rent = fixed ? strategy_loss_s_ : loss_s_;
   std::string skipped;
-  for (int level = static_cast<int>(strategy_) + 1; level <= static_cast<int>(Strategy::kS4Restart); ++level) {
+  for (int level = static_cast<int>(strategy_) + 1; level <= static_cast<int>(Strategy::kS4); ++level) {
     const auto next = static_cast<Strategy>(level);
     if (!can_help(next)) {
-      skipped += (skipped.empty() ? "; skipped " : ", ") + name(next);
+      skipped += (skipped.empty() ? "; skipped " : ", ") + rung_name(next);
       continue;
     }
     const double cost = price_s(next);
@@ -207,12 +207,12 @@ SkiRentalDecision SkiRental::escalate() {
     const double confirm = cost - overhead_s(next);
     const std::string price = " overhead " + fmt(cost) + " s" + (confirm > 0 ? " (" + fmt(confirm) + " s of it to confirm the fail-slow first)" : "");
     if (fixed) {
-      d.reason = "residual loss " + fmt(rent) + " s under " + name(strategy_) + " (iterations at " + fmt(judged) +
-                 " s, within " + fmt(config_.fixed_ratio) + " x healthy " + fmt(healthy) + " s) >= " + name(next) +
+      d.reason = "residual loss " + fmt(rent) + " s under " + rung_name(strategy_) + " (iterations at " + fmt(judged) +
+                 " s, within " + fmt(config_.fixed_ratio) + " x healthy " + fmt(healthy) + " s) >= " + rung_name(next) +
                  price + skipped;
     } else {
-      d.reason = "accumulated loss " + fmt(rent) + " s >= " + name(next) + price + "; " +
-                 name(strategy_) + " leaves iterations at " + fmt(judged) + " s > " + fmt(config_.fixed_ratio) +
+      d.reason = "accumulated loss " + fmt(rent) + " s >= " + rung_name(next) + price + "; " +
+                 rung_name(strategy_) + " leaves iterations at " + fmt(judged) + " s > " + fmt(config_.fixed_ratio) +
                  " x healthy " + fmt(healthy) + " s" + skipped;
     }
     previous_ = strategy_;

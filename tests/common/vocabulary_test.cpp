@@ -31,6 +31,10 @@ TEST(Vocabulary, StrategyRoundTrips) {
       {{Strategy::kS1, "S1"}, {Strategy::kS2, "S2"}, {Strategy::kS3, "S3"}, {Strategy::kS4, "S4"}},
       parse_strategy);
   expect_rejected(parse_strategy, {"", "s1", "S0", "S5", "S1 ", "apply"});
+  // The ski rental climbs them in this order (ordered by overhead).
+  EXPECT_LT(Strategy::kS1, Strategy::kS2);
+  EXPECT_LT(Strategy::kS2, Strategy::kS3);
+  EXPECT_LT(Strategy::kS3, Strategy::kS4);
 }
 
 TEST(Vocabulary, PlanActionRoundTrips) {

@@ -36,10 +36,10 @@ TEST(SkiRental, ComputationClimbsToS2AfterOneIterationOfLoss) {
   // 0.5 s lost per 1.5 s iteration; S2 costs one iteration + 1 ms = 1.501 s: reached on the 4th.
   EXPECT_EQ(feed(s, 1.5, 10, true, &d), 4);
   EXPECT_EQ(d.action, SkiRentalAction::kApply);
-  EXPECT_EQ(d.strategy, Strategy::kS2Microbatches);
+  EXPECT_EQ(d.strategy, Strategy::kS2);
   EXPECT_DOUBLE_EQ(d.overhead_s, 1.501);
   EXPECT_EQ(d.reason, "accumulated loss 2 s >= S2 overhead 1.501 s; S1 leaves iterations at 1.5 s > 1.1 x healthy 1 s");
-  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  EXPECT_EQ(s.strategy(), Strategy::kS2);
   EXPECT_DOUBLE_EQ(s.accumulated_loss_s(), 2.0);
 }
 
@@ -47,7 +47,7 @@ TEST(SkiRental, CommunicationSkipsS2AndRentsUntilTheS3Pause) {
   SkiRental s = make(FailSlowCause::kCommunication);
   SkiRentalDecision d;
   EXPECT_EQ(feed(s, 1.5, 1000, true, &d), 120);  // 120 x 0.5 s = the 60 s pause
-  EXPECT_EQ(d.strategy, Strategy::kS3Topology);
+  EXPECT_EQ(d.strategy, Strategy::kS3);
   EXPECT_DOUBLE_EQ(d.overhead_s, 60.0);
   EXPECT_EQ(d.reason,
             "accumulated loss 60 s >= S3 overhead 60 s; S1 leaves iterations at 1.5 s > 1.1 x healthy 1 s; skipped S2");
@@ -55,17 +55,17 @@ TEST(SkiRental, CommunicationSkipsS2AndRentsUntilTheS3Pause) {
 
 TEST(SkiRental, AMeasuredS3SwitchReplacesTheConfiguredPause) {
   SkiRental s = make(FailSlowCause::kCommunication);
-  s.set_overhead(Strategy::kS3Topology, 1.2);  // the job timed its last switch at 1.2 s
-  s.set_overhead(Strategy::kS3Topology, -1);   // ignored
-  s.set_overhead(Strategy::kS3Topology, NAN);  // ignored
-  s.set_overhead(Strategy::kS2Microbatches, 5);  // S2 costs one iteration: no effect
-  s.set_overhead(Strategy::kS4Restart, 500);   // the job's estimate of its restart
-  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS3Topology), 1.2);
-  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS4Restart), 500.0);
-  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS2Microbatches), 1.0 + SkiRentalConfig{}.s2_solve_s);
+  s.set_overhead(Strategy::kS3, 1.2);  // the job timed its last switch at 1.2 s
+  s.set_overhead(Strategy::kS3, -1);   // ignored
+  s.set_overhead(Strategy::kS3, NAN);  // ignored
+  s.set_overhead(Strategy::kS2, 5);  // S2 costs one iteration: no effect
+  s.set_overhead(Strategy::kS4, 500);   // the job's estimate of its restart
+  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS3), 1.2);
+  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS4), 500.0);
+  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS2), 1.0 + SkiRentalConfig{}.s2_solve_s);
   SkiRentalDecision d;
   EXPECT_EQ(feed(s, 1.5, 1000, true, &d), 3);  // 3 x 0.5 s >= 1.2 s, not 120 iterations for 60 s
-  EXPECT_EQ(d.strategy, Strategy::kS3Topology);
+  EXPECT_EQ(d.strategy, Strategy::kS3);
   EXPECT_DOUBLE_EQ(d.overhead_s, 1.2);
 }
 
@@ -73,15 +73,15 @@ TEST(SkiRental, AMeasuredS3SwitchReplacesTheConfiguredPause) {
 // (not of S2's, nor of a revert's), and once it is confirmed the plain overhead is back.
 TEST(SkiRental, ConfirmingFirstIsPartOfTheS3AndS4Price) {
   SkiRental s = make(FailSlowCause::kCommunication);
-  s.set_overhead(Strategy::kS3Topology, 1.2);
+  s.set_overhead(Strategy::kS3, 1.2);
   s.set_confirmation_overhead(2.0);
-  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS3Topology), 3.2);
-  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS4Restart), 1802.0);
-  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS2Microbatches), s.overhead_s(Strategy::kS2Microbatches));
-  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS3Topology), 1.2);
+  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS3), 3.2);
+  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS4), 1802.0);
+  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS2), s.overhead_s(Strategy::kS2));
+  EXPECT_DOUBLE_EQ(s.overhead_s(Strategy::kS3), 1.2);
   SkiRentalDecision d;
   EXPECT_EQ(feed(s, 1.5, 1000, true, &d), 7);  // 7 x 0.5 s >= 3.2 s (3 iterations without the pause)
-  EXPECT_EQ(d.strategy, Strategy::kS3Topology);
+  EXPECT_EQ(d.strategy, Strategy::kS3);
   EXPECT_DOUBLE_EQ(d.overhead_s, 3.2);
   EXPECT_EQ(d.reason,
             "accumulated loss 3.5 s >= S3 overhead 3.2 s (2 s of it to confirm the fail-slow first); S1 leaves "
@@ -89,11 +89,11 @@ TEST(SkiRental, ConfirmingFirstIsPartOfTheS3AndS4Price) {
   s.set_confirmation_overhead(-1);
   EXPECT_DOUBLE_EQ(s.confirmation_overhead_s(), 0.0);
   s.set_confirmation_overhead(NAN);
-  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS3Topology), 1.2);
+  EXPECT_DOUBLE_EQ(s.price_s(Strategy::kS3), 1.2);
 
   // Confirmed (0): the climb is back to the plain overhead.
   SkiRental t = make(FailSlowCause::kCommunication);
-  t.set_overhead(Strategy::kS3Topology, 1.2);
+  t.set_overhead(Strategy::kS3, 1.2);
   t.set_confirmation_overhead(2.0);
   t.set_confirmation_overhead(0.0);
   EXPECT_EQ(feed(t, 1.5, 1000, true, &d), 3);
@@ -112,8 +112,8 @@ TEST(SkiRental, DecideTakesTheRungALossSinceTheOnsetAlreadyPaysFor) {
   s.restore(st);
   const SkiRentalDecision e = s.decide();
   EXPECT_EQ(e.action, SkiRentalAction::kApply);
-  EXPECT_EQ(e.strategy, Strategy::kS2Microbatches);
-  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  EXPECT_EQ(e.strategy, Strategy::kS2);
+  EXPECT_EQ(s.strategy(), Strategy::kS2);
   EXPECT_EQ(s.decide().action, SkiRentalAction::kStay);  // S3's 60 s is not paid by the 1.6 s
   // A fail-slow judged within the fixed ratio pays nothing new: its residual is 0.
   SkiRental calm = make(FailSlowCause::kComputation);
@@ -138,7 +138,7 @@ TEST(SkiRental, UnavailableStrategiesAreSkipped) {
   SkiRental s = make(FailSlowCause::kBoth, c, /*s2=*/false, /*s3=*/false);
   SkiRentalDecision d;
   EXPECT_EQ(feed(s, 1.5, 1000, true, &d), 200);
-  EXPECT_EQ(d.strategy, Strategy::kS4Restart);
+  EXPECT_EQ(d.strategy, Strategy::kS4);
   EXPECT_EQ(d.reason,
             "accumulated loss 100 s >= S4 overhead 100 s; S1 leaves iterations at 1.5 s > 1.1 x healthy 1 s; skipped S2, "
             "S3");
@@ -152,7 +152,7 @@ TEST(SkiRental, AStrategyThatDoesNotFixItIsFollowedAtTheNextOverhead) {
   ASSERT_EQ(feed(s, 1.5, 1000, true, &d), 120);
   // S3 leaves 1.5 s: not fixed; S4 once the incident's loss reaches 100 s, i.e. 80 iterations later.
   EXPECT_EQ(feed(s, 1.5, 1000, true, &d), 80);
-  EXPECT_EQ(d.strategy, Strategy::kS4Restart);
+  EXPECT_EQ(d.strategy, Strategy::kS4);
   EXPECT_DOUBLE_EQ(s.accumulated_loss_s(), 100.0);
 }
 
@@ -165,7 +165,7 @@ TEST(SkiRental, AFixedStrategyIsEscalatedOnlyByItsResidualLoss) {
   // S3 holds 1.0625 s (within 10 %): the 60 s already lost no longer counts; the residual 0.0625 s per
   // iteration reaches S4's 10 s after 160 iterations.
   EXPECT_EQ(feed(s, 1.0625, 1000, true, &d), 160);
-  EXPECT_EQ(d.strategy, Strategy::kS4Restart);
+  EXPECT_EQ(d.strategy, Strategy::kS4);
   EXPECT_EQ(d.reason, "residual loss 10 s under S3 (iterations at 1.062 s, within 1.1 x healthy 1 s) >= S4 overhead 10 s");
 }
 
@@ -181,12 +181,12 @@ TEST(SkiRental, TheMedianOfTheWindowIgnoresOneSpike) {
   EXPECT_EQ(feed(s, 1.05, 4, true, &d), 0);
   EXPECT_EQ(s.observe({1.5, true}).action, SkiRentalAction::kStay);
   EXPECT_NEAR(s.accumulated_loss_s(), 2.7, 1e-12);
-  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  EXPECT_EQ(s.strategy(), Strategy::kS2);
   // Two more slow iterations make the median slow: the incident's loss now decides, and S3 follows.
   EXPECT_EQ(s.observe({1.5, true}).action, SkiRentalAction::kStay);
   d = s.observe({1.5, true});
   EXPECT_EQ(d.action, SkiRentalAction::kApply);
-  EXPECT_EQ(d.strategy, Strategy::kS3Topology);
+  EXPECT_EQ(d.strategy, Strategy::kS3);
 }
 
 TEST(SkiRental, RevertsS2AfterRecoveryWhenItPays) {
@@ -198,7 +198,7 @@ TEST(SkiRental, RevertsS2AfterRecoveryWhenItPays) {
   // 1 ms (1.126 s); 0.125 s per iteration pays for it on the 10th.
   EXPECT_EQ(feed(s, 1.125, 100, false, &d), 10);
   EXPECT_EQ(d.action, SkiRentalAction::kRevert);
-  EXPECT_EQ(d.strategy, Strategy::kS1Ignore);
+  EXPECT_EQ(d.strategy, Strategy::kS1);
   EXPECT_DOUBLE_EQ(d.overhead_s, 1.126);
   EXPECT_TRUE(s.finished());
   EXPECT_EQ(s.observe({1.125, false}).action, SkiRentalAction::kStay);
@@ -208,15 +208,15 @@ TEST(SkiRental, AResumedRemedyIsRevertedAfterRecoveryLikeItsOwn) {
   // A controller created after S2 was applied (a restarted master) continues from S2: no second S2, and
   // the same revert as above once the fail-slow is over. S1 and S4 cannot be resumed.
   SkiRental s = make(FailSlowCause::kComputation);
-  s.resume(Strategy::kS2Microbatches);
-  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  s.resume(Strategy::kS2);
+  EXPECT_EQ(s.strategy(), Strategy::kS2);
   SkiRentalDecision d;
   ASSERT_EQ(feed(s, 1.05, 10, true, &d), 0);
   EXPECT_EQ(feed(s, 1.125, 100, false, &d), 10);
   EXPECT_EQ(d.action, SkiRentalAction::kRevert);
   SkiRental other = make(FailSlowCause::kComputation);
-  other.resume(Strategy::kS4Restart);
-  EXPECT_EQ(other.strategy(), Strategy::kS1Ignore);
+  other.resume(Strategy::kS4);
+  EXPECT_EQ(other.strategy(), Strategy::kS1);
 }
 
 TEST(SkiRental, KeepsAConfigurationTheHealthyClusterDoesNotMind) {
@@ -227,7 +227,7 @@ TEST(SkiRental, KeepsAConfigurationTheHealthyClusterDoesNotMind) {
   EXPECT_FALSE(s.finished());
   EXPECT_EQ(feed(s, 1.01, 1, false, &d), 0);  // fifth calm iteration: nothing to win by reverting
   EXPECT_TRUE(s.finished());
-  EXPECT_EQ(s.strategy(), Strategy::kS3Topology);
+  EXPECT_EQ(s.strategy(), Strategy::kS3);
   EXPECT_EQ(s.post_recovery_loss_s(), 0.0);
 }
 
@@ -242,7 +242,7 @@ TEST(SkiRental, S1AndS4EndWithTheIncident) {
   c.s4_restart_s = 5.0;
   SkiRental restart = make(FailSlowCause::kCommunication, c, true, false);
   ASSERT_EQ(feed(restart, 1.5, 100, true, &d), 10);
-  ASSERT_EQ(d.strategy, Strategy::kS4Restart);
+  ASSERT_EQ(d.strategy, Strategy::kS4);
   EXPECT_EQ(restart.observe({1.0, false}).action, SkiRentalAction::kStay);
   EXPECT_TRUE(restart.finished());
 }
@@ -253,11 +253,11 @@ TEST(SkiRental, DeclineFallsBackAndSkipsTheStrategyFromThenOn) {
   SkiRental s = make(FailSlowCause::kCommunication, c);
   SkiRentalDecision d;
   ASSERT_EQ(feed(s, 1.5, 1000, true, &d), 120);
-  ASSERT_EQ(d.strategy, Strategy::kS3Topology);
-  s.decline(Strategy::kS3Topology);  // the planner found no placement worth the pause after all
-  EXPECT_EQ(s.strategy(), Strategy::kS1Ignore);
+  ASSERT_EQ(d.strategy, Strategy::kS3);
+  s.decline(Strategy::kS3);  // the planner found no placement worth the pause after all
+  EXPECT_EQ(s.strategy(), Strategy::kS1);
   EXPECT_EQ(feed(s, 1.5, 1000, true, &d), 80);
-  EXPECT_EQ(d.strategy, Strategy::kS4Restart);
+  EXPECT_EQ(d.strategy, Strategy::kS4);
 }
 
 TEST(SkiRental, ARungDeclinedBelowTheOneInForceIsNotFallenBackTo) {
@@ -268,16 +268,16 @@ TEST(SkiRental, ARungDeclinedBelowTheOneInForceIsNotFallenBackTo) {
   SkiRental s = make(FailSlowCause::kComputation, c);
   SkiRentalDecision d;
   ASSERT_EQ(feed(s, 1.5, 10, true, &d), 4);
-  ASSERT_EQ(d.strategy, Strategy::kS2Microbatches);
+  ASSERT_EQ(d.strategy, Strategy::kS2);
   ASSERT_GT(feed(s, 1.5, 100, true, &d), 0);
-  ASSERT_EQ(d.strategy, Strategy::kS3Topology);
-  s.decline(Strategy::kS2Microbatches);
-  EXPECT_EQ(s.strategy(), Strategy::kS3Topology);
-  s.decline(Strategy::kS3Topology);
-  EXPECT_EQ(s.strategy(), Strategy::kS1Ignore);
+  ASSERT_EQ(d.strategy, Strategy::kS3);
+  s.decline(Strategy::kS2);
+  EXPECT_EQ(s.strategy(), Strategy::kS3);
+  s.decline(Strategy::kS3);
+  EXPECT_EQ(s.strategy(), Strategy::kS1);
   EXPECT_FALSE(s.state().s2_available);
   const int n = feed(s, 1.5, 1000, true, &d);
-  if (n > 0) EXPECT_EQ(d.strategy, Strategy::kS4Restart);
+  if (n > 0) EXPECT_EQ(d.strategy, Strategy::kS4);
 }
 
 TEST(SkiRental, IterationsWithoutTheStrategyInForceCountTheLossButNeitherJudgeNorClimb) {
@@ -288,23 +288,23 @@ TEST(SkiRental, IterationsWithoutTheStrategyInForceCountTheLossButNeitherJudgeNo
   SkiRental s = make(FailSlowCause::kComputation, c);
   SkiRentalDecision d;
   ASSERT_EQ(feed(s, 1.5, 10, true, &d), 4);
-  ASSERT_EQ(d.strategy, Strategy::kS2Microbatches);
+  ASSERT_EQ(d.strategy, Strategy::kS2);
   const double before = s.accumulated_loss_s();
   for (int i = 0; i < 100; ++i) {
     d = s.observe({1.5, true, true});
     ASSERT_EQ(d.action, SkiRentalAction::kStay) << i;
   }
-  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  EXPECT_EQ(s.strategy(), Strategy::kS2);
   EXPECT_NEAR(s.accumulated_loss_s(), before + 50.0, 1e-9);
   EXPECT_TRUE(s.state().window.empty());
   EXPECT_EQ(s.state().strategy_loss_s, 0.0);
   // In force and fixing it (1.05 s): judged on those iterations alone, so it stays despite the loss before.
   EXPECT_EQ(feed(s, 1.05, 20, true, &d), 0);
-  EXPECT_EQ(s.strategy(), Strategy::kS2Microbatches);
+  EXPECT_EQ(s.strategy(), Strategy::kS2);
   // In force and no longer fixing it: once the window's median says so (3 of 5), the loss, the held
   // iterations' included, pays for S3 at once.
   EXPECT_EQ(feed(s, 1.5, 20, true, &d), 3);
-  EXPECT_EQ(d.strategy, Strategy::kS3Topology);
+  EXPECT_EQ(d.strategy, Strategy::kS3);
 }
 
 TEST(SkiRental, RejectsBadSettings) {
@@ -336,8 +336,8 @@ struct Scenario {
 };
 
 double time_in(const Scenario& sc, Strategy s, bool fault) {
-  if (!fault || s == Strategy::kS4Restart) return 1.0;
-  return s == Strategy::kS3Topology ? sc.s3_s : sc.slow_s;
+  if (!fault || s == Strategy::kS4) return 1.0;
+  return s == Strategy::kS3 ? sc.s3_s : sc.slow_s;
 }
 
 double lost(const Scenario& sc, double duration_s, std::optional<Strategy> fixed) {
@@ -345,9 +345,9 @@ double lost(const Scenario& sc, double duration_s, std::optional<Strategy> fixed
   c.s3_pause_s = sc.s3_pause_s;
   c.s4_restart_s = sc.s4_restart_s;
   SkiRental ski = make(FailSlowCause::kCommunication, c, false, sc.s3);
-  Strategy in = fixed.value_or(Strategy::kS1Ignore);
+  Strategy in = fixed.value_or(Strategy::kS1);
   double clock = 0.0;
-  double loss = in == Strategy::kS3Topology ? sc.s3_pause_s : in == Strategy::kS4Restart ? sc.s4_restart_s : 0.0;
+  double loss = in == Strategy::kS3 ? sc.s3_pause_s : in == Strategy::kS4 ? sc.s4_restart_s : 0.0;
   clock += loss;
   while (clock < duration_s) {
     const double t = time_in(sc, in, true);
@@ -367,9 +367,9 @@ double lost(const Scenario& sc, double duration_s, std::optional<Strategy> fixed
 double worst_ratio(const Scenario& sc, double* at = nullptr) {
   double worst = 0.0;
   for (double duration = 1.0; duration < 30000.0; duration *= 1.01) {
-    double oracle = lost(sc, duration, Strategy::kS1Ignore);
-    oracle = std::min(oracle, lost(sc, duration, Strategy::kS4Restart));
-    if (sc.s3) oracle = std::min(oracle, lost(sc, duration, Strategy::kS3Topology));
+    double oracle = lost(sc, duration, Strategy::kS1);
+    oracle = std::min(oracle, lost(sc, duration, Strategy::kS4));
+    if (sc.s3) oracle = std::min(oracle, lost(sc, duration, Strategy::kS3));
     const double ratio = lost(sc, duration, std::nullopt) / oracle;
     if (ratio > worst) {
       worst = ratio;

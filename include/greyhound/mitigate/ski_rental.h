@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "greyhound/mitigate/plan_decision.h"
+#include "greyhound/vocabulary.h"
 #include "greyhound/mitigate/result.h"
 #include "greyhound/thresholds.h"
 
@@ -82,7 +82,7 @@ enum class SkiRentalAction : std::uint8_t {
 
 struct SkiRentalDecision {
   SkiRentalAction action = SkiRentalAction::kStay;
-  Strategy strategy = Strategy::kS1Ignore;  // the strategy in force after the action
+  Strategy strategy = Strategy::kS1;  // the strategy in force after the action
   double overhead_s = 0.0;                  // expected cost of the action
   std::string reason;                       // why; empty for kStay
 };
@@ -90,8 +90,8 @@ struct SkiRentalDecision {
 // What a SkiRental has learnt, to keep it across a restart of whoever owns it (the post-recovery rent is not
 // kept: the master ends a fail-slow on evidence, not on the rent after it).
 struct SkiRentalState {
-  Strategy strategy = Strategy::kS1Ignore;
-  Strategy previous = Strategy::kS1Ignore;
+  Strategy strategy = Strategy::kS1;
+  Strategy previous = Strategy::kS1;
   double loss_s = 0.0;
   double strategy_loss_s = 0.0;
   double last_iteration_s = 0.0;  // 0: not known
@@ -153,8 +153,8 @@ class SkiRental {
 
   SkiRentalConfig config_;
   SkiRentalIncident incident_;
-  Strategy strategy_ = Strategy::kS1Ignore;
-  Strategy previous_ = Strategy::kS1Ignore;
+  Strategy strategy_ = Strategy::kS1;
+  Strategy previous_ = Strategy::kS1;
   double loss_s_ = 0.0;           // over the incident
   double strategy_loss_s_ = 0.0;  // since the current strategy took effect
   double post_loss_s_ = 0.0;
