@@ -208,6 +208,21 @@ def remedies(report):
     return out
 
 
+def validation_tally(report):
+    """The validation pauses of a run (its report's "validations", simcluster's summary of the master's
+    validated events): how many, how many aborted, the time paused in all and at most, and the
+    verdicts by cause (gpu, host, link, none)."""
+    vs = [v for v in report.get("validations") or [] if isinstance(v, dict)]
+    pauses = [float(v.get("pause_s") or 0.0) for v in vs]
+    causes = {}
+    for v in vs:
+        if not v.get("aborted"):
+            c = str(v.get("cause") or "none")
+            causes[c] = causes.get(c, 0) + 1
+    return {"pauses": len(vs), "aborted": sum(1 for v in vs if v.get("aborted")),
+            "paused_s": sum(pauses), "longest_s": max(pauses) if pauses else 0.0, "causes": causes}
+
+
 def analyse_run(report, faults, period_s):
     """Everything the experiment reports about one run."""
     return {
@@ -219,6 +234,7 @@ def analyse_run(report, faults, period_s):
         "faults": [dict(reaction(report, f, period_s), label=f.get("label", "")) for f in faults],
         "remedies": remedies(report),
         "plans_applied": len(events(report, "plan_applied")),
+        "validations": validation_tally(report),
     }
 
 

@@ -128,6 +128,21 @@ class Analysis(unittest.TestCase):
         self.assertAlmostEqual(g["remedy_end_after_s"], 0.5)
         self.assertEqual(ea.analyse_run(r, [GPU], 0.5)["detections"], 0)
 
+    def test_validation_pauses_are_counted_with_their_time_and_verdicts(self):
+        r = report_with([])
+        self.assertEqual(ea.validation_tally(r), {"pauses": 0, "aborted": 0, "paused_s": 0.0, "longest_s": 0.0,
+                                                  "causes": {}})
+        r["validations"] = [{"id": "v1", "cause": "link", "aborted": False, "pause_s": 2.5},
+                            {"id": "v2", "cause": "gpu", "aborted": False, "pause_s": 0.75},
+                            {"id": "v3", "cause": "none", "aborted": True, "pause_s": 0.25},
+                            {"id": "v4", "cause": "link", "aborted": False, "pause_s": 1.5}]
+        t = ea.analyse_run(r, [GPU, LINK], 0.5)["validations"]
+        self.assertEqual(t["pauses"], 4)
+        self.assertEqual(t["aborted"], 1)
+        self.assertAlmostEqual(t["paused_s"], 5.0)
+        self.assertAlmostEqual(t["longest_s"], 2.5)
+        self.assertEqual(t["causes"], {"link": 2, "gpu": 1})
+
 
 if __name__ == "__main__":
     unittest.main()
