@@ -1662,8 +1662,9 @@ Result<NcclRingDump> parse_nccl_ring_dump(const std::string& v) {
   const auto pattern = tree->find("pattern");
   const auto tseg = tree->find("segment");
   const auto tcrosses = tree->find("crosses_nodes");
-  const auto p = pattern != tree->end() && pattern->is_string() ? validate::parse_nccl_tree_pattern(pattern->get<std::string>())
-                                                               : std::nullopt;
+  const auto p = pattern != tree->end() && pattern->is_string()
+                     ? validate::parse_nccl_tree_pattern(pattern->get<std::string>())
+                     : std::nullopt;
   if (!p) return R::failure("tree.pattern: not \"balanced\", \"split\" or \"tree\"");
   t.pattern = *p;
   if (tseg == tree->end() || !tseg->is_array() || tseg->size() != d.segment.size()) {
@@ -1671,11 +1672,11 @@ Result<NcclRingDump> parse_nccl_ring_dump(const std::string& v) {
   }
   std::set<int> chain;
   for (const auto& r : *tseg) {
-    if (!r.is_number_integer() || !seen.count(static_cast<int>(std::clamp<long long>(r.get<long long>(), -1, kMaxRank))) ||
-        !chain.insert(static_cast<int>(r.get<long long>())).second) {
+    const long long x = r.is_number_integer() ? r.get<long long>() : -1;  // a huge unsigned one reads negative
+    if (x < 0 || x >= kMaxRank || !seen.count(static_cast<int>(x)) || !chain.insert(static_cast<int>(x)).second) {
       return R::failure("tree.segment: not the ring segment's ranks");
     }
-    t.segment.push_back(static_cast<int>(r.get<long long>()));
+    t.segment.push_back(static_cast<int>(x));
   }
   if (tcrosses == tree->end() || !tcrosses->is_boolean()) return R::failure("tree.crosses_nodes: not true or false");
   t.crosses_nodes = tcrosses->get<bool>();

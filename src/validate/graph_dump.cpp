@@ -104,8 +104,10 @@ Result<std::map<std::int64_t, int>> parse_topology_dump_ranks(std::string_view x
 
 namespace {
 
-// The channels of one graph, each device's rank from `device_ranks`.
-Rings parse_channels(const pugi::xml_node& graph, const std::map<std::int64_t, int>& device_ranks, const char* what) {
+// The channels of one graph (`what`: "ring" or "tree"; a channel is one `unit`: "ring" or "chain"), each
+// device's rank from `device_ranks`.
+Rings parse_channels(const pugi::xml_node& graph, const std::map<std::int64_t, int>& device_ranks, const char* what,
+                     const char* unit) {
   std::vector<DumpedRing> out;
   int c = 0;
   for (const pugi::xml_node channel : graph.children("channel")) {
@@ -125,7 +127,7 @@ Rings parse_channels(const pugi::xml_node& graph, const std::map<std::int64_t, i
                                 " has no rank in the topology dump (a dump of another communicator or node?)");
         }
         if (std::find(ring.ranks.begin(), ring.ranks.end(), rank->second) != ring.ranks.end()) {
-          return Rings::failure(where + "rank " + std::to_string(rank->second) + " appears twice in one " + (std::string(what) == "ring" ? "ring" : "chain"));
+          return Rings::failure(where + "rank " + std::to_string(rank->second) + " appears twice in one " + unit);
         }
         ring.devices.push_back(dev);
         ring.ranks.push_back(rank->second);
@@ -153,7 +155,7 @@ Result<std::vector<DumpedRing>> parse_graph_dump_rings(std::string_view xml,
   const auto root = load_graphs(doc, xml);
   if (!root) return Rings::failure(root.error());
   for (const pugi::xml_node graph : root->children("graph")) {
-    if (attr_int(graph, "pattern") == 4) return parse_channels(graph, device_ranks, "ring");  // one ring graph per dump
+    if (attr_int(graph, "pattern") == 4) return parse_channels(graph, device_ranks, "ring", "ring");  // one ring graph per dump
   }
   return Rings::failure("graph dump: no ring graph (pattern 4)");
 }
@@ -170,7 +172,7 @@ Result<DumpedTree> parse_graph_dump_tree(std::string_view xml, const std::map<st
       return T::failure("graph dump: the tree graph (id 1) has pattern " + quoted(graph, "pattern") +
                         " (1, 2 or 3 is a tree)");
     }
-    auto chains = parse_channels(graph, device_ranks, "tree");
+    auto chains = parse_channels(graph, device_ranks, "tree", "chain");
     if (!chains) return T::failure(chains.error());
     if (chains->empty() || chains->front().ranks.empty()) return T::failure("graph dump: the tree graph has no GPU");
     DumpedTree t;
