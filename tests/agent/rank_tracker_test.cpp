@@ -37,6 +37,32 @@ class RankTrackerTest : public ::testing::Test {
     p.root = -1;
     writer_->append(p);
   }
+  // A call's record, and the Timing record the hook writes for it later (its device time); their seqs.
+  std::uint64_t call(Op op, std::uint64_t t_ns, std::uint64_t group) {
+    RecordPayload p{};
+    p.op = static_cast<std::uint8_t>(op);
+    p.t_ns = t_ns;
+    p.group_id = group;
+    p.group_rank = 1;
+    p.group_size = 2;
+    p.bytes = 1 << 20;
+    p.peer = -1;
+    p.root = -1;
+    writer_->append(p);
+    return p.seq;
+  }
+  void timing(std::uint64_t measured_seq, std::uint64_t t_ns, std::uint64_t group, double ms) {
+    RecordPayload p{};
+    p.op = static_cast<std::uint8_t>(Op::kTiming);
+    p.measured_op = static_cast<std::uint8_t>(Op::kAllReduce);
+    p.t_ns = t_ns;
+    p.group_id = group;
+    p.aux = measured_seq;
+    p.dur_ns = static_cast<std::uint64_t>(ms * 1e6);
+    p.peer = -1;
+    p.root = -1;
+    writer_->append(p);
+  }
   // One iteration of a TP/PP/DP-like pattern of `calls` calls spread over `ms`.
   std::uint64_t iteration(std::uint64_t t, double ms, int calls = 12) {
     const std::uint64_t step = static_cast<std::uint64_t>(ms * 1e6 / calls);
@@ -124,6 +150,58 @@ TEST_F(RankTrackerTest, AProfileReportsTheSpreadOfItsIterations) {
   EXPECT_NEAR(prof->iter_ms_max, 345.0, 0.01);
   EXPECT_GT(prof->iter_ms, prof->iter_ms_min);
   EXPECT_LT(prof->iter_ms, prof->iter_ms_max);
+}
+
+// A profile counts the device times of the calls that began in its window, whenever their Timing records
+// come: a long call at its end (a replica waiting for the others in its gradient all-reduce) is waited for,
+// past the window, rather than left out of its group's mean time per call; a call that began before the
+// window is not counted though its Timing record comes in it. The wait ends at the grace (one and a half
+// iterations) if the record never comes.
+TEST_F(RankTrackerTest, AProfileCountsTheCallsThatBeganInItsWindowWheneverTheirDeviceTimesCome) {
+  std::string err;
+  RankTracker tracker(RingReader::open(dir_ + "/greyhound.t.3", &err), analysis::DetectionMethod::kBocdValidated);
+  std::uint64_t t = 1'000'000;
+  for (int i = 0; i < 60; ++i) t = iteration(t, 300.0);
+  RankObservation obs;
+  tracker.poll(t, obs);
+  const std::uint64_t ms = 1'000'000;
+  const std::uint64_t before = call(Op::kAllReduce, t - 20 * ms, 0xdd);  // began before the window
+  const std::uint64_t start = t, until = t + 1000 * ms;
+  ASSERT_TRUE(tracker.start_profile(start, until, &err)) << err;
+  timing(before, start + 10 * ms, 0xdd, 999.0);
+  const std::uint64_t b = call(Op::kAllReduce, start + 100 * ms, 0xdd);
+  timing(b, start + 200 * ms, 0xdd, 50.0);
+  const std::uint64_t c = call(Op::kAllReduce, until - 10 * ms, 0xdd);  // its device time comes after the end
+  tracker.poll(until + 50 * ms, obs);
+  EXPECT_FALSE(tracker.finish_profile(until + 50 * ms)) << "reported before the last call's device time came";
+  EXPECT_TRUE(tracker.profiling());
+  timing(c, until + 300 * ms, 0xdd, 400.0);
+  tracker.poll(until + 310 * ms, obs);
+  auto prof = tracker.finish_profile(until + 310 * ms);
+  ASSERT_TRUE(prof);
+  EXPECT_FALSE(tracker.profiling());
+  ASSERT_EQ(prof->groups.count(0xdd), 1u);
+  EXPECT_EQ(prof->timings, 2u);
+  EXPECT_NEAR(prof->window_s, 1.0, 1e-9);
+  EXPECT_NEAR(prof->groups.at(0xdd).first, 0.45, 1e-9);   // (50 + 400) ms of a 1 s window
+  EXPECT_NEAR(prof->groups.at(0xdd).second, 2.0, 1e-9);   // calls per second
+  // A device time that never comes: the report waits one and a half iterations (300 ms each) past the end.
+  const std::uint64_t start2 = until + 400 * ms, until2 = start2 + 1000 * ms;
+  ASSERT_TRUE(tracker.start_profile(start2, until2, &err)) << err;
+  const std::uint64_t d = call(Op::kAllReduce, start2 + 100 * ms, 0xdd);
+  timing(d, start2 + 150 * ms, 0xdd, 20.0);
+  call(Op::kAllReduce, until2 - 5 * ms, 0xdd);
+  tracker.poll(until2 + 10 * ms, obs);
+  EXPECT_EQ(profile_grace_ns(300.0), 450 * ms);
+  EXPECT_FALSE(tracker.finish_profile(until2 + 440 * ms));
+  prof = tracker.finish_profile(until2 + 460 * ms);
+  ASSERT_TRUE(prof);
+  EXPECT_EQ(prof->timings, 1u);
+  EXPECT_NEAR(prof->groups.at(0xdd).first, 0.02, 1e-9);
+  // The grace's bounds.
+  EXPECT_EQ(profile_grace_ns(0.0), 1000 * ms);
+  EXPECT_EQ(profile_grace_ns(10.0), 250 * ms);
+  EXPECT_EQ(profile_grace_ns(60'000.0), 3000 * ms);
 }
 
 }  // namespace
