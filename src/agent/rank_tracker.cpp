@@ -171,7 +171,7 @@ bool RankTracker::start_profile(std::uint64_t now_ns, std::uint64_t until_ns, st
   profile_awaited_.clear();
   profile_group_depth_ = 0;
   profile_group_moved_ = false;
-  profile_timer_ = false;
+  profile_dropped_at_start_ = c->timings_dropped.load(std::memory_order_relaxed);
   c->profile_until_ns.store(until_ns, std::memory_order_relaxed);
   c->profile_request.fetch_add(1, std::memory_order_relaxed);
   c->profile_flags.store(kProfileDevice, std::memory_order_release);
@@ -194,7 +194,18 @@ std::optional<RankProfile> RankTracker::finish_profile(std::uint64_t now_ns) {
     const RingControl* c = reader_->control(&ignored);
     const bool timer = profile_timer_ ||
                        (c != nullptr && c->profile_status.load(std::memory_order_relaxed) == kProfileStatusActive);
-    if (timer) return std::nullopt;
+    // Calls the hook could not time (its event pool ran out) never get a Timing record: not waited for.
+    const std::uint64_t dropped =
+        c != nullptr ? c->timings_dropped.load(std::memory_order_relaxed) - profile_dropped_at_start_ : 0;
+    if (timer && profile_awaited_.size() > dropped) return std::nullopt;
+  }
+  // A call that began in the window and is still running (a blocking one: its record comes when it returns).
+  if (now_ns < profile_until_ns_ + profile_grace_ns(iter_ms)) {
+    if (const std::optional<InCall> call = reader_->in_call();
+        call && call->enter_ns >= profile_start_ns_ && call->enter_ns < profile_until_ns_ &&
+        (op_moves_data(static_cast<Op>(call->op)) || static_cast<Op>(call->op) == Op::kGroupEnd)) {
+      return std::nullopt;
+    }
   }
   std::string err;
   RankProfile r;

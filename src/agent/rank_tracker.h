@@ -155,7 +155,8 @@ class RankTracker {
   std::unordered_set<std::uint64_t> profile_awaited_;
   int profile_group_depth_ = 0;
   bool profile_group_moved_ = false;
-  bool profile_timer_ = false;  // a Timing record came in this window (the rank has a device timer)
+  bool profile_timer_ = false;  // a Timing record came in a window: the rank has a device timer
+  std::uint64_t profile_dropped_at_start_ = 0;  // the hook's timings_dropped when the window began
 };
 
 // How long past a profiling window its report waits for the device times of calls that began in it: one

@@ -198,6 +198,35 @@ TEST_F(RankTrackerTest, AProfileCountsTheCallsThatBeganInItsWindowWheneverTheirD
   ASSERT_TRUE(prof);
   EXPECT_EQ(prof->timings, 1u);
   EXPECT_NEAR(prof->groups.at(0xdd).first, 0.02, 1e-9);
+  // A call the hook could not time (its event pool ran out: timings_dropped) is not waited for.
+  const std::uint64_t start3 = until2 + 500 * ms, until3 = start3 + 1000 * ms;
+  ASSERT_TRUE(tracker.start_profile(start3, until3, &err)) << err;
+  const std::uint64_t e = call(Op::kAllReduce, start3 + 100 * ms, 0xdd);
+  timing(e, start3 + 150 * ms, 0xdd, 30.0);
+  call(Op::kAllReduce, until3 - 5 * ms, 0xdd);
+  writer_->header()->control.timings_dropped.fetch_add(1);
+  tracker.poll(until3 + 10 * ms, obs);
+  prof = tracker.finish_profile(until3 + 10 * ms);
+  ASSERT_TRUE(prof);
+  EXPECT_NEAR(prof->groups.at(0xdd).first, 0.03, 1e-9);
+  // A call that began in the window and is still running (a blocking one, whose record comes when it
+  // returns: the ring's in-call marker shows it) is waited for too.
+  const std::uint64_t start4 = until3 + 500 * ms, until4 = start4 + 1000 * ms;
+  ASSERT_TRUE(tracker.start_profile(start4, until4, &err)) << err;
+  RingInCall& in_call = writer_->header()->in_call;
+  in_call.op = static_cast<std::uint32_t>(Op::kAllReduce);
+  in_call.enter_ns.store(until4 - 100 * ms);
+  tracker.poll(until4 + 10 * ms, obs);
+  EXPECT_FALSE(tracker.finish_profile(until4 + 10 * ms));
+  in_call.enter_ns.store(0);
+  const std::uint64_t f = call(Op::kAllReduce, until4 - 100 * ms, 0xdd);
+  tracker.poll(until4 + 200 * ms, obs);
+  EXPECT_FALSE(tracker.finish_profile(until4 + 200 * ms));  // its device time is still to come
+  timing(f, until4 + 250 * ms, 0xdd, 300.0);
+  tracker.poll(until4 + 260 * ms, obs);
+  prof = tracker.finish_profile(until4 + 260 * ms);
+  ASSERT_TRUE(prof);
+  EXPECT_NEAR(prof->groups.at(0xdd).first, 0.3, 1e-9);
   // The grace's bounds.
   EXPECT_EQ(profile_grace_ns(0.0), 1000 * ms);
   EXPECT_EQ(profile_grace_ns(10.0), 250 * ms);
