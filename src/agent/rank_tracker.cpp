@@ -189,7 +189,7 @@ std::optional<RankProfile> RankTracker::finish_profile(std::uint64_t now_ns) {
   // rank without a device timer sends none: nothing to wait for).
   const double iter_ms = profile_iterations_ > 0 ? profile_iter_ms_ / profile_iterations_
                                                  : (history_.empty() ? 0.0 : history_.back().iter_ms);
-  if (!profile_awaited_.empty() && now_ns < profile_until_ns_ + profile_grace_ns(iter_ms)) {
+  if (now_ns < profile_until_ns_ + profile_grace_ns(iter_ms)) {
     std::string ignored;
     const RingControl* c = reader_->control(&ignored);
     const bool timer = profile_timer_ ||
@@ -198,11 +198,9 @@ std::optional<RankProfile> RankTracker::finish_profile(std::uint64_t now_ns) {
     const std::uint64_t dropped =
         c != nullptr ? c->timings_dropped.load(std::memory_order_relaxed) - profile_dropped_at_start_ : 0;
     if (timer && profile_awaited_.size() > dropped) return std::nullopt;
-  }
-  // A call that began in the window and is still running (a blocking one: its record comes when it returns).
-  if (now_ns < profile_until_ns_ + profile_grace_ns(iter_ms)) {
-    if (const std::optional<InCall> call = reader_->in_call();
-        call && call->enter_ns >= profile_start_ns_ && call->enter_ns < profile_until_ns_ &&
+    // A call that began in the window and still runs (a blocking one: its record comes when it returns).
+    const std::optional<InCall> call = timer ? reader_->in_call() : std::nullopt;
+    if (call && call->enter_ns >= profile_start_ns_ && call->enter_ns < profile_until_ns_ &&
         (op_moves_data(static_cast<Op>(call->op)) || static_cast<Op>(call->op) == Op::kGroupEnd)) {
       return std::nullopt;
     }
