@@ -25,7 +25,8 @@ class RankTrackerTest : public ::testing::Test {
     writer_.reset();
     std::system(("rm -rf " + dir_).c_str());
   }
-  void put(Op op, std::uint64_t t_ns, std::uint64_t group, std::uint64_t bytes, int peer = -1) {
+  // A call's record; its seq.
+  std::uint64_t put(Op op, std::uint64_t t_ns, std::uint64_t group, std::uint64_t bytes, int peer = -1) {
     RecordPayload p{};
     p.op = static_cast<std::uint8_t>(op);
     p.t_ns = t_ns;
@@ -36,21 +37,10 @@ class RankTrackerTest : public ::testing::Test {
     p.peer = peer;
     p.root = -1;
     writer_->append(p);
-  }
-  // A call's record, and the Timing record the hook writes for it later (its device time); their seqs.
-  std::uint64_t call(Op op, std::uint64_t t_ns, std::uint64_t group) {
-    RecordPayload p{};
-    p.op = static_cast<std::uint8_t>(op);
-    p.t_ns = t_ns;
-    p.group_id = group;
-    p.group_rank = 1;
-    p.group_size = 2;
-    p.bytes = 1 << 20;
-    p.peer = -1;
-    p.root = -1;
-    writer_->append(p);
     return p.seq;
   }
+  std::uint64_t call(Op op, std::uint64_t t_ns, std::uint64_t group) { return put(op, t_ns, group, 1 << 20); }
+  // The Timing record the hook writes for a call later (its device time).
   void timing(std::uint64_t measured_seq, std::uint64_t t_ns, std::uint64_t group, double ms) {
     RecordPayload p{};
     p.op = static_cast<std::uint8_t>(Op::kTiming);
