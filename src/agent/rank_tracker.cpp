@@ -4,13 +4,9 @@
 #include "greyhound/ops.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace greyhound::agent {
 namespace {
-
-// Calls remembered per profiling window (seq -> start): beyond them, calls are left out of the window.
-constexpr std::size_t kProfileCallsMax = 1 << 18;
 constexpr std::size_t kHistory = 4096;
 }  // namespace
 
@@ -52,9 +48,7 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
       last = std::max(last, p.group_seq);
     }
     if (op == Op::kTiming) {  // device time of an earlier call (or group), while profiling
-      if (profile_until_ns_ != 0 && profile_started_.count(p.aux) != 0) {  // of a call that began in the window
-        profile_timer_ = true;
-        profile_awaited_.erase(p.aux);
+      if (profile_until_ns_ != 0) {
         ++profile_timings_;
         profile_comm_ns_ += static_cast<double>(p.dur_ns);
         auto& g = profile_groups_[p.group_id];
@@ -62,26 +56,6 @@ void RankTracker::poll(std::uint64_t now_ns, RankObservation& out, std::size_t m
         ++g.second;
       }
       continue;
-    }
-    if (profile_until_ns_ != 0 && p.t_ns >= profile_start_ns_ && p.t_ns < profile_until_ns_ &&
-        profile_started_.size() < kProfileCallsMax) {
-      // What the hook times (nccl_intercept.cpp): a call outside a group; a group, from its first call to
-      // the end of its outermost ncclGroupEnd, measured as that GroupEnd.
-      profile_started_[p.seq] = p.t_ns;
-      const bool in_group = (p.flags & kRecordInGroup) != 0;
-      if (op == Op::kGroupStart) {
-        ++profile_group_depth_;
-      } else if (op == Op::kGroupEnd) {
-        profile_group_depth_ = std::max(0, profile_group_depth_ - 1);
-        if (profile_group_depth_ == 0 && profile_group_moved_) profile_awaited_.insert(p.seq);
-        if (profile_group_depth_ == 0) profile_group_moved_ = false;
-      } else if (op_moves_data(op)) {
-        if (in_group) {
-          profile_group_moved_ = true;
-        } else {
-          profile_awaited_.insert(p.seq);
-        }
-      }
     }
     if (op_creates_comm(op) && p.group_id != 0 && p.result == 0 && groups_.count(p.group_id) == 0) {
       GroupMembership g{p.group_id, p.group_rank, p.group_size, std::string(op_name(op))};
@@ -167,44 +141,14 @@ bool RankTracker::start_profile(std::uint64_t now_ns, std::uint64_t until_ns, st
   profile_timings_ = 0;
   profile_comm_ns_ = 0;
   profile_groups_.clear();
-  profile_started_.clear();
-  profile_awaited_.clear();
-  profile_group_depth_ = 0;
-  profile_group_moved_ = false;
-  profile_dropped_at_start_ = c->timings_dropped.load(std::memory_order_relaxed);
   c->profile_until_ns.store(until_ns, std::memory_order_relaxed);
   c->profile_request.fetch_add(1, std::memory_order_relaxed);
   c->profile_flags.store(kProfileDevice, std::memory_order_release);
   return true;
 }
 
-std::uint64_t profile_grace_ns(double iter_ms) {
-  const double ms = iter_ms > 0 && std::isfinite(iter_ms) ? 1.5 * iter_ms : 1000.0;
-  return static_cast<std::uint64_t>(std::clamp(ms, 250.0, 3000.0) * 1e6);
-}
-
 std::optional<RankProfile> RankTracker::finish_profile(std::uint64_t now_ns) {
   if (profile_until_ns_ == 0 || now_ns < profile_until_ns_) return std::nullopt;
-  // The device times of calls that began in the window still to come: wait for them, a grace at most (a
-  // rank without a device timer sends none: nothing to wait for).
-  const double iter_ms = profile_iterations_ > 0 ? profile_iter_ms_ / profile_iterations_
-                                                 : (history_.empty() ? 0.0 : history_.back().iter_ms);
-  if (now_ns < profile_until_ns_ + profile_grace_ns(iter_ms)) {
-    std::string ignored;
-    const RingControl* c = reader_->control(&ignored);
-    const bool timer = profile_timer_ ||
-                       (c != nullptr && c->profile_status.load(std::memory_order_relaxed) == kProfileStatusActive);
-    // Calls the hook could not time (its event pool ran out) never get a Timing record: not waited for.
-    const std::uint64_t dropped =
-        c != nullptr ? c->timings_dropped.load(std::memory_order_relaxed) - profile_dropped_at_start_ : 0;
-    if (timer && profile_awaited_.size() > dropped) return std::nullopt;
-    // A call that began in the window and still runs (a blocking one: its record comes when it returns).
-    const std::optional<InCall> call = timer ? reader_->in_call() : std::nullopt;
-    if (call && call->enter_ns >= profile_start_ns_ && call->enter_ns < profile_until_ns_ &&
-        (op_moves_data(static_cast<Op>(call->op)) || static_cast<Op>(call->op) == Op::kGroupEnd)) {
-      return std::nullopt;
-    }
-  }
   std::string err;
   RankProfile r;
   if (RingControl* c = reader_->control(&err)) {
@@ -227,8 +171,6 @@ std::optional<RankProfile> RankTracker::finish_profile(std::uint64_t now_ns) {
     }
   }
   profile_until_ns_ = 0;
-  profile_started_.clear();
-  profile_awaited_.clear();
   return r;
 }
 

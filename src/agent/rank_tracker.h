@@ -9,8 +9,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "greyhound/analysis/period_detector.h"
@@ -67,12 +65,9 @@ class RankTracker {
  public:
   RankTracker(std::unique_ptr<RingReader> reader, analysis::DetectionMethod method);
 
-  // Device profiling: asks the hook (ring control block) for Timing records of the calls that begin before
-  // `until_ns`, and sums them. finish_profile() returns the window's result (and switches the hook's flag
-  // off) once `now_ns` has passed its end and the device times of the calls that began in it have come, or
-  // profile_grace_ns past its end; nullopt while it runs or when none was started. Counting the calls that
-  // began in the window, not the Timing records that came in it, keeps a long call at its end (a replica
-  // waiting for the others in its gradient all-reduce) in its group's mean time per call.
+  // Device profiling: asks the hook (ring control block) for Timing records until `until_ns`, and sums
+  // them. finish_profile() returns the window's result once `now_ns` has passed its end (and switches the
+  // hook's flag off); nullopt while it runs or when none was started.
   bool start_profile(std::uint64_t now_ns, std::uint64_t until_ns, std::string* error);
   std::optional<RankProfile> finish_profile(std::uint64_t now_ns);
   bool profiling() const { return profile_until_ns_ != 0; }
@@ -147,22 +142,7 @@ class RankTracker {
   std::uint64_t profile_timings_ = 0;
   double profile_comm_ns_ = 0;
   std::map<std::uint64_t, std::pair<double, std::uint64_t>> profile_groups_;  // group -> (ns, calls)
-  // The calls that began in the window (seq -> entry time): only their device times count, whenever their
-  // Timing records come (a call's comes after it completes, at the thread's next NCCL call).
-  std::unordered_map<std::uint64_t, std::uint64_t> profile_started_;
-  // Those of them the hook times (a call outside a group, the end of a group that moved data) whose Timing
-  // record has not come yet: the window is reported once none is left, or after a grace past its end.
-  std::unordered_set<std::uint64_t> profile_awaited_;
-  int profile_group_depth_ = 0;
-  bool profile_group_moved_ = false;
-  bool profile_timer_ = false;  // a Timing record came in a window: the rank has a device timer
-  std::uint64_t profile_dropped_at_start_ = 0;  // the hook's timings_dropped when the window began
 };
-
-// How long past a profiling window its report waits for the device times of calls that began in it: one
-// and a half of the rank's iterations (a call's Timing record comes at the thread's next NCCL call after
-// it completes), at least 0.25 s and at most 3 s (the master waits 4 s past the window for the reports).
-std::uint64_t profile_grace_ns(double iter_ms);
 
 // Symbol of a record for period detection: op, group and bytes, plus the peer for Send/Recv.
 std::uint64_t record_symbol(const RecordPayload& p);

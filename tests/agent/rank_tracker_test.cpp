@@ -25,8 +25,7 @@ class RankTrackerTest : public ::testing::Test {
     writer_.reset();
     std::system(("rm -rf " + dir_).c_str());
   }
-  // A call's record; its seq.
-  std::uint64_t put(Op op, std::uint64_t t_ns, std::uint64_t group, std::uint64_t bytes, int peer = -1) {
+  void put(Op op, std::uint64_t t_ns, std::uint64_t group, std::uint64_t bytes, int peer = -1) {
     RecordPayload p{};
     p.op = static_cast<std::uint8_t>(op);
     p.t_ns = t_ns;
@@ -35,21 +34,6 @@ class RankTrackerTest : public ::testing::Test {
     p.group_size = 2;
     p.bytes = bytes;
     p.peer = peer;
-    p.root = -1;
-    writer_->append(p);
-    return p.seq;
-  }
-  std::uint64_t call(Op op, std::uint64_t t_ns, std::uint64_t group) { return put(op, t_ns, group, 1 << 20); }
-  // The Timing record the hook writes for a call later (its device time).
-  void timing(std::uint64_t measured_seq, std::uint64_t t_ns, std::uint64_t group, double ms) {
-    RecordPayload p{};
-    p.op = static_cast<std::uint8_t>(Op::kTiming);
-    p.measured_op = static_cast<std::uint8_t>(Op::kAllReduce);
-    p.t_ns = t_ns;
-    p.group_id = group;
-    p.aux = measured_seq;
-    p.dur_ns = static_cast<std::uint64_t>(ms * 1e6);
-    p.peer = -1;
     p.root = -1;
     writer_->append(p);
   }
@@ -140,87 +124,6 @@ TEST_F(RankTrackerTest, AProfileReportsTheSpreadOfItsIterations) {
   EXPECT_NEAR(prof->iter_ms_max, 345.0, 0.01);
   EXPECT_GT(prof->iter_ms, prof->iter_ms_min);
   EXPECT_LT(prof->iter_ms, prof->iter_ms_max);
-}
-
-// A profile counts the device times of the calls that began in its window, whenever their Timing records
-// come: a long call at its end (a replica waiting for the others in its gradient all-reduce) is waited for,
-// past the window, rather than left out of its group's mean time per call; a call that began before the
-// window is not counted though its Timing record comes in it. The wait ends at the grace (one and a half
-// iterations) if the record never comes.
-TEST_F(RankTrackerTest, AProfileCountsTheCallsThatBeganInItsWindowWheneverTheirDeviceTimesCome) {
-  std::string err;
-  RankTracker tracker(RingReader::open(dir_ + "/greyhound.t.3", &err), analysis::DetectionMethod::kBocdValidated);
-  std::uint64_t t = 1'000'000;
-  for (int i = 0; i < 60; ++i) t = iteration(t, 300.0);
-  RankObservation obs;
-  tracker.poll(t, obs);
-  const std::uint64_t ms = 1'000'000;
-  const std::uint64_t before = call(Op::kAllReduce, t - 20 * ms, 0xdd);  // began before the window
-  const std::uint64_t start = t, until = t + 1000 * ms;
-  ASSERT_TRUE(tracker.start_profile(start, until, &err)) << err;
-  timing(before, start + 10 * ms, 0xdd, 999.0);
-  const std::uint64_t b = call(Op::kAllReduce, start + 100 * ms, 0xdd);
-  timing(b, start + 200 * ms, 0xdd, 50.0);
-  const std::uint64_t c = call(Op::kAllReduce, until - 10 * ms, 0xdd);  // its device time comes after the end
-  tracker.poll(until + 50 * ms, obs);
-  EXPECT_FALSE(tracker.finish_profile(until + 50 * ms)) << "reported before the last call's device time came";
-  EXPECT_TRUE(tracker.profiling());
-  timing(c, until + 300 * ms, 0xdd, 400.0);
-  tracker.poll(until + 310 * ms, obs);
-  auto prof = tracker.finish_profile(until + 310 * ms);
-  ASSERT_TRUE(prof);
-  EXPECT_FALSE(tracker.profiling());
-  ASSERT_EQ(prof->groups.count(0xdd), 1u);
-  EXPECT_EQ(prof->timings, 2u);
-  EXPECT_NEAR(prof->window_s, 1.0, 1e-9);
-  EXPECT_NEAR(prof->groups.at(0xdd).first, 0.45, 1e-9);   // (50 + 400) ms of a 1 s window
-  EXPECT_NEAR(prof->groups.at(0xdd).second, 2.0, 1e-9);   // calls per second
-  // A device time that never comes: the report waits one and a half iterations (300 ms each) past the end.
-  const std::uint64_t start2 = until + 400 * ms, until2 = start2 + 1000 * ms;
-  ASSERT_TRUE(tracker.start_profile(start2, until2, &err)) << err;
-  const std::uint64_t d = call(Op::kAllReduce, start2 + 100 * ms, 0xdd);
-  timing(d, start2 + 150 * ms, 0xdd, 20.0);
-  call(Op::kAllReduce, until2 - 5 * ms, 0xdd);
-  tracker.poll(until2 + 10 * ms, obs);
-  EXPECT_EQ(profile_grace_ns(300.0), 450 * ms);
-  EXPECT_FALSE(tracker.finish_profile(until2 + 440 * ms));
-  prof = tracker.finish_profile(until2 + 460 * ms);
-  ASSERT_TRUE(prof);
-  EXPECT_EQ(prof->timings, 1u);
-  EXPECT_NEAR(prof->groups.at(0xdd).first, 0.02, 1e-9);
-  // A call the hook could not time (its event pool ran out: timings_dropped) is not waited for.
-  const std::uint64_t start3 = until2 + 500 * ms, until3 = start3 + 1000 * ms;
-  ASSERT_TRUE(tracker.start_profile(start3, until3, &err)) << err;
-  const std::uint64_t e = call(Op::kAllReduce, start3 + 100 * ms, 0xdd);
-  timing(e, start3 + 150 * ms, 0xdd, 30.0);
-  call(Op::kAllReduce, until3 - 5 * ms, 0xdd);
-  writer_->header()->control.timings_dropped.fetch_add(1);
-  tracker.poll(until3 + 10 * ms, obs);
-  prof = tracker.finish_profile(until3 + 10 * ms);
-  ASSERT_TRUE(prof);
-  EXPECT_NEAR(prof->groups.at(0xdd).first, 0.03, 1e-9);
-  // A call that began in the window and is still running (a blocking one, whose record comes when it
-  // returns: the ring's in-call marker shows it) is waited for too.
-  const std::uint64_t start4 = until3 + 500 * ms, until4 = start4 + 1000 * ms;
-  ASSERT_TRUE(tracker.start_profile(start4, until4, &err)) << err;
-  RingInCall& in_call = writer_->header()->in_call;
-  in_call.op = static_cast<std::uint32_t>(Op::kAllReduce);
-  in_call.enter_ns.store(until4 - 100 * ms);
-  tracker.poll(until4 + 10 * ms, obs);
-  EXPECT_FALSE(tracker.finish_profile(until4 + 10 * ms));
-  in_call.enter_ns.store(0);
-  const std::uint64_t f = call(Op::kAllReduce, until4 - 100 * ms, 0xdd);
-  tracker.poll(until4 + 200 * ms, obs);
-  EXPECT_FALSE(tracker.finish_profile(until4 + 200 * ms));  // its device time is still to come
-  timing(f, until4 + 250 * ms, 0xdd, 300.0);
-  tracker.poll(until4 + 260 * ms, obs);
-  prof = tracker.finish_profile(until4 + 260 * ms);
-  ASSERT_TRUE(prof);
-  EXPECT_NEAR(prof->groups.at(0xdd).first, 0.3, 1e-9);
-  // The grace's bounds.
-  EXPECT_EQ(profile_grace_ns(0.0), 1000 * ms);
-  EXPECT_EQ(profile_grace_ns(10.0), 250 * ms);
-  EXPECT_EQ(profile_grace_ns(60'000.0), 3000 * ms);
 }
 
 }  // namespace
