@@ -10,7 +10,6 @@
 // one JSON object, {"passes":[[[src,dst],...],...]}: every link once, no rank twice in a pass. Bad input:
 // one error line, exit 2.
 #include <cstdio>
-#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -34,10 +33,11 @@ int cmd_passes(const Argv& argv) {
   if (args.has("pattern") && !args.has("nodes")) {
     throw ArgError("--pattern goes with --nodes (the pattern of NCCL's trees between nodes)");
   }
-  std::optional<validate::NcclTreePattern> pattern = validate::NcclTreePattern::kBalanced;
+  validate::NcclTreePattern pattern = validate::NcclTreePattern::kBalanced;
   if (args.has("pattern")) {
-    pattern = validate::parse_nccl_tree_pattern(args.str("pattern"));
-    if (!pattern) throw ArgError("--pattern: balanced, split or tree, not '" + args.str("pattern") + "'");
+    const auto named = validate::parse_nccl_tree_pattern(args.str("pattern"));
+    if (!named) throw ArgError("--pattern: balanced, split or tree, not '" + args.str("pattern") + "'");
+    pattern = *named;
   }
   if (args.has("graph-dump") != args.has("topo-dump")) {
     throw ArgError("--graph-dump and --topo-dump go together: NCCL's graph dump names CUDA devices, the topology "
@@ -89,9 +89,9 @@ int cmd_passes(const Argv& argv) {
     if (nodes.size() != order.size()) {
       throw ArgError("--nodes: " + std::to_string(nodes.size()) + " nodes for " + std::to_string(order.size()) + " ranks");
     }
-    plan = validate::nccl_tree_passes(order, nodes, *pattern);
+    plan = validate::nccl_tree_passes(order, nodes, pattern);
   } else if (t == validate::Topology::kTree && args.has("graph-dump")) {
-    plan = validate::nccl_tree_passes(order, std::vector<int>(order.size(), 0), *pattern);  // one node: its chain
+    plan = validate::nccl_tree_passes(order, std::vector<int>(order.size(), 0), pattern);  // one node: its chain
   } else {
     plan = validate::passes(t, order);
   }

@@ -1614,7 +1614,7 @@ nlohmann::json to_json(const NcclRingDump& d) {
   nlohmann::json j = {
       {"group_rank", d.group_rank}, {"segment", d.segment}, {"crosses_nodes", d.crosses_nodes}, {"channels", d.channels}};
   if (d.tree) {
-    j["tree"] = {{"pattern", validate::nccl_tree_pattern_name(d.tree->pattern)},
+    j["tree"] = {{"pattern", std::string(validate::nccl_tree_pattern_name(d.tree->pattern))},
                  {"segment", d.tree->segment},
                  {"crosses_nodes", d.tree->crosses_nodes}};
   }

@@ -63,31 +63,6 @@ int nccl_dtree_parent(int n, int r) {
   return p < 0 ? -1 : (p + 1) % n;
 }
 
-const char* nccl_tree_pattern_name(NcclTreePattern p) {
-  switch (p) {
-    case NcclTreePattern::kBalanced: return "balanced";
-    case NcclTreePattern::kSplit: return "split";
-    case NcclTreePattern::kTree: return "tree";
-  }
-  return "balanced";
-}
-
-std::optional<NcclTreePattern> parse_nccl_tree_pattern(std::string_view name) {
-  if (name == "balanced") return NcclTreePattern::kBalanced;
-  if (name == "split") return NcclTreePattern::kSplit;
-  if (name == "tree") return NcclTreePattern::kTree;
-  return std::nullopt;
-}
-
-std::optional<NcclTreePattern> nccl_tree_pattern_of(long long nccl_pattern) {
-  switch (nccl_pattern) {
-    case 1: return NcclTreePattern::kBalanced;
-    case 2: return NcclTreePattern::kSplit;
-    case 3: return NcclTreePattern::kTree;
-    default: return std::nullopt;
-  }
-}
-
 namespace {
 // Whether node k (not a root) is the second child of its parent in NCCL's first tree (`second` false) or
 // second tree: NCCL's parentChildType, 0 when the child's index is below its parent's, in the tree's own

@@ -242,7 +242,7 @@ TEST(GraphDump, TheTreeGraphsPatternAndTheChainOfEachChannel) {
   const std::map<std::int64_t, int> ranks = {{0, 0}, {1, 1}};
   const auto err = [&](const std::string& xml) {
     auto r = parse_graph_dump_tree(xml, ranks);
-    return r ? std::string("parsed ") + nccl_tree_pattern_name(r->pattern) : r.error();
+    return r ? "parsed " + std::string(nccl_tree_pattern_name(r->pattern)) : r.error();
   };
   EXPECT_EQ(err("<graphs version=\"1\"><graph id=\"2\" pattern=\"3\"><channel><gpu dev=\"0\"/></channel></graph></graphs>"),
             "graph dump: no tree graph (id 1)");

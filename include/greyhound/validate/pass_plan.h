@@ -12,10 +12,14 @@
 // each pass a rank is the parent of one child at most and never also a child. Empty passes are left out.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "greyhound/vocabulary.h"
 
 namespace greyhound::validate {
 
@@ -49,12 +53,23 @@ int nccl_dtree_parent(int n, int r);
 // the node's second GPU, the one above through its first; split: both through its second; plain tree: both
 // through its first. A node always links to its parent through its first GPU.
 enum class NcclTreePattern { kBalanced, kSplit, kTree };
-// "balanced", "split", "tree"; and back (nullopt for anything else).
-const char* nccl_tree_pattern_name(NcclTreePattern p);
-std::optional<NcclTreePattern> parse_nccl_tree_pattern(std::string_view name);
-// NCCL's number for it (NCCL_TOPO_PATTERN_BALANCED_TREE 1, _SPLIT_TREE 2, _TREE 3; a graph dump's pattern);
-// nullopt for any other number.
-std::optional<NcclTreePattern> nccl_tree_pattern_of(long long nccl_pattern);
+inline constexpr std::array<vocabulary_detail::Entry<NcclTreePattern>, 3> kNcclTreePatterns{{
+    {NcclTreePattern::kBalanced, "balanced"}, {NcclTreePattern::kSplit, "split"}, {NcclTreePattern::kTree, "tree"}}};
+static_assert(vocabulary_detail::in_order(kNcclTreePatterns));
+// "balanced", "split", "tree" (its name in the group hash's nccl_ring.tree); and back (nullopt for anything
+// else), from the one table above (the vocabulary's helpers, greyhound/vocabulary.h).
+constexpr std::string_view nccl_tree_pattern_name(NcclTreePattern p) {
+  return vocabulary_detail::name_of(kNcclTreePatterns, p);
+}
+constexpr std::optional<NcclTreePattern> parse_nccl_tree_pattern(std::string_view name) {
+  return vocabulary_detail::parse(kNcclTreePatterns, name);
+}
+// NCCL's number for it (NCCL_TOPO_PATTERN_BALANCED_TREE 1, _SPLIT_TREE 2, _TREE 3; a graph dump's pattern):
+// the table's order plus one; nullopt for any other number.
+constexpr std::optional<NcclTreePattern> nccl_tree_pattern_of(long long nccl_pattern) {
+  if (nccl_pattern < 1 || nccl_pattern > static_cast<long long>(kNcclTreePatterns.size())) return std::nullopt;
+  return kNcclTreePatterns[static_cast<std::size_t>(nccl_pattern - 1)].value;
+}
 
 // NCCL's trees over a communicator (NCCL's connectTrees): within each node a chain through its ranks in the
 // order `order` lists them (the chains of NCCL's tree graph when a dump gave them, else the ring's order
