@@ -1370,13 +1370,22 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
                    applied_plan.epoch, now, out);
     return;
   }
+  if (type == event_type::kPlanApplied && applied_plan.placement.is_array() && layout_ && layout_->s3_by_restart) {
+    // A job that places its roles only when it builds its model (s3_by_restart) saved its checkpoint and is
+    // going down, to come back with the new placement as its own: the restart is the remedy, as for S4.
+    job_restarting("the job restarts from its checkpoint with its roles placed by S3 plan " +
+                       std::to_string(applied_plan.epoch),
+                   applied_plan.epoch, now, out, Strategy::kS3);
+    return;
+  }
   maybe_close_incident(now, out);
 }
 
 // An S4 plan in force: every rank saved its checkpoint and the job is going down, to come back without the
 // nodes the plan names (the job store dropped its layout with the restart request). The restart is the
 // remedy of every fail-slow of the old job: they end; what was measured on it no longer holds.
-void Controller::job_restarting(const std::string& why, std::int64_t epoch, const Now& now, Intents& out) {
+void Controller::job_restarting(const std::string& why, std::int64_t epoch, const Now& now, Intents& out,
+                                Strategy strategy) {
   for (const FailSlow& f : open_fail_slows()) {
     Event e = master_event(event_type::kFailSlowEnd, now);
     e.rank = f.rank;
@@ -1398,6 +1407,7 @@ void Controller::job_restarting(const std::string& why, std::int64_t epoch, cons
   measured_s3_s_ = 0;  // a new job: its switches are yet to be timed
   restarting_ = layout_ ? layout_ : JobLayout{};
   restarting_epoch_ = epoch;
+  restarting_strategy_ = strategy;
   s4_unsettled_ = false;
   pending_.reset();  // a plan in flight to the old job: nobody is left to acknowledge it
   profiling_.reset();  // a window of the old job says nothing of the new one
@@ -1431,6 +1441,7 @@ void Controller::job_restarting(const std::string& why, std::int64_t epoch, cons
 void Controller::job_restarted(const JobLayout& layout, const Now& now, Intents& out) {
   JobRestart r;
   r.epoch = restarting_epoch_;
+  r.strategy = restarting_strategy_;
   r.world_before = restarting_->world;
   r.dp_before = restarting_->dp;
   r.world = layout.world;
@@ -1440,8 +1451,8 @@ void Controller::job_restarted(const JobLayout& layout, const Now& now, Intents&
   e.detail = to_json(r);
   out.events.push_back(std::move(e));
   out.persist_state = true;
-  spdlog::info("the job is back after S4 plan {}: {} ranks (DP {}), was {} (DP {})", r.epoch, r.world, r.dp,
-               r.world_before, r.dp_before);
+  spdlog::info("the job is back after {} plan {}: {} ranks (DP {}), was {} (DP {})", name(r.strategy), r.epoch, r.world,
+               r.dp, r.world_before, r.dp_before);
   restarting_.reset();
   layout_ = layout;
   healthy_since_s_ = now.mono_s;

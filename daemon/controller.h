@@ -39,6 +39,8 @@
 //    the old job goes (its fail-slows end, the incident closes, baseline, pace and planner are forgotten);
 //    nothing is profiled until the restarted job publishes its layout (job_restart), which starts a new
 //    planner. Profiles expect the ranks of the layout only (the registry still lists the old job's).
+//    An S3 plan applied by a job that places its roles only at start (layout s3_by_restart) is the same
+//    restart, in the same shape: the job comes back with the plan's placement as its initial one.
 //  - An operator's requests (docs/operations.md, docs/validation.md): a pre-flight is one pause over every rank
 //    and group once the job's ranks and groups are known; a manual plan is checked against the layout and
 //    published, and while it waits or stands no remedy of greyhound's is proposed or checked.
@@ -397,7 +399,8 @@ class Controller {
   bool reconcile_split(const std::set<std::int64_t>& want2, std::int64_t incident, Intents& out);
   void decline_all(const std::set<std::int64_t>& ids, Strategy rung, Intents& out);
   void maybe_close_incident(const Now& now, Intents& out);
-  void job_restarting(const std::string& why, std::int64_t epoch, const Now& now, Intents& out);
+  void job_restarting(const std::string& why, std::int64_t epoch, const Now& now, Intents& out,
+                      Strategy strategy = Strategy::kS4);
   void job_restarted(const JobLayout& layout, const Now& now, Intents& out);
   Event master_event(const char* type, const Now& now) const;
   Event plan_event(const Plan& plan, const Now& now) const;  // the `plan` event of a published plan
@@ -451,6 +454,7 @@ class Controller {
   std::set<std::int64_t> s4_sent_;
   std::optional<JobLayout> restarting_;  // an S4 restart is under way: the layout before it
   std::int64_t restarting_epoch_ = 0;    // ... and its plan (0: seen from the layout alone)
+  Strategy restarting_strategy_ = Strategy::kS4;  // ... S4, or S3 applied by a restart (s3_by_restart)
   bool s4_unsettled_ = false;            // an S4 plan timed out: the job may restart all the same
   double measured_s3_s_ = 0;             // the latest placement switch the job acknowledged (apply_s); 0: none
   std::set<std::int64_t> trusted_;  // fail-slows whose remedy an undo check showed paying: not checked again

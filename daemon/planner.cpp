@@ -40,7 +40,7 @@ mitigate::FailSlowCause ski_cause(Cause c) {
 
 Planner::Planner(const PlannerConfig& c, const JobLayout& l) : config_(c), layout_(l) {
   original_.microbatches = l.initial_microbatches.size() == l.microbatches.size() ? l.initial_microbatches : l.microbatches;
-  original_.placement = mitigate::megatron_placement(l.dp, l.pp);
+  original_.placement = store::initial_placement(l);  // a job restarted by an S3 plan started with its placement
   current_.microbatches = l.microbatches;
   current_.placement = store::placement_in_force(l);  // a job that applied an S3 plan names it
 }

@@ -62,7 +62,13 @@ enum {
 enum {
   GREYHOUND_JOB_CAP_S2 = 1u << 0, /* change micro-batches per DP replica */
   GREYHOUND_JOB_CAP_S3 = 1u << 1, /* re-place ranks (tp, dp, pp roles) */
-  GREYHOUND_JOB_CAP_S4 = 1u << 2  /* checkpoint and restart without some ranks or nodes */
+  GREYHOUND_JOB_CAP_S4 = 1u << 2, /* checkpoint and restart without some ranks or nodes */
+  /* S3 applied by a checkpoint-restart with the roles placed anew (implies S3): a framework that places its
+   * roles only when it builds its model (Megatron-LM). The master then takes an S3 plan this job
+   * acknowledged as applied for a restart in the same shape (layout field "s3_by_restart"); the job asks
+   * for it with greyhound_job_request_restart_v2 and its launch reads the placement back
+   * (greyhound_job_restart_placement_v1). */
+  GREYHOUND_JOB_CAP_S3_BY_RESTART = 1u << 3
 };
 
 /* Plan strategy (1..4 = S1..S4) and action. */
@@ -158,6 +164,15 @@ GREYHOUND_JOB_EXPORT int greyhound_job_set_cost_estimate_v1(greyhound_job_client
  * or above 65536. */
 GREYHOUND_JOB_EXPORT int greyhound_job_set_microbatch_multiple_v1(greyhound_job_client* client, int32_t multiple);
 
+/* The placement the job started with (layout field "initial_placement"; what a revert restores), sent with
+ * every layout published from then on: a job restarted by an S3 plan (GREYHOUND_JOB_CAP_S3_BY_RESTART) runs
+ * the plan's placement as its own. Entries as for greyhound_job_publish_layout_v2; NULL / 0: Megatron's (the
+ * default). Checked with the next layout (ERR_INVALID there when it is not a placement of it); here only
+ * ERR_INVALID for NULL with a non-zero length. */
+GREYHOUND_JOB_EXPORT int greyhound_job_set_initial_placement_v1(greyhound_job_client* client,
+                                                                const greyhound_job_placement* placement,
+                                                                size_t placement_len);
+
 /* Reads the latest plan and checks it. OK: a new plan to apply (*out filled, kept as the last good one);
  * NO_PLAN: nothing new; PLAN_REJECTED / PLAN_UNSUPPORTED / PLAN_STALE: *out holds what could be read and
  * out->verdict the reason (each bad plan is reported once). ERR_INVALID before any layout was published. */
@@ -181,6 +196,26 @@ GREYHOUND_JOB_EXPORT int greyhound_job_request_restart_v1(greyhound_job_client* 
                                                           const char* reason, const int32_t* exclude_nodes,
                                                           size_t exclude_nodes_len, const int32_t* exclude_ranks,
                                                           size_t exclude_ranks_len);
+
+/* The same, also for S3 by restart: `placement` (NULL / 0: none) the S3 plan's placement to restart with,
+ * one entry per launch rank, checked against the layout last published (ERR_INVALID before one, or for a
+ * placement that is not one of it, or with exclusions beside it: an S3 restart keeps every node). The
+ * request (key "restart", field "placement") is what the restarted job's launch reads back. */
+GREYHOUND_JOB_EXPORT int greyhound_job_request_restart_v2(greyhound_job_client* client, int32_t rank, int64_t epoch,
+                                                          const char* reason, const int32_t* exclude_nodes,
+                                                          size_t exclude_nodes_len, const int32_t* exclude_ranks,
+                                                          size_t exclude_ranks_len,
+                                                          const greyhound_job_placement* placement,
+                                                          size_t placement_len);
+
+/* The placement the job's latest restart request carries (key "restart"), for the launch of a restarted
+ * job: launch rank r is to run the role out[r] names. OK with *len entries (0: no request, or one without a
+ * placement: every rank keeps its own role); ERR_INVALID when `capacity` is too small (*len: the entries
+ * needed), out / len is NULL, or the request cannot be read (last_error says why); ERR_UNAVAILABLE when
+ * Redis is away. */
+GREYHOUND_JOB_EXPORT int greyhound_job_restart_placement_v1(greyhound_job_client* client,
+                                                            greyhound_job_placement* out, size_t capacity,
+                                                            size_t* len);
 
 /* Marks the start of the framework's iteration `iteration` (>= 0) in this process's greyhound ring: call it
  * at every iteration boundary, before the iteration's first NCCL call. It gives a validation pause its

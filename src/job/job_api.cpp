@@ -29,6 +29,7 @@ struct greyhound_job_client {
   std::string last_error;
   double s3_estimate_s = 0, s4_estimate_s = 0;  // greyhound_job_set_cost_estimate_v1, sent with every layout
   int32_t microbatch_multiple = 0;  // greyhound_job_set_microbatch_multiple_v1, sent with every layout
+  std::vector<greyhound::PlacementEntry> initial_placement;  // greyhound_job_set_initial_placement_v1, likewise
   PlanSlot polled, last;
 };
 
@@ -70,6 +71,12 @@ int guarded(greyhound_job_client* c, F&& body) {
   } catch (...) {
     return fail(c, GREYHOUND_JOB_ERR_INTERNAL, "internal error");
   }
+}
+
+std::vector<greyhound::PlacementEntry> entries_of(const greyhound_job_placement* placement, size_t len) {
+  std::vector<greyhound::PlacementEntry> out;
+  for (size_t i = 0; i < len; ++i) out.push_back({placement[i].rank, placement[i].tp, placement[i].dp, placement[i].pp});
+  return out;
 }
 
 bool copy_ints(const int32_t* p, size_t n, std::vector<int>* out) {
@@ -190,6 +197,7 @@ int greyhound_job_publish_layout_v2(greyhound_job_client* client, const greyhoun
     l.s3_estimate_s = client->s3_estimate_s;
     l.s4_estimate_s = client->s4_estimate_s;
     l.microbatch_multiple = client->microbatch_multiple;
+    l.initial_placement = client->initial_placement;
     if (!copy_ints(layout->microbatches, layout->microbatches_len, &l.microbatches) ||
         !copy_ints(layout->initial_microbatches, layout->initial_microbatches_len, &l.initial_microbatches)) {
       return fail(client, GREYHOUND_JOB_ERR_INVALID, "layout: a NULL array with a non-zero length");
@@ -200,15 +208,16 @@ int greyhound_job_publish_layout_v2(greyhound_job_client* client, const greyhoun
     } caps[] = {{GREYHOUND_JOB_CAP_S2, greyhound::Strategy::kS2},
                 {GREYHOUND_JOB_CAP_S3, greyhound::Strategy::kS3},
                 {GREYHOUND_JOB_CAP_S4, greyhound::Strategy::kS4}};
-    uint32_t known = 0;
+    uint32_t known = GREYHOUND_JOB_CAP_S3_BY_RESTART;
+    const uint32_t capabilities =
+        layout->capabilities | ((layout->capabilities & GREYHOUND_JOB_CAP_S3_BY_RESTART) ? GREYHOUND_JOB_CAP_S3 : 0u);
     for (const auto& c : caps) {
       known |= c.bit;
-      if (layout->capabilities & c.bit) l.capabilities.emplace_back(greyhound::name(c.strategy));
+      if (capabilities & c.bit) l.capabilities.emplace_back(greyhound::name(c.strategy));
     }
+    l.s3_by_restart = (layout->capabilities & GREYHOUND_JOB_CAP_S3_BY_RESTART) != 0;
     if (layout->capabilities & ~known) return fail(client, GREYHOUND_JOB_ERR_INVALID, "capabilities: unknown bits");
-    for (size_t i = 0; i < placement_len; ++i) {
-      l.placement.push_back({placement[i].rank, placement[i].tp, placement[i].dp, placement[i].pp});
-    }
+    l.placement = entries_of(placement, placement_len);
     return done(client, client->impl->publish_layout(l));
   });
 }
@@ -235,6 +244,19 @@ int greyhound_job_set_microbatch_multiple_v1(greyhound_job_client* client, int32
   client->microbatch_multiple = multiple;
   client->last_error.clear();
   return GREYHOUND_JOB_OK;
+}
+
+int greyhound_job_set_initial_placement_v1(greyhound_job_client* client, const greyhound_job_placement* placement,
+                                           size_t placement_len) {
+  if (client == nullptr) return GREYHOUND_JOB_ERR_INVALID;
+  if (placement == nullptr && placement_len > 0) {
+    return fail(client, GREYHOUND_JOB_ERR_INVALID, "placement: NULL with a non-zero length");
+  }
+  return guarded(client, [&]() -> int {
+    client->initial_placement = entries_of(placement, placement_len);
+    client->last_error.clear();
+    return GREYHOUND_JOB_OK;
+  });
 }
 
 int greyhound_job_poll_plan_v1(greyhound_job_client* client, greyhound_job_plan* out) {
@@ -298,6 +320,14 @@ int greyhound_job_ack_v2(greyhound_job_client* client, int32_t rank, int64_t epo
 int greyhound_job_request_restart_v1(greyhound_job_client* client, int32_t rank, int64_t epoch, const char* reason,
                                      const int32_t* exclude_nodes, size_t exclude_nodes_len,
                                      const int32_t* exclude_ranks, size_t exclude_ranks_len) {
+  return greyhound_job_request_restart_v2(client, rank, epoch, reason, exclude_nodes, exclude_nodes_len, exclude_ranks,
+                                          exclude_ranks_len, nullptr, 0);
+}
+
+int greyhound_job_request_restart_v2(greyhound_job_client* client, int32_t rank, int64_t epoch, const char* reason,
+                                     const int32_t* exclude_nodes, size_t exclude_nodes_len,
+                                     const int32_t* exclude_ranks, size_t exclude_ranks_len,
+                                     const greyhound_job_placement* placement, size_t placement_len) {
   if (client == nullptr) return GREYHOUND_JOB_ERR_INVALID;
   return guarded(client, [&]() -> int {
     greyhound::RestartRequest r;
@@ -305,10 +335,37 @@ int greyhound_job_request_restart_v1(greyhound_job_client* client, int32_t rank,
     r.epoch = epoch;
     r.reason = reason != nullptr ? reason : "";
     if (!copy_ints(exclude_nodes, exclude_nodes_len, &r.exclude_nodes) ||
-        !copy_ints(exclude_ranks, exclude_ranks_len, &r.exclude_ranks)) {
+        !copy_ints(exclude_ranks, exclude_ranks_len, &r.exclude_ranks) || (placement == nullptr && placement_len > 0)) {
       return fail(client, GREYHOUND_JOB_ERR_INVALID, "restart: a NULL array with a non-zero length");
     }
+    r.placement = entries_of(placement, placement_len);
     return done(client, client->impl->request_restart(r));
+  });
+}
+
+int greyhound_job_restart_placement_v1(greyhound_job_client* client, greyhound_job_placement* out, size_t capacity,
+                                       size_t* len) {
+  if (client == nullptr) return GREYHOUND_JOB_ERR_INVALID;
+  if (len == nullptr || (out == nullptr && capacity > 0)) {
+    return fail(client, GREYHOUND_JOB_ERR_INVALID, "out, len: must not be NULL");
+  }
+  *len = 0;
+  return guarded(client, [&]() -> int {
+    auto request = client->impl->restart_request();
+    if (!request) return done(client, request);
+    if (!*request || (*request)->placement.empty()) {
+      client->last_error.clear();
+      return GREYHOUND_JOB_OK;
+    }
+    const auto& p = (*request)->placement;
+    *len = p.size();
+    if (p.size() > capacity) {
+      return fail(client, GREYHOUND_JOB_ERR_INVALID,
+                  "capacity: the restart's placement has " + std::to_string(p.size()) + " entries");
+    }
+    for (size_t i = 0; i < p.size(); ++i) out[i] = {p[i].rank, p[i].tp, p[i].dp, p[i].pp};
+    client->last_error.clear();
+    return GREYHOUND_JOB_OK;
   });
 }
 

@@ -196,9 +196,18 @@ Status JobClient::request_restart(const RestartRequest& request) {
   for (int x : request.exclude_ranks) {
     if (x < 0) return Status::failure("restart: exclude_ranks entries must be >= 0");
   }
+  if (!request.placement.empty()) {
+    if (!layout_) return Status::failure("restart: a placement needs a layout published first (to check it against)");
+    if (!request.exclude_nodes.empty() || !request.exclude_ranks.empty()) {
+      return Status::failure("restart: a placement keeps every node; exclusions are an S4 restart's");
+    }
+    if (auto why = placement_error(*layout_, request.placement); !why.empty()) return Status::failure("restart: " + why);
+  }
   RestartRequest r = request;
   if (r.t_unix_ms == 0) r.t_unix_ms = unix_ms_now();
   return store_.request_restart(r);
 }
+
+Result<std::optional<RestartRequest>> JobClient::restart_request() { return store_.restart_request(); }
 
 }  // namespace greyhound::job

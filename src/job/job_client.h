@@ -71,7 +71,10 @@ class JobClient {
   std::int64_t last_epoch() const { return last_epoch_; }
 
   Status acknowledge(const PlanAck& ack);
+  // An S4 restart, or an S3 one (a placement, checked against the layout published last; no exclusions).
   Status request_restart(const RestartRequest& request);
+  // The job's latest restart request (nullopt: none): its placement is what a restarted job launches with.
+  Result<std::optional<RestartRequest>> restart_request();
 
  private:
   // The plan lease above: publishes the revert when due. kUnavailable when Redis is away.

@@ -484,6 +484,7 @@ json to_json(const JobLayout& l) {
           {"microbatches", l.microbatches}, {"initial_microbatches", l.initial_microbatches},
           {"capabilities", l.capabilities}, {"gpus_per_node", l.gpus_per_node},
           {"microbatch_multiple", l.microbatch_multiple}, {"placement", std::move(placement)},
+          {"initial_placement", placement_json(l.initial_placement)}, {"s3_by_restart", l.s3_by_restart},
           {"cost_estimates_s", std::move(estimates)}, {"t_unix_ms", l.t_unix_ms}};
 }
 
@@ -533,12 +534,18 @@ namespace {
 const std::vector<int>& initial_microbatches(const JobLayout& l) {
   return l.initial_microbatches.empty() ? l.microbatches : l.initial_microbatches;
 }
-// Whether the placement in force is another than Megatron's, in whatever order the job listed its entries.
+// A placement's entries in rank order, Megatron's when it names none.
+std::vector<PlacementEntry> by_rank_or_megatron(const JobLayout& l, const std::vector<PlacementEntry>& p) {
+  if (p.empty()) return megatron_placement(l);
+  std::vector<PlacementEntry> out = p;
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  return out;
+}
+// Whether the placement in force is another than the one the job started with, in whatever order the job
+// listed its entries.
 bool placement_moved(const JobLayout& l) {
-  if (l.placement.empty()) return false;
-  std::vector<PlacementEntry> in_force = l.placement;
-  std::sort(in_force.begin(), in_force.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-  return in_force != megatron_placement(l);
+  if (l.placement.empty() && l.initial_placement.empty()) return false;
+  return by_rank_or_megatron(l, l.placement) != by_rank_or_megatron(l, l.initial_placement);
 }
 }  // namespace
 
@@ -551,7 +558,7 @@ Plan original_configuration_plan(const JobLayout& l) {
   p.action = PlanAction::kRevert;
   p.strategy = Strategy::kS1;
   p.microbatches = initial_microbatches(l);
-  if (placement_moved(l) && l.gpus_per_node > 0) p.placement = placement_json(megatron_placement(l));
+  if (placement_moved(l) && l.gpus_per_node > 0) p.placement = placement_json(by_rank_or_megatron(l, l.initial_placement));
   return p;
 }
 
@@ -594,6 +601,7 @@ std::string layout_error(const JobLayout& l) {
       return "cost_estimates_s: every estimate must be a finite number of seconds from 0 to a week";
     }
   }
+  if (auto why = placement_error(l, l.initial_placement); !why.empty()) return "initial_" + why;
   return placement_error(l, l.placement);
 }
 
@@ -618,6 +626,14 @@ std::optional<JobLayout> parse_job_layout(const std::string& text, std::string* 
     l.gpus_per_node = static_cast<int>(f.integer_or("gpus_per_node", 0, 0, 1 << 16));
     l.microbatch_multiple = static_cast<int>(f.integer_or("microbatch_multiple", 0, 0, kMaxMicrobatchMultiple));
     if (f.has("placement")) l.placement = placement_entries(j.at("placement"));
+    if (f.has("initial_placement")) {
+      try {
+        l.initial_placement = placement_entries(j.at("initial_placement"));
+      } catch (const Invalid& e) {
+        throw Invalid(std::string("initial_") + e.what());
+      }
+    }
+    l.s3_by_restart = f.flag_or("s3_by_restart", false);
     if (f.has("cost_estimates_s")) {
       const json& c = j.at("cost_estimates_s");
       if (!c.is_object()) throw Invalid("cost_estimates_s: must be an object of strategy: seconds");
@@ -1607,6 +1623,7 @@ json to_json(const RestartRequest& r) {
           {"reason", r.reason},
           {"exclude_nodes", r.exclude_nodes},
           {"exclude_ranks", r.exclude_ranks},
+          {"placement", placement_json(r.placement)},
           {"t_unix_ms", r.t_unix_ms}};
 }
 
@@ -1685,13 +1702,14 @@ Result<NcclRingDump> parse_nccl_ring_dump(const std::string& v) {
 }
 
 std::optional<RestartRequest> parse_restart_request(const std::string& text, std::string* error) {
-  return parse_with<RestartRequest>(text, error, [](const Fields& f, const json&) {
+  return parse_with<RestartRequest>(text, error, [](const Fields& f, const json& j) {
     RestartRequest r;
     r.rank = static_cast<int>(f.integer("rank", 0, kMaxRank));
     r.epoch = f.integer_or("epoch", 0, 0, kMaxCount);
     r.reason = f.str_or("reason", "");
     r.exclude_nodes = f.ints_or_empty("exclude_nodes");
     r.exclude_ranks = f.ints_or_empty("exclude_ranks");
+    if (f.has("placement")) r.placement = placement_entries(j.at("placement"));
     for (int x : r.exclude_nodes) {
       if (x < 0) throw Invalid("exclude_nodes: entries must be >= 0");
     }
@@ -1749,7 +1767,7 @@ std::optional<RemedyCheck> parse_remedy_check(const json& detail, std::string* e
 }
 
 json to_json(const JobRestart& r) {
-  return {{"epoch", r.epoch}, {"world_before", r.world_before}, {"dp_before", r.dp_before},
+  return {{"epoch", r.epoch}, {"strategy", std::string(name(r.strategy))}, {"world_before", r.world_before}, {"dp_before", r.dp_before},
           {"world", r.world},  {"dp", r.dp},                     {"microbatches", r.microbatches}};
 }
 
@@ -1757,6 +1775,8 @@ std::optional<JobRestart> parse_job_restart(const json& detail, std::string* err
   return build_from<JobRestart>(detail, error, [](const Fields& f, const json& j) {
     JobRestart r;
     r.epoch = f.integer("epoch", 0, kMaxCount);
+    r.strategy = f.word_or("strategy", parse_strategy, "S3 or S4", Strategy::kS4);
+    if (r.strategy != Strategy::kS3 && r.strategy != Strategy::kS4) throw Invalid("strategy: must be S3 or S4");
     r.world_before = static_cast<int>(f.integer("world_before", 1, kMaxRank));
     r.dp_before = static_cast<int>(f.integer("dp_before", 1, kMaxRank));
     r.world = static_cast<int>(f.integer("world", 1, kMaxRank));

@@ -309,6 +309,14 @@ struct JobLayout {
   // The placement in force, one entry per launch rank in rank order; empty: Megatron's (launch rank r holds
   // the role of global rank r). A job that applied an S3 plan names it here.
   std::vector<PlacementEntry> placement;
+  // The placement the job started with (what a revert restores); empty: Megatron's. A job that applies S3 by
+  // restarting (s3_by_restart) starts again with the plan's placement as its own: nothing is then in force
+  // to revert.
+  std::vector<PlacementEntry> initial_placement;
+  // S3 is applied by a checkpoint-restart with the roles placed anew (a framework that builds its model for
+  // one placement, Megatron-LM): an S3 plan it acknowledges as applied takes the job down, to come back
+  // with the new placement, as for S4. JSON "s3_by_restart".
+  bool s3_by_restart = false;
   // The job's own estimates of what applying S3 / S4 costs it, in job seconds (S3: new communicators and
   // the handover of state; S4: checkpoint, restart and reload); 0: none given (the master's configured
   // overhead stands). JSON "cost_estimates_s": {"S3": x, "S4": y}, each finite, >= 0 and at most a week.
@@ -687,6 +695,7 @@ std::optional<RemedyCheck> parse_remedy_check(const nlohmann::json& detail, std:
 // is now.
 struct JobRestart {
   std::int64_t epoch = 0;
+  Strategy strategy = Strategy::kS4;  // S4 (without some nodes), or S3 (by restart: the roles placed anew)
   int world_before = 0, dp_before = 0;
   int world = 0, dp = 0;
   std::vector<int> microbatches;  // the split it restarted with (the same global batch)
@@ -739,14 +748,18 @@ struct GroupRecord {
   bool complete() const { return size > 0 && static_cast<int>(members.size()) == size; }
 };
 
-// An S4 request from the job (key restart): the framework asks for a checkpoint-restart without the
-// ranks or nodes named (the cluster scheduler acts on it; greyhound only records it).
+// A restart request from the job (key restart): the framework asks for a checkpoint-restart without the
+// ranks or nodes named (S4), or with its roles placed anew (S3 by restart). The cluster scheduler acts on
+// the first, the job's own launch (greyhound_megatron.placed_rank) on the second; greyhound records it.
 struct RestartRequest {
   int rank = -1;            // who asked
-  std::int64_t epoch = 0;   // the S4 plan it answers (0: the job's own decision)
+  std::int64_t epoch = 0;   // the S4 (or S3) plan it answers (0: the job's own decision)
   std::string reason;
   std::vector<int> exclude_nodes;
   std::vector<int> exclude_ranks;
+  // An S3 plan's placement to restart with (launch rank r takes the role placement[r] names; the launcher
+  // starts each rank as that role's global rank); empty: every rank keeps its own role.
+  std::vector<PlacementEntry> placement;
   std::int64_t t_unix_ms = 0;
 };
 nlohmann::json to_json(const RestartRequest& r);

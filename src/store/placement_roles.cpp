@@ -14,12 +14,18 @@ std::optional<mitigate::Placement> slot_placement(const std::vector<PlacementEnt
   return placed;
 }
 
-mitigate::Placement placement_in_force(const JobLayout& l) {
-  if (!l.placement.empty()) {
-    if (auto p = slot_placement(l.placement, l.tp, l.dp, l.pp)) return *p;
+namespace {
+mitigate::Placement slots_or_megatron(const JobLayout& l, const std::vector<PlacementEntry>& entries) {
+  if (!entries.empty()) {
+    if (auto p = slot_placement(entries, l.tp, l.dp, l.pp)) return *p;
   }
   return mitigate::megatron_placement(l.dp, l.pp);
 }
+}  // namespace
+
+mitigate::Placement placement_in_force(const JobLayout& l) { return slots_or_megatron(l, l.placement); }
+
+mitigate::Placement initial_placement(const JobLayout& l) { return slots_or_megatron(l, l.initial_placement); }
 
 std::optional<mitigate::Placement> placement_of_plan(const nlohmann::json& placement, int tp, int dp, int pp) {
   if (!placement.is_array()) return std::nullopt;

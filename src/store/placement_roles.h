@@ -18,6 +18,8 @@ namespace greyhound::store {
 std::optional<mitigate::Placement> slot_placement(const std::vector<PlacementEntry>& entries, int tp, int dp, int pp);
 // The placement a layout names in force; Megatron's when it names none, or one that is not a placement.
 mitigate::Placement placement_in_force(const JobLayout& layout);
+// The placement the job started with (initial_placement), the same way.
+mitigate::Placement initial_placement(const JobLayout& layout);
 // The placement a plan carries; nullopt when it carries none or one that is not a placement.
 std::optional<mitigate::Placement> placement_of_plan(const nlohmann::json& placement, int tp, int dp, int pp);
 // A placement as a plan carries it: every rank's role (needs gpus_per_node % tp == 0).

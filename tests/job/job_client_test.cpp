@@ -349,6 +349,79 @@ TEST_F(JobClientTest, RaisesARestartRequest) {
   EXPECT_EQ(greyhound_job_request_restart_v1(client_, 0, 4, nullptr, nullptr, 1, nullptr, 0), GREYHOUND_JOB_ERR_INVALID);
 }
 
+// S3 by restart: the layout says so, the request carries the placement, the restarted job reads it back and
+// publishes it as the placement it started with.
+TEST_F(JobClientTest, AnS3RestartCarriesItsPlacementToTheRestartedJob) {
+  const std::vector<int32_t> mb = {4, 4};
+  greyhound_job_layout l{};
+  l.tp = 1;
+  l.dp = 2;
+  l.pp = 2;
+  l.world = 4;
+  l.microbatches = mb.data();
+  l.microbatches_len = mb.size();
+  l.capabilities = GREYHOUND_JOB_CAP_S2 | GREYHOUND_JOB_CAP_S3_BY_RESTART | GREYHOUND_JOB_CAP_S4;
+  l.gpus_per_node = 2;
+  size_t n = 99;
+  greyhound_job_placement read[4] = {};
+  ASSERT_EQ(greyhound_job_restart_placement_v1(client_, read, 4, &n), GREYHOUND_JOB_OK);  // no request yet
+  EXPECT_EQ(n, 0u);
+  ASSERT_EQ(greyhound_job_publish_layout_v1(client_, &l), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  auto layout = store_->layout();
+  ASSERT_TRUE(layout && *layout);
+  EXPECT_EQ((*layout)->capabilities, (std::vector<std::string>{"S2", "S3", "S4"}));
+  EXPECT_TRUE((*layout)->s3_by_restart);
+  EXPECT_TRUE((*layout)->initial_placement.empty());
+
+  const greyhound_job_placement moved[] = {{0, 0, 0, 0}, {1, 0, 0, 1}, {2, 0, 1, 0}, {3, 0, 1, 1}};
+  const greyhound_job_placement twice[] = {{0, 0, 0, 0}, {0, 0, 0, 1}, {2, 0, 1, 0}, {3, 0, 1, 1}};
+  const int32_t nodes[] = {1};
+  EXPECT_EQ(greyhound_job_request_restart_v2(client_, 0, 3, "S3", nullptr, 0, nullptr, 0, twice, 4), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_STREQ(greyhound_job_last_error_v1(client_), "restart: placement[1]: rank 0 placed twice");
+  EXPECT_EQ(greyhound_job_request_restart_v2(client_, 0, 3, "S3", nullptr, 0, nullptr, 0, moved, 3), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(greyhound_job_request_restart_v2(client_, 0, 3, "S3", nodes, 1, nullptr, 0, moved, 4), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(greyhound_job_request_restart_v2(client_, 0, 3, "S3", nullptr, 0, nullptr, 0, nullptr, 4), GREYHOUND_JOB_ERR_INVALID);
+  ASSERT_EQ(greyhound_job_request_restart_v2(client_, 0, 3, "S3 plan 3", nullptr, 0, nullptr, 0, moved, 4), GREYHOUND_JOB_OK)
+      << greyhound_job_last_error_v1(client_);
+  auto r = store_->restart_request();
+  ASSERT_TRUE(r && *r);
+  EXPECT_EQ((*r)->epoch, 3);
+  EXPECT_EQ((*r)->placement, (std::vector<PlacementEntry>{{0, 0, 0, 0}, {1, 0, 0, 1}, {2, 0, 1, 0}, {3, 0, 1, 1}}));
+  auto gone = store_->layout();
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(*gone);  // the job is going down
+
+  // The restarted job (a new client) reads the placement back, and publishes it as the one it started with.
+  greyhound_job_client* back = nullptr;
+  char error[256];
+  ASSERT_EQ(greyhound_job_open_v1("job1", server_->url().c_str(), &back, error, sizeof error), GREYHOUND_JOB_OK) << error;
+  EXPECT_EQ(greyhound_job_restart_placement_v1(back, read, 2, &n), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(n, 4u);
+  ASSERT_EQ(greyhound_job_restart_placement_v1(back, read, 4, &n), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(back);
+  ASSERT_EQ(n, 4u);
+  EXPECT_EQ(read[1].rank, 1);
+  EXPECT_EQ(read[1].dp, 0);
+  EXPECT_EQ(read[1].pp, 1);
+  ASSERT_EQ(greyhound_job_set_initial_placement_v1(back, read, n), GREYHOUND_JOB_OK);
+  ASSERT_EQ(greyhound_job_publish_layout_v2(back, &l, read, n), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(back);
+  layout = store_->layout();
+  ASSERT_TRUE(layout && *layout);
+  EXPECT_EQ((*layout)->initial_placement, (*layout)->placement);
+  EXPECT_EQ((*layout)->placement, (*r)->placement);
+  EXPECT_FALSE(departs_from_original(**layout));  // nothing in force to revert
+  greyhound_job_close_v1(back);
+
+  // An S4 restart carries no placement: the job after it takes Megatron's again.
+  ASSERT_EQ(greyhound_job_request_restart_v2(client_, 0, 4, "S4", nodes, 1, nullptr, 0, nullptr, 0), GREYHOUND_JOB_OK);
+  ASSERT_EQ(greyhound_job_restart_placement_v1(client_, read, 4, &n), GREYHOUND_JOB_OK);
+  EXPECT_EQ(n, 0u);
+  raw({"SET", store::keys::restart("job1"), "{\"rank\":0,\"placement\":[{\"rank\":-1}]}"});
+  EXPECT_EQ(greyhound_job_restart_placement_v1(client_, read, 4, &n), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_NE(std::string(greyhound_job_last_error_v1(client_)).find("placement[0]"), std::string::npos)
+      << greyhound_job_last_error_v1(client_);
+  EXPECT_EQ(n, 0u);
+}
+
 TEST_F(JobClientTest, AnAbsentRedisIsUnavailableNotFatal) {
   server_->kill_hard();
   EXPECT_EQ(publish_layout(), GREYHOUND_JOB_ERR_UNAVAILABLE);

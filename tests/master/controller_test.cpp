@@ -1042,6 +1042,65 @@ TEST(Controller, APlacementStaysForTheFailSlowsLeftWhenOneItServedEnds) {
   }
 }
 
+// A job that applies S3 by restarting (s3_by_restart, a Megatron job): its acknowledged S3 plan takes it
+// down like an S4 restart, and it comes back in the same shape with the plan's placement as its own, which
+// nothing reverts (a revert would be a second restart).
+TEST(Controller, AnS3AppliedByARestartIsTheJobsNewPlacementNotARemedyToRevert) {
+  LinkJob j(0.01);
+  TwoFaults& f = j.f;
+  Driven& d = f.d;
+  j.l.s3_by_restart = true;
+  JobInputs told;
+  told.layout = j.l;
+  f.step(told, 400);
+  Intents it = j.localise({0.45, 0.45, 0.45, 0.45}, 500);
+  ASSERT_EQ(d.c.fail_slows().size(), 2u);
+  std::optional<Plan> s3 = it.plan;
+  for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
+  ASSERT_TRUE(s3);
+  ASSERT_EQ(s3->strategy, Strategy::kS3);
+  d.c.plan_published(*s3, at(f.t, f.t));
+  f.ack_all(s3->epoch);
+  const std::vector<std::string> ty = types(f.last.events);
+  EXPECT_NE(std::find(ty.begin(), ty.end(), "plan_applied"), ty.end());
+  EXPECT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_end"), 2);
+  EXPECT_NE(std::find(ty.begin(), ty.end(), "incident_close"), ty.end());
+  EXPECT_TRUE(d.c.restarting());
+  // Down for its checkpoint and restart: nothing is profiled or planned, however long it takes.
+  for (int i = 0; i < 30; ++i) {
+    f.t += 0.5;
+    const Intents down = d.c.step(at(f.t, f.t), registry());
+    EXPECT_FALSE(down.profile) << i;
+    EXPECT_FALSE(down.plan) << i;
+    EXPECT_TRUE(d.c.needs(at(f.t, f.t)).layout);
+  }
+  // Back with the plan's placement, which it started with.
+  JobInputs back = registry();
+  back.layout = j.l;
+  std::vector<PlacementEntry> placed;
+  for (const auto& e : s3->placement) placed.push_back({e.at("rank"), e.at("tp"), e.at("dp"), e.at("pp")});
+  ASSERT_EQ(placed.size(), 4u);
+  ASSERT_NE(placed, megatron_placement(j.l));
+  back.layout->placement = placed;
+  back.layout->initial_placement = placed;
+  it = f.step(back, 400);
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"job_restart"});
+  std::string err;
+  const auto r = parse_job_restart(it.events[0].detail, &err);
+  ASSERT_TRUE(r) << err;
+  EXPECT_EQ(r->strategy, Strategy::kS3);
+  EXPECT_EQ(r->epoch, s3->epoch);
+  EXPECT_EQ(r->world, 4);
+  EXPECT_FALSE(d.c.restarting());
+  EXPECT_TRUE(d.c.planning());
+  ASSERT_TRUE(d.c.planner());
+  EXPECT_FALSE(d.c.planner()->moved());
+  for (int i = 0; i < 40; ++i) {
+    it = f.step(registry(), 400);
+    EXPECT_FALSE(it.plan) << "a plan for a healthy job: " << it.plan->reason;
+  }
+}
+
 TEST(Controller, APlacementThatDidNotPayIsNotAppliedAgainWhenItsLinksComeBackInTheIncident) {
   // Links 0-1 and 2-3 congested: S3 moves both, the iterations are slower under it, it is undone and the
   // undo confirms it. Then 2-3's fail-slow ends and opens again in the same incident (a link that comes and

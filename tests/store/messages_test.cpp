@@ -219,6 +219,29 @@ TEST(Messages, JobLayoutCarriesThePlacementInForce) {
   EXPECT_TRUE(parse_job_layout(R"({"tp":1,"dp":2,"pp":1,"world":2,"microbatches":[4,4]})", &err)->placement.empty())
       << "absent: Megatron's placement";
 
+  // A job restarted by an S3 plan started with the plan's placement: it is its own, not a departure, and a
+  // return to Megatron's would be one.
+  JobLayout restarted = l;
+  restarted.s3_by_restart = true;
+  restarted.initial_placement = l.placement;
+  EXPECT_FALSE(departs_from_original(restarted));
+  const auto rb = parse_job_layout(to_json(restarted).dump(), &err);
+  ASSERT_TRUE(rb) << err;
+  EXPECT_EQ(rb->initial_placement, l.placement);
+  EXPECT_TRUE(rb->s3_by_restart);
+  restarted.placement = megatron_placement(l);
+  EXPECT_TRUE(departs_from_original(restarted));
+  std::vector<PlacementEntry> by_rank = l.placement;
+  std::sort(by_rank.begin(), by_rank.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  EXPECT_EQ(original_configuration_plan(restarted).placement, placement_json(by_rank));
+  JobLayout twice = restarted;
+  twice.initial_placement[1].rank = 0;
+  EXPECT_NE(error_of<JobLayout>(to_json(twice).dump(), parse_job_layout).find("initial_placement[1]"), std::string::npos);
+  nlohmann::json flag = to_json(restarted);
+  flag["s3_by_restart"] = 1;
+  EXPECT_FALSE(parse_job_layout(flag.dump(), &err));
+  EXPECT_NE(err.find("s3_by_restart"), std::string::npos) << err;
+
   // TP 2 x DP 2 on 2 nodes of 2 GPUs: entries 0-1 and 2-3 of a placement are one TP group each.
   const std::string head = R"({"tp":2,"dp":2,"pp":1,"world":4,"microbatches":[4,4],"gpus_per_node":2,"placement":)";
   auto bad = [&](const std::string& placement) { return error_of<JobLayout>(head + placement + "}", parse_job_layout); };
@@ -351,8 +374,16 @@ TEST(Messages, PlanOutcomeAndJobRestartDetailsRoundTripAndChecks) {
   const auto rb = parse_job_restart(to_json(r), &err);
   ASSERT_TRUE(rb) << err;
   EXPECT_EQ(rb->world, 6);
+  EXPECT_EQ(rb->strategy, Strategy::kS4);
   EXPECT_EQ(rb->microbatches, (std::vector<int>{11, 11, 10}));
   nlohmann::json j = to_json(r);
+  j["strategy"] = "S3";
+  EXPECT_EQ(parse_job_restart(j, &err)->strategy, Strategy::kS3);
+  j["strategy"] = "S2";
+  EXPECT_FALSE(parse_job_restart(j, &err));
+  j.erase("strategy");  // from a master before S3 restarts
+  EXPECT_EQ(parse_job_restart(j, &err)->strategy, Strategy::kS4);
+  j = to_json(r);
   j["microbatches"] = {11, 0};
   EXPECT_FALSE(parse_job_restart(j, &err));
   EXPECT_NE(err.find("microbatches"), std::string::npos) << err;
