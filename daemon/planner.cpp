@@ -52,8 +52,10 @@ bool Planner::available(Strategy s, Cause cause) const {
     case Strategy::kS1: return true;
     case Strategy::kS2: return layout_.dp > 1 && cause != Cause::kCommunication;
     case Strategy::kS3:
+      // A job that applies S3 by restarting comes back with its initial micro-batches: not while a split is
+      // in force, which the restart would drop.
       return layout_.gpus_per_node > 0 && layout_.gpus_per_node % layout_.tp == 0 &&
-             layout_.world % layout_.gpus_per_node == 0;
+             layout_.world % layout_.gpus_per_node == 0 && !(layout_.s3_by_restart && split_in_force());
     case Strategy::kS4: return true;
   }
   return false;
@@ -101,6 +103,9 @@ mitigate::SkiRentalConfig Planner::costs(double measured_s3_s) const {
   if (layout_.s3_estimate_s > 0) c.s3_pause_s = layout_.s3_estimate_s;
   if (layout_.s4_estimate_s > 0) c.s4_restart_s = layout_.s4_estimate_s;
   if (measured_s3_s > 0) c.s3_pause_s = measured_s3_s;
+  // S3 by restart costs a restart, unless the job says what its own costs (a restart's apply_s times only the
+  // checkpoint: not a measured switch).
+  if (layout_.s3_by_restart && !(layout_.s3_estimate_s > 0)) c.s3_pause_s = c.s4_restart_s;
   return c;
 }
 
@@ -108,6 +113,7 @@ void Planner::layout_updated(const JobLayout& l) {
   layout_.s3_estimate_s = l.s3_estimate_s;
   layout_.s4_estimate_s = l.s4_estimate_s;
   layout_.microbatch_multiple = l.microbatch_multiple;
+  layout_.s3_by_restart = l.s3_by_restart;
 }
 
 std::optional<Plan> Planner::s3(const Localisation& loc, double iteration_s, double horizon_s, double pause_s, double min_gain,

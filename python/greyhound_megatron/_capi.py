@@ -12,8 +12,9 @@ API_VERSION = 1
 OK, NO_PLAN, PLAN_REJECTED, PLAN_UNSUPPORTED, PLAN_STALE = 0, 1, 2, 3, 4
 ERR_INVALID, ERR_UNAVAILABLE, ERR_REFUSED, ERR_INTERNAL = -1, -2, -3, -4
 
-CAP_S2, CAP_S3, CAP_S4 = 1 << 0, 1 << 1, 1 << 2
-CAPABILITY_BITS = {"S2": CAP_S2, "S3": CAP_S3, "S4": CAP_S4}
+CAP_S2, CAP_S3, CAP_S4, CAP_S3_BY_RESTART = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+# greyhound_megatron applies S3 by a checkpoint-restart (the model is built for one placement).
+CAPABILITY_BITS = {"S2": CAP_S2, "S3": CAP_S3_BY_RESTART, "S4": CAP_S4}
 
 S1, S2, S3, S4 = 1, 2, 3, 4
 ACTION_APPLY, ACTION_REVERT = 0, 1
@@ -76,6 +77,13 @@ def _text(raw):
 def _ints(values):
     values = list(values)
     return (ctypes.c_int32 * max(1, len(values)))(*values), len(values)
+
+
+def _placement(entries):
+    """A placement (rank, tp, dp, pp) tuples as the C API takes it: (array, length)."""
+    entries = list(entries)
+    arr = (Placement * max(1, len(entries)))(*[Placement(*map(int, e)) for e in entries])
+    return arr, len(entries)
 
 
 def clip_text(text):
@@ -149,6 +157,10 @@ def _declare(lib):
     lib.greyhound_job_ack_v1.argtypes = [vp, i32, i64, i64, i32, cp]
     lib.greyhound_job_ack_v2.argtypes = [vp, i32, i64, i64, i32, cp, ctypes.c_double]
     lib.greyhound_job_request_restart_v1.argtypes = [vp, i32, i64, cp, p_i32, sz, p_i32, sz]
+    lib.greyhound_job_request_restart_v2.argtypes = [vp, i32, i64, cp, p_i32, sz, p_i32, sz,
+                                                     ctypes.POINTER(Placement), sz]
+    lib.greyhound_job_restart_placement_v1.argtypes = [vp, ctypes.POINTER(Placement), sz, ctypes.POINTER(sz)]
+    lib.greyhound_job_set_initial_placement_v1.argtypes = [vp, ctypes.POINTER(Placement), sz]
     lib.greyhound_job_mark_iteration_v1.argtypes = [i64]
     lib.greyhound_job_set_cost_estimate_v1.argtypes = [vp, i32, ctypes.c_double]
     lib.greyhound_job_set_microbatch_multiple_v1.argtypes = [vp, i32]
@@ -190,14 +202,23 @@ class JobClient:
     def last_error(self):
         return _text(self._lib.greyhound_job_last_error_v1(self._handle))
 
-    def publish_layout(self, tp, dp, pp, microbatches, initial_microbatches, capabilities, gpus_per_node=0):
-        """Publishes the layout (Megatron's placement). Returns (status, error)."""
+    def publish_layout(self, tp, dp, pp, microbatches, initial_microbatches, capabilities, gpus_per_node=0,
+                       placement=()):
+        """Publishes the layout, with the placement in force ((rank, tp, dp, pp) per launch rank; empty:
+        Megatron's). Returns (status, error)."""
         mb, n = _ints(microbatches)
         init, ni = _ints(initial_microbatches)
         layout = Layout(tp=tp, dp=dp, pp=pp, world=tp * dp * pp, microbatches=mb, microbatches_len=n,
                         initial_microbatches=init, initial_microbatches_len=ni, capabilities=capabilities,
                         gpus_per_node=gpus_per_node)
-        rc = self._lib.greyhound_job_publish_layout_v1(self._handle, ctypes.byref(layout))
+        placed, np_ = _placement(placement)
+        rc = self._lib.greyhound_job_publish_layout_v2(self._handle, ctypes.byref(layout), placed, np_)
+        return rc, self.last_error()
+
+    def set_initial_placement(self, placement):
+        """The placement the job started with (empty: Megatron's), sent with the next layout."""
+        placed, n = _placement(placement)
+        rc = self._lib.greyhound_job_set_initial_placement_v1(self._handle, placed, n)
         return rc, self.last_error()
 
     def set_cost_estimate(self, strategy, seconds):
@@ -225,12 +246,31 @@ class JobClient:
                                             float(apply_s))
         return rc, self.last_error()
 
-    def request_restart(self, rank, epoch, reason, exclude_nodes=(), exclude_ranks=()):
+    def request_restart(self, rank, epoch, reason, exclude_nodes=(), exclude_ranks=(), placement=()):
+        """An S4 restart (exclusions), or an S3 one (the placement to restart with). Returns (status, error)."""
         nodes, nn = _ints(exclude_nodes)
         ranks, nr = _ints(exclude_ranks)
-        rc = self._lib.greyhound_job_request_restart_v1(self._handle, rank, epoch, clip_text(reason), nodes, nn,
-                                                        ranks, nr)
+        placed, np_ = _placement(placement)
+        rc = self._lib.greyhound_job_request_restart_v2(self._handle, rank, epoch, clip_text(reason), nodes, nn,
+                                                        ranks, nr, placed, np_)
         return rc, self.last_error()
+
+    def restart_placement(self, expected=1):
+        """(status, placement): the placement the job's latest restart request carries, [(rank, tp, dp, pp)]
+        by launch rank ([]: none, every rank keeps its own role). `expected`: the entries to make room for
+        (a longer placement is read in a second call)."""
+        capacity = max(1, int(expected))
+        for _ in range(2):
+            out = (Placement * capacity)()
+            n = ctypes.c_size_t(0)
+            rc = self._lib.greyhound_job_restart_placement_v1(self._handle, out, capacity, ctypes.byref(n))
+            if rc == ERR_INVALID and n.value > capacity:
+                capacity = n.value
+                continue
+            if rc != OK:
+                return rc, []
+            return rc, [(int(e.rank), int(e.tp), int(e.dp), int(e.pp)) for e in out[:n.value]]
+        return rc, []
 
 
 def mark_iteration(iteration, lib=None):

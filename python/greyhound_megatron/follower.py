@@ -14,6 +14,7 @@ import logging
 import time
 
 from . import _capi
+from . import launch
 from .allocation import Allocation, AllocationError, AllocationSchedule
 
 log = logging.getLogger("greyhound_megatron")
@@ -23,7 +24,7 @@ _NONE, _APPLY, _REJECTED, _UNSUPPORTED, _RESTART = 0, 1, 2, 3, 4
 _HEADER = 3
 _REASON_BYTES = 1024
 
-_SUPPORTED_CAPABILITIES = ("S2", "S4")
+_SUPPORTED_CAPABILITIES = ("S2", "S3", "S4")
 
 
 class PlanFollower:
@@ -44,11 +45,17 @@ class PlanFollower:
     multiple every replica's count must be under the framework's pipeline schedule, told to the master so
     that it plans only such counts (Megatron's interleaved schedule: the pipeline size; its 1F1B without
     interleaving: 1; 0, the default: not said, the master keeps multiples of pp while the counts have them).
+    "S3" is applied by a checkpoint-restart with the roles placed anew (the layout says so: s3_by_restart), as
+    "S4" is: restart_due, request_restart() and the rest below serve both. placement: the placement this job
+    runs, [(rank, tp, dp, pp)] by launch rank (default: what greyhound_megatron.place_rank() took in this
+    process, else Megatron's), published as the one it started with. accept_placement: a further check of an
+    S3 plan's placement on rank 0, callable(placement) -> "" or why the job cannot restart with it.
     """
 
     def __init__(self, job, dp_size, dp_rank, microbatches, capabilities=("S2",), redis_url=None, *, rank=None,
                  world_size=None, tp_size=None, pp_size=1, gpus_per_node=0, group=None, lib_path=None,
-                 schedule=None, poll_every=1, accept=None, microbatch_multiple=0):
+                 schedule=None, poll_every=1, accept=None, microbatch_multiple=0, placement=None,
+                 accept_placement=None):
         dist = _dist()
         if rank is None:
             rank = dist.get_rank() if dist is not None else 0
@@ -80,6 +87,16 @@ class PlanFollower:
             raise ValueError("greyhound_megatron: poll_every must be an integer >= 1, not %r" % (poll_every,))
         self.poll_every = poll_every
         self._accept = accept
+        self._accept_placement = accept_placement
+        if placement is None:
+            took = launch.placed()
+            placement = took.placement if took is not None else []
+        placement = [tuple(int(v) for v in e) for e in placement]
+        if placement and len(placement) != world_size:
+            raise ValueError("greyhound_megatron: placement has %d entries for %d ranks" % (len(placement), world_size))
+        # The placement in force: launch rank r holds placement[r]'s role (Megatron's when none was given).
+        self.placement = sorted(placement) if placement else launch.megatron_placement(tp_size, dp_size, pp_size)
+        self._placement_given = bool(placement)
         caps = 0
         for c in capabilities:
             if c not in _SUPPORTED_CAPABILITIES:
@@ -102,8 +119,8 @@ class PlanFollower:
         self._pending = None            # (epoch, from_index, Allocation, picked_up_monotonic)
         self.applied_epoch = 0          # the newest epoch this rank acknowledged (any status)
         self.last_rejection = ""        # why the last bad plan was not taken
-        self._restart = None            # an S4 plan to carry out: (epoch, iteration it was picked up at)
-        self._restart_plan = None       # rank 0: that plan (exclusions, reason)
+        self._restart = None            # a restart to carry out: (epoch, iteration it was picked up at, 3 or 4)
+        self._restart_plan = None       # rank 0: that plan (exclusions or placement, reason)
         self._rank0_reason = ""         # rank 0: why the plan it read last is not taken
         self._lib = _capi.load(lib_path)
         self._client = _capi.JobClient(job, redis_url, self._lib)
@@ -111,6 +128,10 @@ class PlanFollower:
         rc, err = self._client.set_microbatch_multiple(microbatch_multiple)
         if rc != _capi.OK:
             raise ValueError("greyhound_megatron: microbatch_multiple: %s" % err)
+        if self._placement_given:
+            rc, err = self._client.set_initial_placement(self.placement)
+            if rc != _capi.OK:
+                raise ValueError("greyhound_megatron: placement: %s" % err)
         self._layout_due = rank == 0
         self._last_error = ""
         self._group = None
@@ -146,27 +167,38 @@ class PlanFollower:
             self.capabilities = tuple(c for c in self.capabilities if c != capability)
             self._layout_due = self.rank == 0
 
-    # --- S4: checkpoint and restart ---------------------------------------------------------------------------
+    # --- S3 and S4: checkpoint and restart ----------------------------------------------------------------------
     @property
     def restart_due(self):
-        """The epoch of an S4 plan the job is to carry out (0: none). The framework then calls
-        request_restart() at an iteration boundary, checkpoints when it says so, acknowledges with
-        restart_checkpointed(), and exits for its launcher to restart it without what the plan excludes."""
+        """The epoch of an S4 plan, or an S3 plan (applied by restarting), the job is to carry out (0: none).
+        The framework then calls request_restart() at an iteration boundary, checkpoints when it says so,
+        acknowledges with restart_checkpointed(), and exits for its launcher to restart it without what the
+        plan excludes (S4) or with the roles it places (S3: each rank calls place_rank() at its start)."""
         return self._restart[0] if self._restart is not None else 0
 
+    @property
+    def restart_strategy(self):
+        """The strategy of the restart due ("S3" or "S4"; "" when none), the same on every rank."""
+        return "S%d" % self._restart[2] if self._restart is not None else ""
+
     def request_restart(self, iteration):
-        """Every rank, at the boundary before `iteration`, with an S4 plan due: rank 0 asks for the restart
-        through the job client (which also withdraws the layout), and tells everyone whether that worked.
-        True: checkpoint and stop now, then restart_checkpointed(). False: the plan is acknowledged as rejected
-        and training goes on as it was (a job that stopped without its restart request would not come back)."""
+        """Every rank, at the boundary before `iteration`, with a restart due: rank 0 asks for the restart
+        through the job client (with the S4 plan's exclusions or the S3 plan's placement; it also withdraws the
+        layout), and tells everyone whether that worked. True: checkpoint and stop now, then
+        restart_checkpointed(). False: the plan is acknowledged as rejected and training goes on as it was (a
+        job that stopped without its restart request would not come back, or not with its placement)."""
         if self._restart is None:
-            raise RuntimeError("greyhound_megatron: no S4 plan is due")
+            raise RuntimeError("greyhound_megatron: no S3 or S4 plan is due")
         epoch = self._restart[0]
         answer = ""  # rank 0's: "ok" or why not
         if self.rank == 0:
             p = self._restart_plan
-            rc, err = self._client.request_restart(0, epoch, "S4 plan %d: %s" % (epoch, p.reason), p.exclude_nodes,
-                                                   p.exclude_ranks)
+            if p.strategy == _capi.S4:
+                rc, err = self._client.request_restart(0, epoch, "S4 plan %d: %s" % (epoch, p.reason),
+                                                       p.exclude_nodes, p.exclude_ranks)
+            else:
+                rc, err = self._client.request_restart(0, epoch, "S%d plan %d: %s" % (p.strategy, epoch, p.reason),
+                                                       placement=p.placement)
             answer = "ok" if rc == _capi.OK else (err or _capi.status_name(rc, self._lib))
             if rc != _capi.OK:
                 self._layout_due = True  # the request may have reached Redis, and with it the layout's removal
@@ -182,9 +214,9 @@ class PlanFollower:
         return False
 
     def decline_restart(self, iteration, reason):
-        """Every rank, with an S4 plan due that the job cannot carry out after all: acknowledged as rejected."""
+        """Every rank, with a restart due that the job cannot carry out after all: acknowledged as rejected."""
         if self._restart is None:
-            raise RuntimeError("greyhound_megatron: no S4 plan is due")
+            raise RuntimeError("greyhound_megatron: no S3 or S4 plan is due")
         epoch = self._restart[0]
         self._restart = None
         self.last_rejection = reason
@@ -193,9 +225,9 @@ class PlanFollower:
         self._ack(epoch, iteration, _capi.ACK_REJECTED, reason)
 
     def restart_checkpointed(self, detail="", apply_s=0.0):
-        """Every rank, once the checkpoint for the restart is written: acknowledges the S4 plan as applied."""
+        """Every rank, once the checkpoint for the restart is written: acknowledges the plan as applied."""
         if self._restart is None:
-            raise RuntimeError("greyhound_megatron: no S4 plan is due")
+            raise RuntimeError("greyhound_megatron: no S3 or S4 plan is due")
         epoch = self._restart[0]
         self._restart = None
         self._ack(epoch, self._restart_iteration, _capi.ACK_APPLIED,
@@ -219,7 +251,7 @@ class PlanFollower:
         if iteration % self.poll_every != 0 or self._restart is not None:
             return False
         header = self._exchange_header()
-        kind, epoch, start = header[0], header[1], header[2]
+        kind, epoch, start = header[0], header[1], header[2]  # a restart's: start holds its strategy
         if kind == _NONE or epoch <= self.applied_epoch:
             return False
         self.applied_epoch = epoch
@@ -232,11 +264,14 @@ class PlanFollower:
                       reason)
             return False
         if kind == _RESTART:
-            self._restart = (epoch, iteration)
-            if self.rank == 0:
+            self._restart = (epoch, iteration, start)
+            if self.rank == 0 and self._restart_plan.strategy == _capi.S4:
                 log.warning("greyhound_megatron: S4 plan %d: checkpoint and restart without nodes %s, ranks %s (%s)",
                             epoch, self._restart_plan.exclude_nodes, self._restart_plan.exclude_ranks,
                             self._restart_plan.reason)
+            elif self.rank == 0:
+                log.warning("greyhound_megatron: S%d plan %d: checkpoint and restart with the roles placed anew (%s)",
+                            self._restart_plan.strategy, epoch, self._restart_plan.reason)
             return False
         t0 = time.monotonic()
         why = ""
@@ -280,7 +315,8 @@ class PlanFollower:
 
     def _publish_layout(self):
         rc, err = self._client.publish_layout(self.tp_size, self.dp_size, self.pp_size, self._alloc.counts,
-                                              self._initial.counts, self._caps, self.gpus_per_node)
+                                              self._initial.counts, self._caps, self.gpus_per_node,
+                                              self.placement if self._placement_given else ())
         self._layout_due = rc != _capi.OK
         self._note_error(err if self._layout_due else "", "layout not published yet (retried at every poll)")
 
@@ -306,6 +342,31 @@ class PlanFollower:
         header[1] = plan.epoch
         if rc == _capi.OK and plan.strategy == _capi.S4 and plan.action == _capi.ACTION_APPLY:
             header[0] = _RESTART  # advertised S4 (the job client checked): the framework checkpoints and stops
+            header[2] = _capi.S4
+            self._restart_plan = plan
+            return header
+        if rc == _capi.OK and plan.placement and sorted(plan.placement) != self.placement:
+            # A new placement (S3, or a revert that carries one): this job takes it only by restarting.
+            if not self._caps & _capi.CAP_S3_BY_RESTART:
+                header[0] = _REJECTED if plan.action == _capi.ACTION_REVERT else _UNSUPPORTED
+                self._rank0_reason = "a new placement is applied only by a restart, and this job does not advertise S3"
+                return header
+            try:
+                why = self._accept_placement(plan.placement) if self._accept_placement is not None else ""
+            except Exception as e:  # the job's own check failed: the plan is not taken, training goes on
+                why = "the job's placement check raised %s: %s" % (type(e).__name__, e)
+            if why:
+                header[0] = _REJECTED
+                self._rank0_reason = why
+                return header
+            counts = list(plan.microbatches) if plan.microbatches else list(self._alloc.counts)
+            if counts != list(self._initial.counts):
+                header[0] = _REJECTED  # the restarted job starts from its initial counts, the split would be lost
+                self._rank0_reason = ("a restart with a new placement starts from the micro-batches %s: it would "
+                                      "drop the split %s" % (list(self._initial.counts), counts))
+                return header
+            header[0] = _RESTART
+            header[2] = _capi.S3
             self._restart_plan = plan
             return header
         if rc == _capi.OK:

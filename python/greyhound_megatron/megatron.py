@@ -20,15 +20,21 @@ With "S4" among the capabilities (and --save set), an S4 plan stops the job at t
 Megatron's own should_checkpoint / should_exit / exit_code flags, so that its loop writes the checkpoint
 (megatron.training.training.save_checkpoint_and_time, after which every rank acknowledges) and exits with
 restart_exit_code for the launcher to restart it without what the plan excludes.
+With "S3" (and --save, gpus_per_node, and greyhound_megatron.place_rank() run at the process's start) an S3
+plan takes the same path, the restart request carrying the plan's placement: the launcher starts the job
+again as always and place_rank() gives each process the rank of the role its launch rank is to hold.
 A configuration it cannot serve (a batch-size ramp-up, a cyclic or external data loader, MoE, multi-token
-prediction, full-iteration CUDA graphs; for S4 no --save) keeps training unchanged and does not advertise
-the remedy: its plans are then acknowledged as unsupported.
+prediction, full-iteration CUDA graphs; for S3 and S4 no --save; for S3 also context parallelism or another
+rank order than tp-dp-pp) keeps training unchanged and does not advertise the remedy: its plans are then
+acknowledged as unsupported.
 """
+import os
 import functools
 import importlib
 import logging
 import time
 
+from . import launch
 from .allocation import Allocation, AllocationSchedule
 from .follower import PlanFollower
 from .sampler import ReplicaBatchSampler
@@ -111,19 +117,20 @@ class MegatronAdapter:
         self.schedule = None
         self.in_step = False
         self._step_result_len = None  # how many values this Megatron's train_step returns (learnt from one)
-        self._saving_for_restart = None  # the monotonic time the S4 stop began, until its checkpoint is written
+        self._saving_for_restart = None  # the monotonic time a restart's stop began, until its checkpoint is written
+        self._restarts = tuple(c for c in self._capabilities if c in ("S3", "S4"))  # applied by a restart
         self._orig_train_step = self._training.train_step
         self._orig_build_loaders = self._training.build_train_valid_test_data_loaders
         self._training.train_step = self.train_step
         self._training.build_train_valid_test_data_loaders = self.build_train_valid_test_data_loaders
         self._orig_save = getattr(self._training, "save_checkpoint_and_time", None)
-        if "S4" in self._capabilities:
+        if self._restarts:
             self._training.save_checkpoint_and_time = self.save_checkpoint_and_time
 
     def uninstall(self):
         self._training.train_step = self._orig_train_step
         self._training.build_train_valid_test_data_loaders = self._orig_build_loaders
-        if "S4" in self._capabilities:
+        if self._restarts:
             self._training.save_checkpoint_and_time = self._orig_save
         calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
         if isinstance(calc, _ReplicaCalculator):
@@ -170,17 +177,52 @@ class MegatronAdapter:
         schedule = self._ensure_schedule()
         dp, pp = self._mpu.get_data_parallel_world_size(), self._mpu.get_pipeline_model_parallel_world_size()
         world = dist.get_world_size() if dist.is_initialized() else 1
-        if not getattr(self._get_args(), "save", None):
-            self._refuse("no --save directory for the checkpoint", "S4")
+        args = self._get_args()
+        for c in self._restarts:
+            if not getattr(args, "save", None):
+                self._refuse("no --save directory for the checkpoint", c)
+        self._check_s3_config(args)
         multiple, why = self._declared_multiple(pp, list(schedule.at(0).counts))
         if why:
             self._refuse(why)
         caps = tuple(c for c in self._capabilities if c not in self.refused)
+        took = launch.placed()
         self.follower = PlanFollower(self._job, dp, self._mpu.get_data_parallel_rank(), list(schedule.at(0).counts),
                                      caps, self._redis_url, tp_size=world // (dp * pp), pp_size=pp,
                                      gpus_per_node=self._gpus_per_node, schedule=schedule,
                                      poll_every=self._poll_every, accept=self._accept,
-                                     microbatch_multiple=multiple)
+                                     microbatch_multiple=multiple,
+                                     placement=took.placement if took is not None else [],
+                                     accept_placement=self._accept_placement)
+
+    def _check_s3_config(self, args):
+        """What S3 by restart needs: the placement read back at the restart, nodes to place on, Megatron's
+        rank order tp-dp-pp (place_rank computes the rank of a role in it)."""
+        if "S3" not in self._capabilities:
+            return
+        if launch.placed() is None:
+            self._refuse("greyhound_megatron.place_rank() did not run at this process's start: a restart could not "
+                         "take a new placement", "S3")
+        if not self._gpus_per_node:
+            self._refuse("gpus_per_node is not given (a placement is planned on whole nodes)", "S3")
+        if (getattr(args, "context_parallel_size", 1) or 1) > 1:
+            self._refuse("context parallelism (place_rank knows the rank order tp-dp-pp only)", "S3")
+        if (getattr(args, "expert_model_parallel_size", 1) or 1) > 1 or getattr(args, "use_tp_pp_dp_mapping", False):
+            self._refuse("another rank order than tp-dp-pp (place_rank computes the rank of a role in it)", "S3")
+        if _device_from_rank():
+            self._refuse("this Megatron-LM sets each process's GPU from its rank (args.rank % device_count), so a "
+                         "rank placed on another GPU would not start", "S3")
+
+    def _accept_placement(self, placement):
+        """Rank 0, for an S3 plan: the process of global rank 0 hosts torch.distributed's store unless the
+        launcher's agent does (torchrun), so without torchrun role 0 stays on launch rank 0."""
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "") == "True":
+            return ""
+        launch_of_role0 = next((e[0] for e in placement if tuple(e[1:]) == (0, 0, 0)), 0)
+        if launch_of_role0 != 0:
+            return ("the placement moves global rank 0 to launch rank %d, and without torchrun's agent store the "
+                    "process of rank 0 hosts torch.distributed's store at MASTER_ADDR" % launch_of_role0)
+        return ""
 
     def _declared_multiple(self, pp, counts):
         """(the multiple to tell the master, why S2 cannot be offered or ""). A schedule that runs counts its
@@ -250,11 +292,12 @@ class MegatronAdapter:
         global_batch = margs.micro_batch_size * self.schedule.global_microbatches
         iteration = margs.consumed_train_samples // global_batch
         self.follower.poll(iteration)
-        if self.follower.restart_due and "S4" in self.refused:
-            self.follower.decline_restart(iteration, self.refused["S4"])
-        elif self.follower.restart_due and self._step_result_len is not None:
-            # S4: this step does not run; Megatron's loop checkpoints (should_checkpoint), then exits with the
-            # code (should_exit), as for its own checkpoint-and-exit. The restart is asked for first: a job
+        restart = self.follower.restart_strategy
+        if restart and restart in self.refused:
+            self.follower.decline_restart(iteration, self.refused[restart])
+        elif restart and self._step_result_len is not None:
+            # S3 / S4: this step does not run; Megatron's loop checkpoints (should_checkpoint), then exits with
+            # the code (should_exit), as for its own checkpoint-and-exit. The restart is asked for first: a job
             # whose request did not get through goes on training instead of stopping for nothing.
             t0 = time.monotonic()
             if self.follower.request_restart(iteration):
@@ -278,8 +321,9 @@ class MegatronAdapter:
             if len(result) >= 5:
                 self._step_result_len = len(result)
             else:
-                self._refuse("this Megatron's train_step returns no checkpoint-and-exit flags", "S4")
-                self.follower.withdraw_capability("S4")
+                for c in self._restarts:
+                    self._refuse("this Megatron's train_step returns no checkpoint-and-exit flags", c)
+                    self.follower.withdraw_capability(c)
         return result
 
     def save_checkpoint_and_time(self, *args, **kwargs):
@@ -287,27 +331,42 @@ class MegatronAdapter:
         if self._saving_for_restart is not None:
             took = time.monotonic() - self._saving_for_restart
             self._saving_for_restart = None
+            strategy = self.follower.restart_strategy
             self.follower.restart_checkpointed(apply_s=took)
-            log.warning("greyhound_megatron: checkpoint for the S4 restart written in %.1f s; exiting with %d",
-                        took, self._restart_exit_code)
+            log.warning("greyhound_megatron: checkpoint for the %s restart written in %.1f s; exiting with %d",
+                        strategy, took, self._restart_exit_code)
         return out
+
+
+def _device_from_rank():
+    """Whether the installed Megatron-LM picks each process's GPU from its global rank (older releases:
+    `device = args.rank % device_count`, asserting that LOCAL_RANK agrees) rather than from LOCAL_RANK: under
+    such a Megatron a process placed as another rank would take another GPU, or stop at the assertion."""
+    try:
+        import inspect
+        init = importlib.import_module("megatron.training.initialize")
+        return "rank % device_count" in inspect.getsource(init._initialize_distributed)
+    except Exception:  # not there to read (a stand-in, a compiled install): nothing known against it
+        return False
 
 
 def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0, poll_every=1,
             restart_exit_code=3):
     """Hooks Megatron-LM so that its job follows greyhound's plans. Call it once per process, before
     pretrain() (or, in a loop of your own, before the data loaders are built and the first train_step).
-    job: None: GREYHOUND_JOB; redis_url: None: GREYHOUND_REDIS; capabilities: "S2" and / or "S4" (S4 needs
+    job: None: GREYHOUND_JOB; redis_url: None: GREYHOUND_REDIS; capabilities: any of "S2", "S3", "S4" (S4 needs
     --save: the job checkpoints and exits with restart_exit_code for its launcher to restart it without what
-    the plan excludes); gpus_per_node: published in the layout (0: unknown); poll_every: PlanFollower's.
+    the plan excludes; S3 the same, restarted with the plan's placement, which needs place_rank() at every
+    process's start and gpus_per_node); gpus_per_node: published in the layout (0: unknown); poll_every:
+    PlanFollower's.
     Raises MegatronMissing when the installed Megatron lacks what it needs, ValueError for a capability this
     plugin cannot apply or an unusable Redis URL, OSError when libgreyhound_job cannot be loaded."""
     global _INSTALLED
     if _INSTALLED is not None:
         raise RuntimeError("greyhound_megatron.megatron.install() was called already in this process")
     for c in capabilities:
-        if c not in ("S2", "S4"):
-            raise ValueError("greyhound_megatron.megatron: capability %r is not supported yet (S2 and S4 are)" % c)
+        if c not in ("S2", "S3", "S4"):
+            raise ValueError("greyhound_megatron.megatron: capability %r is not one of S2, S3, S4" % c)
     if not isinstance(restart_exit_code, int) or not 1 <= restart_exit_code <= 255:
         raise ValueError("greyhound_megatron.megatron: restart_exit_code must be within 1..255, not %r" %
                          (restart_exit_code,))
@@ -316,9 +375,10 @@ def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0, 
     mods = _import_megatron()
     from . import _capi  # the library and the Redis URL fail here, before training starts, not at its first step
     _capi.JobClient(job, redis_url, _capi.load()).close()
-    if "S4" in capabilities and not hasattr(mods["megatron.training.training"], "save_checkpoint_and_time"):
+    needs_save = [c for c in capabilities if c in ("S3", "S4")]
+    if needs_save and not hasattr(mods["megatron.training.training"], "save_checkpoint_and_time"):
         raise MegatronMissing("greyhound_megatron.megatron: the installed Megatron-LM's megatron.training.training "
-                              "has no save_checkpoint_and_time: S4 needs it")
+                              "has no save_checkpoint_and_time: %s needs it" % " and ".join(needs_save))
     _INSTALLED = MegatronAdapter(mods, job, capabilities, redis_url, gpus_per_node, poll_every, restart_exit_code)
     return _INSTALLED
 

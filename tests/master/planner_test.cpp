@@ -223,6 +223,40 @@ TEST(Planner, RemedyCostsAreTheJobsOwnEstimatesThenWhatItMeasured) {
   EXPECT_DOUBLE_EQ(p.costs(0).s2_solve_s, cfg.ski.s2_solve_s);
 }
 
+// A job that applies S3 by restarting (Megatron): S3 costs a restart unless the job says otherwise, is not
+// offered over a split in force (the restart would drop it), and a job restarted with a placement starts
+// from it.
+TEST(Planner, S3ByRestartCostsARestartKeepsTheSplitAndStartsFromItsPlacement) {
+  PlannerConfig cfg;
+  cfg.ski.s3_pause_s = 60;
+  cfg.ski.s4_restart_s = 1800;
+  JobLayout l = four_nodes({"S2", "S3"});
+  l.s3_by_restart = true;
+  Planner p(cfg, l);
+  EXPECT_TRUE(p.available(Strategy::kS3, Cause::kCommunication));
+  EXPECT_DOUBLE_EQ(p.costs(0).s3_pause_s, 1800);
+  EXPECT_DOUBLE_EQ(p.costs(0.01).s3_pause_s, 1800);  // an acknowledgement's apply_s timed the checkpoint only
+  l.s4_estimate_s = 240;
+  p.layout_updated(l);
+  EXPECT_DOUBLE_EQ(p.costs(0).s3_pause_s, 240);
+  l.s3_estimate_s = 200;
+  p.layout_updated(l);
+  EXPECT_DOUBLE_EQ(p.costs(0).s3_pause_s, 200);
+
+  JobLayout split = l;
+  split.microbatches = {9, 7};
+  EXPECT_FALSE(Planner(cfg, split).available(Strategy::kS3, Cause::kCommunication));
+  split.s3_by_restart = false;
+  EXPECT_TRUE(Planner(cfg, split).available(Strategy::kS3, Cause::kCommunication));
+
+  JobLayout restarted = l;  // restarted with nodes 1 and 2 traded: its own placement, nothing to revert
+  restarted.placement = {{0, 0, 0, 0}, {1, 0, 0, 1}, {2, 0, 1, 0}, {3, 0, 1, 1}};
+  restarted.initial_placement = restarted.placement;
+  Planner q(cfg, restarted);
+  EXPECT_FALSE(q.moved());
+  EXPECT_EQ(q.original().placement, q.current().placement);
+}
+
 TEST(Planner, S4RestartsWithoutTheCulpritsNodeOrBothEndsOfALinkAndPredictsFewerReplicas) {
   Planner p({}, four_nodes({"S4"}));
   FailSlow gpu;

@@ -111,6 +111,53 @@ class Adapter(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+    def test_an_s3_plan_restarts_the_job_with_its_roles_placed_anew(self):
+        # DP 4 on four one-GPU nodes: launch ranks 1 and 2 trade roles (DP replicas 1 and 2).
+        swap = [(0, 0, 0, 0), (1, 0, 2, 0), (2, 0, 1, 0), (3, 0, 3, 0)]
+        entries = [dict(zip(("rank", "tp", "dp", "pp"), e)) for e in swap]
+        d = tempfile.mkdtemp(prefix="gh-adapter-s3-")
+        try:
+            plan = json.loads(support.plan_json(1, [], strategy="S3"))
+            plan["placement"] = entries
+            plan["reason"] = "link 1-2 is congested"
+            self.redis.client.set("gh:v1:{s3job}:plan", json.dumps(plan))
+            codes, outs = run_ranks(self.redis, "s3job", d, "S2,S3")
+            self.assertEqual(codes, [3] * WORLD, outs[0])
+            restart = json.loads(self.redis.client.get("gh:v1:{s3job}:restart"))
+            self.assertEqual((restart["epoch"], restart["placement"], restart["exclude_nodes"]), (1, entries, []))
+            self.assertIn("link 1-2 is congested", restart["reason"])
+            self.assertIsNone(self.redis.client.get("gh:v1:{s3job}:layout"), "withdrawn with the request")
+            for r in range(WORLD):
+                with open(os.path.join(d, "checkpoint-rank%d.json" % r)) as f:
+                    self.assertEqual(json.load(f)["iteration"], 1)
+            acks = support.acks(self.redis.client, "s3job")
+            self.assertEqual(sorted(acks), [0, 1, 2, 3])
+            for a in acks.values():
+                self.assertEqual((a["epoch"], a["status"], a["iteration"]), (1, "applied", 1))
+
+            # Restarted by its launcher as before: each process takes the rank of the role it is to hold, the
+            # plan (still the latest, acknowledged) is not taken again, and the layout names the placement as
+            # the job's own.
+            codes, outs = run_ranks(self.redis, "s3job", d, "S2,S3")
+            self.assertEqual(codes, [0] * WORLD, outs[1])
+            runs_as = []
+            for launch_rank in range(WORLD):
+                with open(os.path.join(d, "rank-%d.json" % launch_rank)) as f:
+                    r = json.load(f)
+                runs_as.append(r["rank"])
+                self.assertEqual(r["refused"], {})
+                self.assertEqual(len(r["seen"]), 6)
+            self.assertEqual(runs_as, [0, 2, 1, 3])
+            layout = json.loads(self.redis.client.get("gh:v1:{s3job}:layout"))
+            self.assertEqual(layout["capabilities"], ["S2", "S3"])
+            self.assertTrue(layout["s3_by_restart"])
+            self.assertEqual(layout["placement"], entries)
+            self.assertEqual(layout["initial_placement"], entries)
+            self.assertEqual(support.acks(self.redis.client, "s3job")[0]["epoch"], 1)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class Missing(unittest.TestCase):
     def run_standin(self, code):
         """`code` in a fresh interpreter with the stand-in Megatron tree importable."""
@@ -190,8 +237,46 @@ class Missing(unittest.TestCase):
         self.assertEqual(lines[5], "{}")
 
     def test_capabilities_it_cannot_apply_are_refused(self):
-        r = self.run_standin("from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S3'))")
-        self.assertIn("capability 'S3' is not supported yet", r.stderr)
+        r = self.run_standin("from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S5'))")
+        self.assertIn("capability 'S5' is not one of S2, S3, S4", r.stderr)
+
+    def test_s3_is_advertised_only_where_a_restart_can_take_the_placement(self):
+        r = self.run_standin("import argparse, os\n"
+                             "from greyhound_megatron import launch\n"
+                             "from greyhound_megatron.megatron import install\n"
+                             "a = install(capabilities=('S2', 'S3'), gpus_per_node=2)\n"
+                             "def check(**kw):\n"
+                             "    a.refused.clear(); a._check_s3_config(argparse.Namespace(**kw))\n"
+                             "    print(a.refused.get('S3', 'advertised'))\n"
+                             "check()\n"
+                             "launch._PLACED = launch.Placed(0, 0, [])\n"
+                             "check()\n"
+                             "check(context_parallel_size=2)\n"
+                             "check(expert_model_parallel_size=2)\n"
+                             "swap0 = [(0, 0, 1, 0), (1, 0, 0, 0), (2, 0, 2, 0), (3, 0, 3, 0)]\n"
+                             "swap12 = [(0, 0, 0, 0), (1, 0, 2, 0), (2, 0, 1, 0), (3, 0, 3, 0)]\n"
+                             "print(repr(a._accept_placement(swap12)))\n"
+                             "print(a._accept_placement(swap0))\n"
+                             "os.environ['TORCHELASTIC_USE_AGENT_STORE'] = 'True'\n"
+                             "print(repr(a._accept_placement(swap0)))\n"
+                             "import sys, tempfile, importlib\n"
+                             "d = tempfile.mkdtemp()\n"
+                             "open(d + '/old_init.py', 'w').write('def _initialize_distributed():\\n'\n"
+                             "    '    device = args.rank % device_count\\n')\n"
+                             "sys.path.insert(0, d)\n"
+                             "sys.modules['megatron.training.initialize'] = importlib.import_module('old_init')\n"
+                             "check()\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(len(lines), 8, r.stdout)
+        self.assertIn("sets each process's GPU from its rank", lines[7])
+        self.assertIn("place_rank() did not run", lines[0])
+        self.assertEqual(lines[1], "advertised")
+        self.assertIn("context parallelism", lines[2])
+        self.assertIn("rank order", lines[3])
+        self.assertEqual(lines[4], "''")
+        self.assertIn("moves global rank 0 to launch rank 1", lines[5])
+        self.assertEqual(lines[6], "''", "torchrun's agent hosts the store")
 
 
 

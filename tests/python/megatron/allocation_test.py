@@ -117,7 +117,7 @@ class FollowerWithoutRedis(unittest.TestCase):
                  (dict(dp_size=2, dp_rank=0, microbatches=2, world_size=3), "is not the world size 3"),
                  (dict(dp_size=2, dp_rank=0, microbatches=[2, 2, 2]), "3 entries for 2 DP replicas"),
                  (dict(dp_size=2, dp_rank=0, microbatches=[2, 0]), "replica 1: 0 micro-batches"),
-                 (dict(dp_size=2, dp_rank=0, microbatches=2, capabilities=("S3",)), "'S3' is not supported"),
+                 (dict(dp_size=2, dp_rank=0, microbatches=2, capabilities=("S5",)), "'S5' is not supported"),
                  (dict(dp_size=2, dp_rank=0, microbatches=2, poll_every=0), "poll_every must be"),
                  (dict(dp_size=2, dp_rank=0, microbatches=2), "needs torch.distributed initialised"),
                  (dict(dp_size=1, dp_rank=0, microbatches=2, world_size=1, redis_url="http://x"),

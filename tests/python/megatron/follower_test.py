@@ -231,5 +231,57 @@ class Restart(unittest.TestCase):
                 redis.stop()
 
 
+class RestartS3(unittest.TestCase):
+    """Rank 0's decisions for a DP 2 job, in one process (a gloo world of one: the broadcasts reach itself)."""
+
+    def test_an_s3_plan_is_a_restart_with_its_placement_but_not_over_a_split(self):
+        import torch.distributed as dist
+        from greyhound_megatron import PlanFollower
+        redis = support.RedisServer()
+        d = tempfile.mkdtemp(prefix="gh-s3f-")
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(d, "init"), rank=0, world_size=1)
+        try:
+            f = PlanFollower("s3f", 2, 0, [4, 4], ("S2", "S3"), redis.url, rank=0, world_size=2, gpus_per_node=1)
+            layout = json.loads(redis.client.get("gh:v1:{s3f}:layout"))
+            self.assertEqual((layout["capabilities"], layout["s3_by_restart"]), (["S2", "S3"], True))
+            swap = [{"rank": 0, "tp": 0, "dp": 1, "pp": 0}, {"rank": 1, "tp": 0, "dp": 0, "pp": 0}]
+
+            def s3(epoch):
+                plan = json.loads(support.plan_json(epoch, [], strategy="S3"))
+                plan["placement"] = swap
+                redis.client.set("gh:v1:{s3f}:plan", json.dumps(plan))
+
+            redis.client.set("gh:v1:{s3f}:plan", support.plan_json(1, [5, 3]))
+            self.assertTrue(f.poll(0))
+            s3(2)
+            with self.assertLogs("greyhound_megatron", level=logging.WARNING):
+                self.assertFalse(f.poll(1))
+            self.assertEqual(f.restart_due, 0)
+            self.assertIn("would drop the split [5, 3]", f.last_rejection)
+            self.assertEqual(support.acks(redis.client, "s3f")[0]["status"], "rejected")
+            redis.client.set("gh:v1:{s3f}:plan", support.plan_json(3, [4, 4], strategy="S1", action="revert"))
+            self.assertTrue(f.poll(2))
+            s3(4)
+            self.assertFalse(f.poll(3))
+            self.assertEqual((f.restart_due, f.restart_strategy), (4, "S3"))
+            self.assertTrue(f.request_restart(4))
+            restart = json.loads(redis.client.get("gh:v1:{s3f}:restart"))
+            self.assertEqual((restart["epoch"], restart["placement"]), (4, swap))
+            f.restart_checkpointed(apply_s=0.5)
+            self.assertEqual(support.acks(redis.client, "s3f")[0]["status"], "applied")
+            f.close()
+            # Without S3 advertised the same plan is refused by the job client, not restarted for.
+            g = PlanFollower("s3g", 2, 0, [4, 4], ("S2",), redis.url, rank=0, world_size=2)
+            redis.client.set("gh:v1:{s3g}:plan", redis.client.get("gh:v1:{s3f}:plan"))
+            with self.assertLogs("greyhound_megatron", level=logging.WARNING):
+                self.assertFalse(g.poll(0))
+            self.assertEqual((g.restart_due, support.acks(redis.client, "s3g")[0]["status"]), (0, "unsupported"))
+            g.close()
+        finally:
+            dist.destroy_process_group()
+            redis.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
