@@ -49,6 +49,19 @@ class JobClientTest : public greyhound::test_support::StoreFixture {
     l.gpus_per_node = 2;
     return greyhound_job_publish_layout_v1(client_, &l);
   }
+  // TP 1 x DP 2 x PP 2 on two nodes of two GPUs, 4 and 4 micro-batches (in uniform_, which it points to).
+  greyhound_job_layout two_nodes(uint32_t capabilities) {
+    greyhound_job_layout l{};
+    l.tp = 1;
+    l.dp = 2;
+    l.pp = 2;
+    l.world = 4;
+    l.microbatches = uniform_.data();
+    l.microbatches_len = uniform_.size();
+    l.capabilities = capabilities;
+    l.gpus_per_node = 2;
+    return l;
+  }
   // `latest_only`: written over the latest plan key alone (an epoch already published cannot be again).
   void run_split_under_lease(int lease_ms);
   void publish(std::int64_t epoch, const std::string& strategy, std::vector<int> mb, bool latest_only = false) {
@@ -69,6 +82,7 @@ class JobClientTest : public greyhound::test_support::StoreFixture {
   std::vector<int> vec(const int32_t* p, size_t n) { return std::vector<int>(p, p + n); }
 
   greyhound_job_client* client_ = nullptr;
+  const std::vector<int32_t> uniform_ = {4, 4};
 };
 
 TEST_F(JobClientTest, PublishesTheLayoutAndCapabilities) {
@@ -182,16 +196,7 @@ TEST_F(JobClientTest, ReadsANewPlanOnceAndAcksAreReadBack) {
 // S3 through the C API: the layout names the placement in force (v2), an S3 plan's placement is decoded and
 // checked against it, and the ack carries what applying it cost.
 TEST_F(JobClientTest, TheLayoutNamesThePlacementAndAcksCarryTheirCost) {
-  const std::vector<int32_t> mb = {4, 4};
-  greyhound_job_layout l{};
-  l.tp = 1;
-  l.dp = 2;
-  l.pp = 2;
-  l.world = 4;
-  l.microbatches = mb.data();
-  l.microbatches_len = mb.size();
-  l.capabilities = GREYHOUND_JOB_CAP_S2 | GREYHOUND_JOB_CAP_S3;
-  l.gpus_per_node = 2;
+  const greyhound_job_layout l = two_nodes(GREYHOUND_JOB_CAP_S2 | GREYHOUND_JOB_CAP_S3);
   // Launch ranks 1 and 2 trade roles (dp 1, pp 0) and (dp 0, pp 1).
   const greyhound_job_placement moved[] = {{0, 0, 0, 0}, {1, 0, 0, 1}, {2, 0, 1, 0}, {3, 0, 1, 1}};
   ASSERT_EQ(greyhound_job_publish_layout_v2(client_, &l, moved, 4), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
@@ -352,16 +357,8 @@ TEST_F(JobClientTest, RaisesARestartRequest) {
 // S3 by restart: the layout says so, the request carries the placement, the restarted job reads it back and
 // publishes it as the placement it started with.
 TEST_F(JobClientTest, AnS3RestartCarriesItsPlacementToTheRestartedJob) {
-  const std::vector<int32_t> mb = {4, 4};
-  greyhound_job_layout l{};
-  l.tp = 1;
-  l.dp = 2;
-  l.pp = 2;
-  l.world = 4;
-  l.microbatches = mb.data();
-  l.microbatches_len = mb.size();
-  l.capabilities = GREYHOUND_JOB_CAP_S2 | GREYHOUND_JOB_CAP_S3_BY_RESTART | GREYHOUND_JOB_CAP_S4;
-  l.gpus_per_node = 2;
+  const greyhound_job_layout l =
+      two_nodes(GREYHOUND_JOB_CAP_S2 | GREYHOUND_JOB_CAP_S3_BY_RESTART | GREYHOUND_JOB_CAP_S4);
   size_t n = 99;
   greyhound_job_placement read[4] = {};
   ASSERT_EQ(greyhound_job_restart_placement_v1(client_, read, 4, &n), GREYHOUND_JOB_OK);  // no request yet
