@@ -3,6 +3,7 @@
 #include "daemon/operator_plan.h"
 
 #include "common/record_json.h"
+#include "store/placement_roles.h"
 
 #include "greyhound/analysis/robust_stats.h"
 #include "greyhound/validate/ring_order.h"
@@ -429,6 +430,13 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
       job_restarting("the job restarted in another shape (" + std::to_string(layout_->world) + " -> " +
                          std::to_string(in.layout->world) + " ranks)",
                      0, now, out);
+    } else if (!restarting_ && layout_ && in.layout->s3_by_restart &&
+               store::initial_placement(*in.layout) != store::initial_placement(*layout_)) {
+      // The same for an S3 plan such a job applied by restarting (its checkpoint outlasted the plan's
+      // deadline, or a restart request reached Redis though the call failed): it started with another
+      // placement.
+      job_restarting("the job restarted with another placement (an S3 plan it applied by restarting)", 0, now, out,
+                     Strategy::kS3);
     }
     if (restarting_) {
       job_restarted(*in.layout, now, out);
@@ -439,7 +447,7 @@ Intents Controller::step(const Now& now, const JobInputs& in) {
         refresh_costs();
       }
     }
-    layout_wanted_ = restarting_.has_value() || s4_unsettled_;
+    layout_wanted_ = restarting_.has_value() || restart_unsettled_;
   }
   if (cfg_.mitigate && !planner_ && layout_) {
     planner_.emplace(cfg_.planner, *layout_);
@@ -1301,6 +1309,7 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
     }
   };
   const Plan applied_plan = plan;  // pending_ goes below
+  const bool restarts = restart_plan(plan);  // before the plan's placement is taken as in force
   if (acks >= layout_->world) {
     type = o.applied == layout_->world ? event_type::kPlanApplied : event_type::kPlanRejected;
     if (o.applied == layout_->world) {
@@ -1340,9 +1349,10 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
   } else if (now.mono_s >= pending_->deadline_s) {
     type = event_type::kPlanTimeout;
     decline();
-    // An S4 plan that timed out may still have stopped the job: watch its layout for a restart.
-    if (plan.strategy == Strategy::kS4 && plan.action == PlanAction::kApply) {
-      s4_unsettled_ = true;
+    // A restart plan that timed out (S4, or S3 for a job that applies it by restarting: its checkpoint may
+    // take longer than the deadline) may still have stopped the job: watch its layout for a restart.
+    if (restarts) {
+      restart_unsettled_ = true;
       layout_wanted_ = true;
     }
   } else {
@@ -1370,7 +1380,7 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
                    applied_plan.epoch, now, out);
     return;
   }
-  if (type == event_type::kPlanApplied && applied_plan.placement.is_array() && layout_ && layout_->s3_by_restart) {
+  if (type == event_type::kPlanApplied && restarts && applied_plan.strategy != Strategy::kS4) {
     // A job that places its roles only when it builds its model (s3_by_restart) saved its checkpoint and is
     // going down, to come back with the new placement as its own: the restart is the remedy, as for S4.
     job_restarting("the job restarts from its checkpoint with its roles placed by S3 plan " +
@@ -1379,6 +1389,14 @@ void Controller::check_acks(const JobInputs& in, const Now& now, Intents& out) {
     return;
   }
   maybe_close_incident(now, out);
+}
+
+// Whether the job applies `plan` by restarting: S4, or a new placement for a job that applies S3 so.
+bool Controller::restart_plan(const Plan& plan) const {
+  if (plan.strategy == Strategy::kS4 && plan.action == PlanAction::kApply) return true;
+  if (!layout_ || !layout_->s3_by_restart || !plan.placement.is_array()) return false;
+  const auto placed = store::placement_of_plan(plan.placement, layout_->tp, layout_->dp, layout_->pp);
+  return placed && *placed != store::placement_in_force(*layout_);
 }
 
 // An S4 plan in force: every rank saved its checkpoint and the job is going down, to come back without the
@@ -1408,7 +1426,7 @@ void Controller::job_restarting(const std::string& why, std::int64_t epoch, cons
   restarting_ = layout_ ? layout_ : JobLayout{};
   restarting_epoch_ = epoch;
   restarting_strategy_ = strategy;
-  s4_unsettled_ = false;
+  restart_unsettled_ = false;
   pending_.reset();  // a plan in flight to the old job: nobody is left to acknowledge it
   profiling_.reset();  // a window of the old job says nothing of the new one
   layout_.reset();

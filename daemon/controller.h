@@ -399,6 +399,7 @@ class Controller {
   bool reconcile_split(const std::set<std::int64_t>& want2, std::int64_t incident, Intents& out);
   void decline_all(const std::set<std::int64_t>& ids, Strategy rung, Intents& out);
   void maybe_close_incident(const Now& now, Intents& out);
+  bool restart_plan(const Plan& plan) const;
   void job_restarting(const std::string& why, std::int64_t epoch, const Now& now, Intents& out,
                       Strategy strategy = Strategy::kS4);
   void job_restarted(const JobLayout& layout, const Now& now, Intents& out);
@@ -455,7 +456,7 @@ class Controller {
   std::optional<JobLayout> restarting_;  // an S4 restart is under way: the layout before it
   std::int64_t restarting_epoch_ = 0;    // ... and its plan (0: seen from the layout alone)
   Strategy restarting_strategy_ = Strategy::kS4;  // ... S4, or S3 applied by a restart (s3_by_restart)
-  bool s4_unsettled_ = false;            // an S4 plan timed out: the job may restart all the same
+  bool restart_unsettled_ = false;       // a restart plan (S4, S3 by restart) timed out: the job may restart all the same
   double measured_s3_s_ = 0;             // the latest placement switch the job acknowledged (apply_s); 0: none
   std::set<std::int64_t> trusted_;  // fail-slows whose remedy an undo check showed paying: not checked again
   // Remedies measured not paying (their undo confirmed it) in the incident: the configuration they

@@ -211,8 +211,9 @@ GREYHOUND_JOB_EXPORT int greyhound_job_request_restart_v2(greyhound_job_client* 
 /* The placement the job's latest restart request carries (key "restart"), for the launch of a restarted
  * job: launch rank r is to run the role out[r] names. OK with *len entries (0: no request, or one without a
  * placement: every rank keeps its own role); ERR_INVALID when `capacity` is too small (*len: the entries
- * needed), out / len is NULL, or the request cannot be read (last_error says why); ERR_UNAVAILABLE when
- * Redis is away. */
+ * needed; `out` may be NULL with `capacity` 0 to ask), `len` is NULL, or the request cannot be read
+ * (last_error says why); ERR_UNAVAILABLE when Redis is away. The job name must name one run: a request of an
+ * earlier run under the same name would be read too (as its acknowledgements are, for plan epochs). */
 GREYHOUND_JOB_EXPORT int greyhound_job_restart_placement_v1(greyhound_job_client* client,
                                                             greyhound_job_placement* out, size_t capacity,
                                                             size_t* len);

@@ -13,7 +13,8 @@ ranks (they stay with the hardware, which is what faults are on).
 Every rank must take the same decision or two processes would claim one rank: a placement that does not fit
 this launch (another world size, not a permutation of roles) is ignored by every rank alike (logged), and a
 Redis that cannot be reached within `timeout_s` is an error (the launcher's next restart tries again), never
-a silent fallback to the launch rank.
+a silent fallback to the launch rank. The job name (GREYHOUND_JOB) must name one run: the request of an
+earlier run under the same name would be taken too, as its plan acknowledgements are.
 """
 import logging
 import os

@@ -347,7 +347,7 @@ int greyhound_job_restart_placement_v1(greyhound_job_client* client, greyhound_j
                                        size_t* len) {
   if (client == nullptr) return GREYHOUND_JOB_ERR_INVALID;
   if (len == nullptr || (out == nullptr && capacity > 0)) {
-    return fail(client, GREYHOUND_JOB_ERR_INVALID, "out, len: must not be NULL");
+    return fail(client, GREYHOUND_JOB_ERR_INVALID, "len must not be NULL, nor out with a capacity");
   }
   *len = 0;
   return guarded(client, [&]() -> int {

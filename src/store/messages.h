@@ -750,7 +750,7 @@ struct GroupRecord {
 
 // A restart request from the job (key restart): the framework asks for a checkpoint-restart without the
 // ranks or nodes named (S4), or with its roles placed anew (S3 by restart). The cluster scheduler acts on
-// the first, the job's own launch (greyhound_megatron.placed_rank) on the second; greyhound records it.
+// the first, the restarted job's own launch (greyhound_megatron.place_rank) on the second; greyhound records it.
 struct RestartRequest {
   int rank = -1;            // who asked
   std::int64_t epoch = 0;   // the S4 (or S3) plan it answers (0: the job's own decision)

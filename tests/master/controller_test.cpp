@@ -1101,6 +1101,58 @@ TEST(Controller, AnS3AppliedByARestartIsTheJobsNewPlacementNotARemedyToRevert) {
   }
 }
 
+// The same S3 plan timed out (the job's checkpoint outlasted the acknowledgement deadline) but the job
+// restarted with it all the same: its layout, back with another initial placement, is that restart.
+TEST(Controller, AnS3RestartWhosePlanTimedOutIsSeenInTheLayoutItComesBackWith) {
+  LinkJob j(0.01);
+  TwoFaults& f = j.f;
+  Driven& d = f.d;
+  j.l.s3_by_restart = true;
+  JobInputs told;
+  told.layout = j.l;
+  f.step(told, 400);
+  Intents it = j.localise({0.45, 0.45, 0.45, 0.45}, 500);
+  std::optional<Plan> s3 = it.plan;
+  for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
+  ASSERT_TRUE(s3);
+  ASSERT_EQ(s3->strategy, Strategy::kS3);
+  d.c.plan_published(*s3, at(f.t, f.t));
+  f.t += 100;  // past the acknowledgement deadline, no acknowledgement
+  JobInputs none;
+  none.acks_read = true;
+  it = d.c.step(at(f.t, f.t), none);
+  ASSERT_EQ(types(it.events), std::vector<std::string>{"plan_timeout"});
+  EXPECT_TRUE(d.c.needs(at(f.t, f.t)).layout);  // watching for the restarted job's layout
+  EXPECT_EQ(d.c.fail_slows().size(), 2u);
+  // Republished unchanged (the job did not restart): nothing happens.
+  JobInputs same = registry();
+  same.layout = j.l;
+  it = f.step(same, 500);
+  const auto unchanged = types(it.events);
+  EXPECT_EQ(std::count(unchanged.begin(), unchanged.end(), "job_restart"), 0);
+  EXPECT_FALSE(d.c.restarting());
+  EXPECT_EQ(d.c.fail_slows().size(), 2u);
+  // Back with the plan's placement as its own.
+  JobInputs back = registry();
+  back.layout = j.l;
+  for (const auto& e : s3->placement) back.layout->placement.push_back({e.at("rank"), e.at("tp"), e.at("dp"), e.at("pp")});
+  back.layout->initial_placement = back.layout->placement;
+  it = f.step(back, 400);
+  const auto ty = types(it.events);
+  EXPECT_EQ(std::count(ty.begin(), ty.end(), "fail_slow_end"), 2);
+  ASSERT_NE(std::find(ty.begin(), ty.end(), "job_restart"), ty.end());
+  const Event& restart = *std::find_if(it.events.begin(), it.events.end(), [](const Event& e) { return e.type == "job_restart"; });
+  std::string err;
+  const auto r = parse_job_restart(restart.detail, &err);
+  ASSERT_TRUE(r) << err;
+  EXPECT_EQ(r->strategy, Strategy::kS3);
+  EXPECT_EQ(r->epoch, 0);
+  EXPECT_FALSE(d.c.restarting());
+  EXPECT_TRUE(d.c.fail_slows().empty());
+  ASSERT_TRUE(d.c.planner());
+  EXPECT_FALSE(d.c.planner()->moved());
+}
+
 TEST(Controller, APlacementThatDidNotPayIsNotAppliedAgainWhenItsLinksComeBackInTheIncident) {
   // Links 0-1 and 2-3 congested: S3 moves both, the iterations are slower under it, it is undone and the
   // undo confirms it. Then 2-3's fail-slow ends and opens again in the same incident (a link that comes and
