@@ -35,18 +35,11 @@ class JobClientTest : public greyhound::test_support::StoreFixture {
   }
   // TP 1 x DP 2 x PP 2, 4 micro-batches per replica, S2 advertised.
   int publish_layout(std::vector<int32_t> mb = {4, 4}) {
-    const std::vector<int32_t> initial = {4, 4};
-    greyhound_job_layout l{};
-    l.tp = 1;
-    l.dp = 2;
-    l.pp = 2;
-    l.world = 4;
+    greyhound_job_layout l = two_nodes(GREYHOUND_JOB_CAP_S2);
     l.microbatches = mb.data();
     l.microbatches_len = mb.size();
-    l.initial_microbatches = initial.data();
-    l.initial_microbatches_len = initial.size();
-    l.capabilities = GREYHOUND_JOB_CAP_S2;
-    l.gpus_per_node = 2;
+    l.initial_microbatches = uniform_.data();
+    l.initial_microbatches_len = uniform_.size();
     return greyhound_job_publish_layout_v1(client_, &l);
   }
   // TP 1 x DP 2 x PP 2 on two nodes of two GPUs, 4 and 4 micro-batches (in uniform_, which it points to).

@@ -863,6 +863,19 @@ struct LinkJob {
     done.layout = l;
     return f.step(done, iter_ms);
   }
+  // The job says it applies S3 by restarting (s3_by_restart); links 0-1 and 2-3 congested: two fail-slows
+  // and the S3 plan that moves both (nullopt if none comes), not yet published.
+  std::optional<Plan> s3_by_restart_plan() {
+    l.s3_by_restart = true;
+    JobInputs told;
+    told.layout = l;
+    f.step(told, 400);
+    Intents it = localise({0.45, 0.45, 0.45, 0.45}, 500);
+    EXPECT_EQ(f.d.c.fail_slows().size(), 2u);
+    std::optional<Plan> s3 = it.plan;
+    for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
+    return s3;
+  }
   // Links 0-1 and 2-3 congested: two fail-slows, and the S3 plan that moves both, published and applied.
   bool both_links_moved_off() {
     Intents it = localise({0.45, 0.45, 0.45, 0.45}, 500);
@@ -1049,16 +1062,10 @@ TEST(Controller, AnS3AppliedByARestartIsTheJobsNewPlacementNotARemedyToRevert) {
   LinkJob j(0.01);
   TwoFaults& f = j.f;
   Driven& d = f.d;
-  j.l.s3_by_restart = true;
-  JobInputs told;
-  told.layout = j.l;
-  f.step(told, 400);
-  Intents it = j.localise({0.45, 0.45, 0.45, 0.45}, 500);
-  ASSERT_EQ(d.c.fail_slows().size(), 2u);
-  std::optional<Plan> s3 = it.plan;
-  for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
+  const std::optional<Plan> s3 = j.s3_by_restart_plan();
   ASSERT_TRUE(s3);
   ASSERT_EQ(s3->strategy, Strategy::kS3);
+  Intents it;
   d.c.plan_published(*s3, at(f.t, f.t));
   f.ack_all(s3->epoch);
   const std::vector<std::string> ty = types(f.last.events);
@@ -1107,15 +1114,10 @@ TEST(Controller, AnS3RestartWhosePlanTimedOutIsSeenInTheLayoutItComesBackWith) {
   LinkJob j(0.01);
   TwoFaults& f = j.f;
   Driven& d = f.d;
-  j.l.s3_by_restart = true;
-  JobInputs told;
-  told.layout = j.l;
-  f.step(told, 400);
-  Intents it = j.localise({0.45, 0.45, 0.45, 0.45}, 500);
-  std::optional<Plan> s3 = it.plan;
-  for (int i = 0; i < 5 && !s3; ++i) s3 = f.step(JobInputs{}, 500).plan;
+  const std::optional<Plan> s3 = j.s3_by_restart_plan();
   ASSERT_TRUE(s3);
   ASSERT_EQ(s3->strategy, Strategy::kS3);
+  Intents it;
   d.c.plan_published(*s3, at(f.t, f.t));
   f.t += 100;  // past the acknowledgement deadline, no acknowledgement
   JobInputs none;
