@@ -53,6 +53,10 @@ REQUIRED = (
 
 _INSTALLED = None
 
+# The strategies this adapter applies by a checkpoint-restart (both need --save and Megatron's
+# save_checkpoint_and_time).
+_BY_RESTART = ("S3", "S4")
+
 
 class MegatronMissing(RuntimeError):
     """The installed Megatron-LM lacks what the adapter needs (the message says what)."""
@@ -118,7 +122,7 @@ class MegatronAdapter:
         self.in_step = False
         self._step_result_len = None  # how many values this Megatron's train_step returns (learnt from one)
         self._saving_for_restart = None  # the monotonic time a restart's stop began, until its checkpoint is written
-        self._restarts = tuple(c for c in self._capabilities if c in ("S3", "S4"))  # applied by a restart
+        self._restarts = tuple(c for c in self._capabilities if c in _BY_RESTART)
         self._orig_train_step = self._training.train_step
         self._orig_build_loaders = self._training.build_train_valid_test_data_loaders
         self._training.train_step = self.train_step
@@ -375,7 +379,7 @@ def install(job=None, capabilities=("S2",), redis_url=None, *, gpus_per_node=0, 
     mods = _import_megatron()
     from . import _capi  # the library and the Redis URL fail here, before training starts, not at its first step
     _capi.JobClient(job, redis_url, _capi.load()).close()
-    needs_save = [c for c in capabilities if c in ("S3", "S4")]
+    needs_save = [c for c in capabilities if c in _BY_RESTART]
     if needs_save and not hasattr(mods["megatron.training.training"], "save_checkpoint_and_time"):
         raise MegatronMissing("greyhound_megatron.megatron: the installed Megatron-LM's megatron.training.training "
                               "has no save_checkpoint_and_time: %s needs it" % " and ".join(needs_save))
