@@ -535,22 +535,18 @@ ValidatedReport ValidationRun::outcome() const {
     const auto it = node_of_.find(r);
     return it != node_of_.end() ? it->second : -1;
   };
-  std::vector<validate::GemmTime> gemm;
-  std::map<int, double> tflops;
+  std::vector<validate::GemmReport> reports;
+  std::map<int, std::pair<double, double>> tflops;  // FP32's, FP8's (0: not measured)
   for (int r : plan_.gemm_ranks) {
     const auto it = done_.find(r);
-    // FP32 + FP16, both measured (a type left out, by the deadline or a failure, would halve the time).
-    if (it == done_.end() || it->second.gemm_ms.size() < 2) continue;
-    double ms = 0;
-    bool complete = true;
-    for (double x : it->second.gemm_ms) {
-      ms += x;
-      complete = complete && x > 0;
-    }
-    if (!complete) continue;
-    gemm.push_back({r, node(r), ms});
-    if (!it->second.gemm_tflops.empty()) tflops[r] = it->second.gemm_tflops[0];
+    if (it == done_.end()) continue;
+    reports.push_back({r, node(r), it->second.gemm_ms});
+    const auto& t = it->second.gemm_tflops;
+    tflops[r] = {t.empty() ? 0 : t[0], t.size() > 2 ? t[2] : 0};
   }
+  const validate::GemmTimes gemm = validate::gemm_times(reports);
+  if (!gemm.times.empty()) out.gemm_types = gemm.with_fp8 ? std::vector<std::string>{"fp32", "fp16", "fp8"}
+                                                          : std::vector<std::string>{"fp32", "fp16"};
   double bytes = 0;
   for (std::uint64_t b : spec_.sizes) bytes += static_cast<double>(b);
   std::vector<validate::TransferTime> transfers;
@@ -584,7 +580,7 @@ ValidatedReport ValidationRun::outcome() const {
     }
   }
   const bool names_a_rank = (loc_.cause == Cause::kHost || loc_.cause == Cause::kComputation) && loc_.culprit >= 0;
-  const Validated v = judge_validation(gemm, transfers, min_link_excess_ms_, names_a_rank ? loc_.culprit : -1);
+  const Validated v = judge_validation(gemm.times, transfers, min_link_excess_ms_, names_a_rank ? loc_.culprit : -1);
   out.cause = validated_cause_name(v.cause);
   out.rank = v.rank;
   out.node = v.node;
@@ -595,7 +591,9 @@ ValidatedReport ValidationRun::outcome() const {
   out.peers_gb_per_s = v.peers_gb_per_s;
   out.reason = v.reason;
   for (const auto& g : v.gpus) {
-    out.gpus.push_back({g.rank, g.node, g.ms, g.peers_ms, g.ratio, tflops.count(g.rank) ? tflops[g.rank] : 0, g.slow});
+    const auto t = tflops.find(g.rank);
+    out.gpus.push_back({g.rank, g.node, g.ms, g.peers_ms, g.ratio, t != tflops.end() ? t->second.first : 0, g.slow,
+                        t != tflops.end() ? t->second.second : 0});
   }
   for (const auto& l : v.links) {
     out.links.push_back({l.transfer.src, l.transfer.dst, l.src_node, l.dst_node, validate::link_class_name(l.link_class),

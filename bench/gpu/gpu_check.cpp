@@ -2,15 +2,18 @@
 // only checks its arguments and its refusal without a GPU). Linked against the real CUDA runtime, cuBLAS
 // and NCCL of the toolkit.
 //  1. GEMM through cublasGemmEx, n x n x n, FP32 and FP16 (FP32 compute), one warm-up and `repeats` runs
-//     each, CUDA events: the medians, TFLOP/s and where they stand against the device's expected range.
+//     each, CUDA events: the medians, TFLOP/s and where they stand against the device's expected range; and
+//     FP8 through cublasLtMatmul (E4M3 in, BF16 out, the "TN" layout, as the hook runs it) where the
+//     device's compute capability is 8.9 or more, else reported as not run and why.
 //  2. A single-GPU P2P self-test: ncclSend and ncclRecv to itself in one group on a one-rank communicator,
 //     each size `repeats` times: GB/s and whether the bytes arrived intact.
 //  3. With libgreyhound.so preloaded (and its ring in GREYHOUND_SHM_DIR), a one-rank validation pause: this
 //     process marks its iterations as a framework does, plays the agent's part in its own ring (arm at
 //     iteration 2, run, resume) and checks that the hook trapped at the cut, ran the GEMMs on the real
-//     libraries and resumed; its GEMM times beside step 1's.
+//     libraries (FP8 too where the device has it) and resumed; its GEMM times beside step 1's.
 // One JSON object on stdout (or --out FILE). Exit 0: all ran; 1: no usable GPU or a step failed; 2: bad
 // arguments.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -18,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,8 +56,9 @@ void usage() {
   std::printf(
       "usage: greyhound-gpu-check [--gemm-n N] [--sizes B,B,..] [--repeats N] [--device D] [--out FILE]\n"
       "                           [--no-pause]\n"
-      "GEMM TFLOP/s (FP32, FP16) against the device's expected range, a single-GPU NCCL P2P self-test and,\n"
-      "with libgreyhound.so preloaded, a one-rank validation pause; one JSON object on stdout or FILE.\n"
+      "GEMM TFLOP/s (FP32, FP16; FP8 from compute capability 8.9) against the device's expected range, a\n"
+      "single-GPU NCCL P2P self-test and, with libgreyhound.so preloaded, a one-rank validation pause;\n"
+      "one JSON object on stdout or FILE.\n"
       "--gemm-n: 256..16384 (default 8192); --sizes: 1 to 4 byte counts, 1 B..4 GiB (default 16, 32, 64 MiB);\n"
       "--repeats: 1..9 (default 3); --no-pause: skip the pause even with the hook preloaded\n"
       "exit 0: all ran; 1: no usable GPU or a step failed; 2: bad arguments\n");
@@ -79,16 +84,31 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Dense TFLOP/s a healthy device of this name reaches in these GEMMs (FP32 without TF32; FP16 tensor
-// cores), from its data sheet less what cuBLAS typically leaves: [low, peak]. Unknown names: none.
+// Dense TFLOP/s a healthy device of this name reaches in these GEMMs (FP32 without TF32; FP16 and FP8
+// tensor cores), from its data sheet less what cuBLAS typically leaves: [low, peak]; FP8 0: none on the
+// device. Unknown names: none.
 struct Expected {
   const char* name;
-  double fp32_lo, fp32_hi, fp16_lo, fp16_hi;
+  double fp32_lo, fp32_hi, fp16_lo, fp16_hi, fp8_lo, fp8_hi;
 };
 constexpr Expected kExpected[] = {
-    {"H200", 40, 67, 500, 990}, {"H100", 40, 67, 500, 990}, {"H800", 40, 67, 500, 990},
-    {"A100", 14, 19.5, 200, 312}, {"A800", 14, 19.5, 200, 312}, {"L40S", 60, 91.6, 250, 362},
+    {"H200", 40, 67, 500, 990, 1000, 1979}, {"H100", 40, 67, 500, 990, 1000, 1979},
+    {"H800", 40, 67, 500, 990, 1000, 1979}, {"A100", 14, 19.5, 200, 312, 0, 0},
+    {"A800", 14, 19.5, 200, 312, 0, 0},     {"L40S", 60, 91.6, 250, 362, 350, 733},
 };
+
+const Expected* expected_for(const std::string& device_name) {
+  const Expected* exp = nullptr;
+  for (const Expected& e : kExpected) {
+    if (device_name.find(e.name) != std::string::npos) exp = &e;
+  }
+  return exp;
+}
+
+void judge(json& j, double tflops, double lo, double hi) {
+  j["expected_tflops"] = {lo, hi};
+  j["within_expected"] = tflops >= lo && tflops <= hi * 1.05;
+}
 
 #define CHECK_CUDA(x)                                                                                  \
   do {                                                                                                 \
@@ -110,10 +130,7 @@ json gemm_test(const Options& o, const std::string& device_name) {
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
   json out = json::object();
-  const Expected* exp = nullptr;
-  for (const Expected& e : kExpected) {
-    if (device_name.find(e.name) != std::string::npos) exp = &e;
-  }
+  const Expected* exp = expected_for(device_name);
   const struct {
     const char* name;
     cudaDataType t;
@@ -138,10 +155,7 @@ json gemm_test(const Options& o, const std::string& device_name) {
     const double tflops = 2.0 * N * N * static_cast<double>(N) / (m * 1e-3) / 1e12;
     json j = {{"n", N}, {"ms", m}, {"runs_ms", ms}, {"tflops", tflops}};
     if (exp != nullptr) {
-      const double lo = t.t == CUDA_R_32F ? exp->fp32_lo : exp->fp16_lo;
-      const double hi = t.t == CUDA_R_32F ? exp->fp32_hi : exp->fp16_hi;
-      j["expected_tflops"] = {lo, hi};
-      j["within_expected"] = tflops >= lo && tflops <= hi * 1.05;
+      judge(j, tflops, t.t == CUDA_R_32F ? exp->fp32_lo : exp->fp16_lo, t.t == CUDA_R_32F ? exp->fp32_hi : exp->fp16_hi);
     }
     out[t.name] = j;
   }
@@ -152,6 +166,82 @@ json gemm_test(const Options& o, const std::string& device_name) {
   cudaFree(b);
   cudaFree(c);
   return out;
+}
+
+#define CHECK_LT(x)                                                                                       \
+  do {                                                                                                    \
+    const cublasStatus_t s_ = (x);                                                                        \
+    if (s_ != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(#x) + ": " + cublasLtGetStatusName(s_)); \
+  } while (0)
+
+// FP8 GEMM through cuBLASLt as the hook runs it in a pause (src/hook/pause_gate.cpp): D = A^T B, n x n x n
+// (n rounded down to a multiple of 16), E4M3 in, BF16 out, FP32 compute, the heuristic's first algorithm
+// with a 32 MiB workspace.
+json fp8_gemm_test(const Options& o, const cudaDeviceProp& prop) {
+  const int cc = prop.major * 10 + prop.minor;
+  if (cc < 89) return {{"ran", false}, {"why", "compute capability " + std::to_string(prop.major) + "." +
+                                                   std::to_string(prop.minor) + " (FP8 GEMMs need 8.9)"}};
+  const std::uint64_t n = static_cast<std::uint64_t>(o.gemm_n) & ~15ull;
+  void *a = nullptr, *b = nullptr, *d = nullptr, *ws = nullptr;
+  std::size_t ws_bytes = 32u << 20;
+  CHECK_CUDA(cudaMalloc(&a, n * n));
+  CHECK_CUDA(cudaMalloc(&b, n * n));
+  CHECK_CUDA(cudaMalloc(&d, n * n * 2));
+  CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
+  CHECK_CUDA(cudaMemset(a, 0x38, n * n));  // 1.0 in E4M3
+  CHECK_CUDA(cudaMemset(b, 0x38, n * n));
+  cublasLtHandle_t h = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  CHECK_LT(cublasLtCreate(&h));
+  CHECK_LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t));
+  CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n));
+  CHECK_LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, n, n, static_cast<std::int64_t>(n)));
+  CHECK_LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, n, n, static_cast<std::int64_t>(n)));
+  CHECK_LT(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, static_cast<std::int64_t>(n)));
+  CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
+  CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  CHECK_LT(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, ld, ld, pref, 1, &best, &found));
+  if (found < 1) throw std::runtime_error("cuBLASLt offers no FP8 algorithm on a device of compute capability " + std::to_string(cc));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  const float one = 1, zero = 0;
+  std::vector<double> ms;
+  for (int r = 0; r <= o.repeats; ++r) {
+    CHECK_CUDA(cudaEventRecord(e0));
+    CHECK_LT(cublasLtMatmul(h, desc, &one, a, la, b, lb, &zero, d, ld, d, ld, &best.algo, ws, ws_bytes, nullptr));
+    CHECK_CUDA(cudaEventRecord(e1));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float x = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&x, e0, e1));
+    if (r > 0) ms.push_back(x);  // the first is the warm-up
+  }
+  // Every element of D is n (a sum of n ones), within BF16's rounding (8 significant bits).
+  std::uint16_t first = 0;
+  CHECK_CUDA(cudaMemcpy(&first, d, sizeof first, cudaMemcpyDeviceToHost));
+  std::uint32_t bits = static_cast<std::uint32_t>(first) << 16;
+  float d0 = 0;
+  std::memcpy(&d0, &bits, sizeof d0);
+  const double m = median(ms);
+  const double tflops = 2.0 * static_cast<double>(n) * n * n / (m * 1e-3) / 1e12;
+  const bool correct = std::abs(d0 - static_cast<double>(n)) <= static_cast<double>(n) / 256;
+  json j = {{"ran", true}, {"n", n}, {"ms", m}, {"runs_ms", ms}, {"tflops", tflops}, {"d00", d0},
+            {"d00_expected", static_cast<double>(n)}, {"correct", correct}};
+  if (const Expected* exp = expected_for(prop.name); exp != nullptr && exp->fp8_hi > 0) judge(j, tflops, exp->fp8_lo, exp->fp8_hi);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cublasLtMatmulPreferenceDestroy(pref);
+  for (auto l : {la, lb, ld}) cublasLtMatrixLayoutDestroy(l);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(h);
+  for (void* p : {a, b, d, ws}) cudaFree(p);
+  return j;
 }
 
 json p2p_self_test(const Options& o, ncclComm_t comm) {
@@ -257,9 +347,15 @@ json pause_test(const Options& o, ncclComm_t comm) {
   result["paused_ms"] = pc->resumed_ns > pc->trapped_ns ? (pc->resumed_ns - pc->trapped_ns) * 1e-6 : 0.0;
   result["gemm_ms"] = {pc->gemm_ms[0], pc->gemm_ms[1]};
   result["gemm_tflops"] = {pc->gemm_tflops[0], pc->gemm_tflops[1]};
+  const greyhound::PauseGemmFp8& fp8 = greyhound::pause_fp8_of(*pc);
+  result["fp8"] = {{"id_matches", fp8.id == id}, {"status", fp8.status}, {"n", fp8.n},
+                   {"compute_capability", fp8.compute_capability}, {"ms", fp8.ms}, {"tflops", fp8.tflops}};
+  // The hook ran the FP8 GEMM where the device has it, and said why not elsewhere.
+  const bool fp8_ok = fp8.id == id && (fp8.compute_capability >= 89 ? fp8.status == greyhound::kGemmFp8Done && fp8.ms > 0
+                                                                      : fp8.status == greyhound::kGemmFp8Unsupported);
   const bool ok = failure.empty() && result.value("trapped_at_mark", 0) == 3 &&
                   pc->state.load() == greyhound::kPauseResumed && pc->reason == greyhound::kPauseWhyTold &&
-                  pc->gemm_ms[0] > 0 && pc->gemm_ms[1] > 0;
+                  pc->gemm_ms[0] > 0 && pc->gemm_ms[1] > 0 && fp8_ok;
   result["ok"] = ok;
   if (!failure.empty()) result["why"] = failure;
   return result;
@@ -296,6 +392,13 @@ int main(int argc, char** argv) {
     report["device"] = {{"index", o.device}, {"name", prop.name}, {"sms", prop.multiProcessorCount},
                         {"memory_gib", prop.totalGlobalMem / double(1ull << 30)}, {"cc", std::to_string(prop.major) + "." + std::to_string(prop.minor)}};
     report["gemm"] = gemm_test(o, prop.name);
+    try {
+      report["gemm"]["fp8"] = fp8_gemm_test(o, prop);
+      if (report["gemm"]["fp8"].value("ran", false) && !report["gemm"]["fp8"].value("correct", false)) rc = 1;
+    } catch (const std::exception& ex) {  // the other steps still run
+      report["gemm"]["fp8"] = {{"ran", false}, {"error", ex.what()}};
+      rc = 1;
+    }
     ncclComm_t comm = nullptr;
     int dev = o.device;
     if (ncclCommInitAll(&comm, 1, &dev) != ncclSuccess) throw std::runtime_error("ncclCommInitAll failed");

@@ -202,6 +202,30 @@ static_assert(offsetof(PauseControl, state) == 104);
 static_assert(offsetof(PauseControl, transfers) == 168);
 static_assert(sizeof(PauseControl) == 168 + 56 * kPauseMaxTransfers);
 
+// The FP8 GEMM of a pause (offset 2496, right after PauseControl): written by the hook with the other
+// results (before `state` = kPauseDone, release), for the same request. An FP8 GEMM runs through cuBLASLt
+// (A transposed, B not, E4M3 in, BF16 out, FP32 compute: the layout cuBLASLt's FP8 kernels take) on a
+// device of compute capability 8.9 or more, whenever the pause runs its FP32 and FP16 GEMMs. Rings of
+// hooks older than this field (all zeros) read as not run.
+inline constexpr std::uint32_t kGemmFp8NotRun = 0;       // no GEMM asked for, or a hook without FP8
+inline constexpr std::uint32_t kGemmFp8Done = 1;         // ms and tflops hold the median of the repeats
+inline constexpr std::uint32_t kGemmFp8Unsupported = 2;  // the device's compute capability is below 8.9
+inline constexpr std::uint32_t kGemmFp8NoLibrary = 3;    // cuBLASLt (or the device query) is not in the process
+inline constexpr std::uint32_t kGemmFp8NoAlgorithm = 4;  // cuBLASLt offers no FP8 kernel for it
+inline constexpr std::uint32_t kGemmFp8Failed = 5;       // a call failed (or n below 16)
+inline constexpr std::uint32_t kGemmFp8Skipped = 6;      // the pause's deadline came first
+struct PauseGemmFp8 {
+  std::uint64_t id;                  // hook: the request these results answer (PauseControl::id)
+  std::uint32_t status;              // hook: kGemmFp8*
+  std::uint32_t n;                   // hook: n x n x n (the request's gemm_n rounded down to a multiple of 16)
+  std::int32_t compute_capability;   // hook: the device's, major * 10 + minor; 0: unknown
+  std::uint32_t reserved;
+  double ms;                         // hook: median device time of the repeats
+  double tflops;                     // hook: the same as throughput
+};
+static_assert(sizeof(PauseGemmFp8) == 40);
+inline constexpr std::size_t kRingPauseFp8Offset = 2496;
+
 // The NCCL call the writer is inside now (offset 3968): a rank blocked in a collective is seen while it waits
 // (its record is written only once the call returns). When a recorded call begins the hook takes `writer`
 // (an exchange: one thread writes the fields at a time; a call that finds it taken leaves the marker to the
@@ -257,7 +281,8 @@ struct RingHeader {
   alignas(64) RingControl control;                     // agent -> rank
   std::uint8_t pad1[512 - 384 - sizeof(RingControl)];
   alignas(64) PauseControl pause;                      // framework, agent <-> rank (offset 512)
-  std::uint8_t reserved_tail[kRingInCallOffset - 512 - sizeof(PauseControl)];
+  alignas(64) PauseGemmFp8 pause_fp8;                  // hook -> agent (offset 2496)
+  std::uint8_t reserved_tail[kRingInCallOffset - kRingPauseFp8Offset - sizeof(PauseGemmFp8)];
   alignas(64) RingInCall in_call;                      // the call in progress (offset 3968)
   alignas(64) RingLife life;                           // the writer's end (offset 4032)
   std::uint8_t pad2[kRingHeaderSize - kRingLifeOffset - sizeof(RingLife)];
@@ -278,9 +303,16 @@ static_assert(offsetof(RingHeader, write_index) == 256);
 static_assert(offsetof(RingHeader, dropped) == 320);
 static_assert(offsetof(RingHeader, control) == 384);
 static_assert(offsetof(RingHeader, pause) == 512);
+static_assert(offsetof(RingHeader, pause_fp8) == kRingPauseFp8Offset);
 static_assert(offsetof(RingHeader, in_call) == kRingInCallOffset);
 static_assert(offsetof(RingHeader, life) == kRingLifeOffset);
 static_assert(sizeof(RingHeader) == kRingHeaderSize);
+
+// The FP8 results beside a pause block (every PauseControl is a RingHeader's `pause`).
+inline PauseGemmFp8& pause_fp8_of(PauseControl& pc) noexcept {
+  auto* block = reinterpret_cast<unsigned char*>(&pc);
+  return *reinterpret_cast<PauseGemmFp8*>(block + (offsetof(RingHeader, pause_fp8) - offsetof(RingHeader, pause)));
+}
 
 // Checksum of payload words 0..13 (word 14 holds it): a sum of products with distinct odd constants,
 // finalised by one multiply. The products are independent, so it costs a few cycles on the hot path, and a

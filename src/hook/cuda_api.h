@@ -1,11 +1,12 @@
-// The CUDA runtime and cuBLAS functions libgreyhound.so uses, resolved with dlsym(RTLD_DEFAULT) at first
-// use, else in the loaded libcudart.so* / libcublas.so* itself (a job that loaded them with RTLD_LOCAL, as
+// The CUDA runtime, cuBLAS and cuBLASLt functions libgreyhound.so uses, resolved with dlsym(RTLD_DEFAULT) at
+// first use, else in the loaded libcudart.so* / libcublas.so* / libcublasLt.so* itself (a job that loaded them with RTLD_LOCAL, as
 // Python loads torch's; runtime.h, resolve_in_loaded). Never linked, so the hook works with whatever
 // versions the job loaded. Each is held with the type CUDA's headers give it (a call through another
 // function type is undefined behaviour, and UBSan says so) and called through the ABI-level types the hook
 // uses: ints for cudaError_t, cublasStatus_t and the cuBLAS enums, void* for streams, events and handles.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
@@ -72,9 +73,31 @@ struct CudaApi {
                             cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t)>
       gemm_ex;
 
+  // The device's compute capability (whether it has FP8 tensor cores).
+  CudaFn<decltype(&::cudaGetDevice)> get_device;
+  CudaFn<decltype(&::cudaDeviceGetAttribute)> device_attribute;
+  // cuBLASLt (the FP8 GEMM; cuBLAS loads it); absent when the process did not load it.
+  CudaFn<decltype(&::cublasLtCreate)> lt_create;
+  CudaFn<decltype(&::cublasLtDestroy)> lt_destroy;
+  CudaFn<decltype(&::cublasLtMatmulDescCreate)> lt_desc_create;
+  CudaFn<decltype(&::cublasLtMatmulDescDestroy)> lt_desc_destroy;
+  CudaFn<decltype(&::cublasLtMatmulDescSetAttribute)> lt_desc_set;
+  CudaFn<decltype(&::cublasLtMatrixLayoutCreate)> lt_layout_create;
+  CudaFn<decltype(&::cublasLtMatrixLayoutDestroy)> lt_layout_destroy;
+  CudaFn<decltype(&::cublasLtMatmulPreferenceCreate)> lt_pref_create;
+  CudaFn<decltype(&::cublasLtMatmulPreferenceDestroy)> lt_pref_destroy;
+  CudaFn<decltype(&::cublasLtMatmulPreferenceSetAttribute)> lt_pref_set;
+  CudaFn<decltype(&::cublasLtMatmulAlgoGetHeuristic)> lt_heuristic;
+  CudaFn<decltype(&::cublasLtMatmul)> lt_matmul;
+
   bool events_ok() const { return event_create && event_record && event_query && event_elapsed && event_destroy; }
   bool pause_ok() const { return events_ok() && event_synchronize && device_synchronize && malloc && free && memset; }
   bool blas_ok() const { return blas_create && blas_destroy && blas_set_stream && gemm_ex; }
+  bool device_query_ok() const { return get_device && device_attribute; }
+  bool lt_ok() const {
+    return lt_create && lt_destroy && lt_desc_create && lt_desc_destroy && lt_desc_set && lt_layout_create &&
+           lt_layout_destroy && lt_pref_create && lt_pref_destroy && lt_pref_set && lt_heuristic && lt_matmul;
+  }
   void clear_error() const {
     if (get_last_error) get_last_error();  // do not leave our error for the job to find
   }

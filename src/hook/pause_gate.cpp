@@ -24,7 +24,11 @@ constexpr int kR32F = 0;              // CUDA_R_32F
 constexpr int kR16F = 2;              // CUDA_R_16F
 constexpr int kCompute32F = 68;       // CUBLAS_COMPUTE_32F
 constexpr int kGemmDefault = -1;      // CUBLAS_GEMM_DEFAULT
+constexpr int kOpT = 1;               // CUBLAS_OP_T
+constexpr int kR8FE4M3 = 28;          // CUDA_R_8F_E4M3
+constexpr int kR16BF = 14;            // CUDA_R_16BF
 constexpr unsigned kEventDefault = 0;
+constexpr std::size_t kFp8Workspace = 32u << 20;  // what cuBLASLt's Hopper kernels are given in its samples
 
 void sleep_ms(int ms) {
   timespec ts{0, ms * 1'000'000L};
@@ -111,6 +115,92 @@ void release(const CudaApi& c, Request& r) {
   r.buf = r.e0 = r.e1 = nullptr;
 }
 
+// The FP8 GEMM through cuBLASLt, D = A^T B (n x n x n; E4M3 in, BF16 out, FP32 compute: the "TN" layout
+// cuBLASLt's FP8 kernels take), on buffers of at least 4 n^2 bytes (A, B, D), after the FP32 and FP16 ones:
+// one warm-up and `repeats` timed runs; results and why not into `r` (its status; the caller stamps the id).
+// Only on a device of compute capability 8.9 or more (Ada, Hopper and later), where cuBLASLt offers a kernel.
+void run_fp8_gemm(const CudaApi& c, void* a, void* b, void* out, std::uint32_t n_asked, int repeats, void* e0,
+                  void* e1, std::uint64_t deadline_ns, PauseGemmFp8& r) {
+  int device = 0, major = 0, minor = 0;
+  if (!c.device_query_ok() || c.get_device(&device) != kCudaSuccess ||
+      c.device_attribute(&major, cudaDevAttrComputeCapabilityMajor, device) != kCudaSuccess ||
+      c.device_attribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != kCudaSuccess) {
+    r.status = kGemmFp8NoLibrary;
+    return;
+  }
+  r.compute_capability = major * 10 + minor;
+  if (r.compute_capability < 89) {
+    r.status = kGemmFp8Unsupported;
+    return;
+  }
+  if (!c.lt_ok()) {
+    r.status = kGemmFp8NoLibrary;
+    return;
+  }
+  r.n = n_asked & ~15u;  // FP8 kernels want dimensions and leading dimensions in multiples of 16
+  if (r.n == 0) {
+    r.status = kGemmFp8Failed;
+    return;
+  }
+  void* handle = nullptr;
+  void* desc = nullptr;
+  void* pref = nullptr;
+  void* layout[3] = {};  // A, B, C = D
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = kFp8Workspace;
+  if (c.malloc(&workspace, workspace_bytes) != kCudaSuccess) {  // kernels that need none may still be offered
+    workspace = nullptr;
+    workspace_bytes = 0;
+    c.clear_error();
+  }
+  const std::uint64_t n = r.n;
+  const int op_t = kOpT, op_n = kOpN;
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  const bool set_up =
+      c.lt_create(&handle) == 0 && c.lt_desc_create(&desc, kCompute32F, kR32F) == 0 &&
+      c.lt_desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t) == 0 &&
+      c.lt_desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n) == 0 &&
+      c.lt_layout_create(&layout[0], kR8FE4M3, n, n, static_cast<std::int64_t>(n)) == 0 &&
+      c.lt_layout_create(&layout[1], kR8FE4M3, n, n, static_cast<std::int64_t>(n)) == 0 &&
+      c.lt_layout_create(&layout[2], kR16BF, n, n, static_cast<std::int64_t>(n)) == 0 && c.lt_pref_create(&pref) == 0 &&
+      c.lt_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes) == 0;
+  if (!set_up) {
+    r.status = kGemmFp8Failed;
+  } else if (c.lt_heuristic(handle, desc, layout[0], layout[1], layout[2], layout[2], pref, 1, &best, &found) != 0 ||
+             found < 1) {
+    r.status = kGemmFp8NoAlgorithm;
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    const auto gemm = [&] {
+      return c.lt_matmul(handle, desc, &one, a, layout[0], b, layout[1], &zero, out, layout[2], out, layout[2],
+                         &best.algo, workspace, workspace_bytes, nullptr) == 0;
+    };
+    double runs[9];
+    bool ok = monotonic_ns() < deadline_ns && timed_ms(c, e0, e1, gemm) >= 0;  // warm-up
+    int got = 0;
+    for (int i = 0; ok && i < repeats && monotonic_ns() < deadline_ns; ++i) {
+      const double ms = timed_ms(c, e0, e1, gemm);
+      if (ms < 0) ok = false; else runs[got++] = ms;
+    }
+    if (ok && got == repeats) {
+      r.ms = median(runs, got);
+      r.tflops = r.ms > 0 ? 2.0 * static_cast<double>(n) * n * n / (r.ms * 1e-3) / 1e12 : 0;
+      r.status = kGemmFp8Done;
+    } else {
+      r.status = monotonic_ns() < deadline_ns ? kGemmFp8Failed : kGemmFp8Skipped;
+    }
+  }
+  if (pref != nullptr) c.lt_pref_destroy(pref);
+  for (void* l : layout) {
+    if (l != nullptr) c.lt_layout_destroy(l);
+  }
+  if (desc != nullptr) c.lt_desc_destroy(desc);
+  if (handle != nullptr) c.lt_destroy(handle);
+  if (workspace != nullptr) c.free(workspace);
+  c.clear_error();
+}
+
 // The BenchmarkExecutor: the tests of `req`, results into `pc`. GEMM buffers it allocates and frees.
 void run_tests(const Request& req, PauseControl& pc, std::uint64_t deadline_ns) {
   const CudaApi& c = cuda_api();
@@ -151,6 +241,7 @@ void run_tests(const Request& req, PauseControl& pc, std::uint64_t deadline_ns) 
   // past the deadline, the GEMMs left are skipped.
   pc.gemm_ms[0] = pc.gemm_ms[1] = 0;
   pc.gemm_tflops[0] = pc.gemm_tflops[1] = 0;
+  PauseGemmFp8 fp8{};  // kGemmFp8NotRun
   const std::uint32_t n = std::min(req.gemm_n, kMaxGemmN);
   if (n > 0 && c.blas_ok()) {
     const std::size_t bytes = static_cast<std::size_t>(n) * n * 4;
@@ -184,6 +275,12 @@ void run_tests(const Request& req, PauseControl& pc, std::uint64_t deadline_ns) 
           log_line(LogLevel::kWarn, "pause: the %s GEMM failed", t == 0 ? "FP32" : "FP16");
         }
       }
+      c.clear_error();
+      run_fp8_gemm(c, a, b, out, n, repeats, e0, e1, deadline_ns, fp8);
+      if (fp8.status == kGemmFp8Failed || fp8.status == kGemmFp8NoAlgorithm) {
+        log_line(LogLevel::kWarn, "pause: the FP8 GEMM %s (n %u, compute capability %d)",
+                 fp8.status == kGemmFp8Failed ? "failed" : "has no cuBLASLt kernel", fp8.n, fp8.compute_capability);
+      }
     } else {
       log_line(LogLevel::kWarn, "pause: no GEMM (cannot allocate %zu bytes three times or create a cuBLAS handle)",
                bytes);
@@ -197,6 +294,8 @@ void run_tests(const Request& req, PauseControl& pc, std::uint64_t deadline_ns) 
     log_line(LogLevel::kWarn, "pause: no GEMM (cuBLAS is not loaded in this process)");
   }
   c.clear_error();
+  fp8.id = req.id;  // written before the state says done (release), as the other results
+  pause_fp8_of(pc) = fp8;
 }
 
 // A pre-flight check with fail-on-slow found the job's hardware slow: the process ends here, at the cut (every

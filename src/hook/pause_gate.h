@@ -6,8 +6,9 @@
 // peers' halves issued too: draining the device then completes them, and no rank waits on another while the
 // tests run. At the cut the hook drains the device, reports kPauseTrapped and waits; told to run, it runs
 // the tests it was given on the rank's own CUDA context and the job's own communicators (GEMM through
-// cuBLAS's cublasGemmEx in FP32 and FP16; P2P transfers with ncclSend/ncclRecv in ncclGroupStart/End, each
-// size repeated, timed with CUDA events), writes the medians, reports kPauseDone and waits to be resumed.
+// cuBLAS's cublasGemmEx in FP32 and FP16, and in FP8 through cuBLASLt where the device has FP8 tensor cores;
+// P2P transfers with ncclSend/ncclRecv in ncclGroupStart/End, each size repeated, timed with CUDA events),
+// writes the medians, reports kPauseDone and waits to be resumed.
 //
 // It never deadlocks and never changes what the job computes:
 //  - every wait ends by the request's deadline (capped at kMaxPauseS), so a lost master, agent or Redis

@@ -69,8 +69,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   std::snprintf(prop->name, sizeof prop->name, "greyhound simulated GPU %d (node %d)", device,
                 gs::sim_process().node);
   prop->totalGlobalMem = 80ull << 30;
-  prop->major = 9;
-  prop->minor = 0;
+  prop->major = gs::sim_process().model.compute_capability / 10;
+  prop->minor = gs::sim_process().model.compute_capability % 10;
   prop->multiProcessorCount = 132;
   prop->warpSize = 32;
   return cudaSuccess;
@@ -80,8 +80,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
   if (value == nullptr) return fail(cudaErrorInvalidValue);
   switch (attr) {
     case cudaDevAttrMultiProcessorCount: *value = 132; break;
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = gs::sim_process().model.compute_capability / 10; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = gs::sim_process().model.compute_capability % 10; break;
     case cudaDevAttrWarpSize: *value = 32; break;
     default: *value = 0; break;
   }

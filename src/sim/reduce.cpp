@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 namespace greyhound::sim {
@@ -141,6 +142,24 @@ void reduce(int dtype, int op, const void* const* in, int n, void* out, std::siz
     case kBfloat16: reduce_16<bf16_to_float, float_to_bf16>(op, in, n, out, count); break;
     default: break;
   }
+}
+
+float fp8_e4m3_to_float(std::uint8_t v) {
+  const float sign = (v & 0x80u) != 0 ? -1.0f : 1.0f;
+  const int exp = (v >> 3) & 0xf;
+  const int mant = v & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -9);  // subnormal: mant / 8 * 2^-6
+  return sign * std::ldexp(static_cast<float>(8 + mant), exp - 7 - 3);
+}
+
+float fp8_e5m2_to_float(std::uint8_t v) {
+  const float sign = (v & 0x80u) != 0 ? -1.0f : 1.0f;
+  const int exp = (v >> 2) & 0x1f;
+  const int mant = v & 0x3;
+  if (exp == 0x1f) return mant == 0 ? sign * std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -16);  // subnormal: mant / 4 * 2^-14
+  return sign * std::ldexp(static_cast<float>(4 + mant), exp - 15 - 2);
 }
 
 }  // namespace greyhound::sim

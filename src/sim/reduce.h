@@ -27,5 +27,9 @@ float half_to_float(std::uint16_t h);
 std::uint16_t float_to_half(float f);
 float bf16_to_float(std::uint16_t b);
 std::uint16_t float_to_bf16(float f);
+// FP8 as cuBLASLt and NCCL define it: E4M3 (bias 7, no infinities, S.1111.111 is NaN) and E5M2 (bias 15,
+// IEEE-like infinities and NaNs). Exact (every FP8 value is a float).
+float fp8_e4m3_to_float(std::uint8_t v);
+float fp8_e5m2_to_float(std::uint8_t v);
 
 }  // namespace greyhound::sim

@@ -41,6 +41,11 @@ SimModel SimModel::parse(const nlohmann::json& j) {
       m.mem_bw_MBps = num(1e-6, 1e9);
     } else if (key == "launch_us") {
       m.launch_us = num(0, 1e7);
+    } else if (key == "compute_capability") {
+      if (!v.is_number_integer() || v.get<long long>() < 10 || v.get<long long>() > 199) {
+        throw SimModelError("GREYHOUND_SIM_MODEL.compute_capability: must be an integer in [10, 199] (major * 10 + minor)");
+      }
+      m.compute_capability = static_cast<int>(v.get<long long>());
     } else {
       throw SimModelError("GREYHOUND_SIM_MODEL." + printable(key, 64) + ": unknown field");
     }
@@ -51,7 +56,7 @@ SimModel SimModel::parse(const nlohmann::json& j) {
 nlohmann::json SimModel::to_json() const {
   return {{"gpus_per_node", gpus_per_node}, {"intra_bw_MBps", intra_bw_MBps}, {"inter_bw_MBps", inter_bw_MBps},
           {"intra_lat_us", intra_lat_us},   {"inter_lat_us", inter_lat_us},   {"gemm_gflops", gemm_gflops},
-          {"mem_bw_MBps", mem_bw_MBps},     {"launch_us", launch_us}};
+          {"mem_bw_MBps", mem_bw_MBps},     {"launch_us", launch_us},         {"compute_capability", compute_capability}};
 }
 
 double link_bandwidth_Bps(const SimModel& m, const FaultSchedule& f, int a, int b, double t_s) {

@@ -30,6 +30,7 @@ struct SimModel {
   double gemm_gflops = 0.035;     // per GPU
   double mem_bw_MBps = 400.0;     // level-1 BLAS and memset/memcpy on the device
   double launch_us = 30.0;        // host cost of one kernel/collective launch (scaled by CPU contention)
+  int compute_capability = 90;    // of every GPU, major * 10 + minor (9.0: Hopper; FP8 GEMMs from 8.9 on)
 
   static SimModel parse(const nlohmann::json& j);  // throws std::invalid_argument naming the field
   nlohmann::json to_json() const;

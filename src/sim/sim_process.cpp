@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -110,6 +111,23 @@ void host_launch() {
   const std::uint64_t t = model_now();
   const double slow = p.faults.cpu_slowdown(p.rank, p.job_time_s(t));
   model_wait_until(t + seconds_to_ns(p.model.launch_us * 1e-6 * slow));
+}
+
+void device_kernel(double amount, bool is_gemm, const std::function<void()>& work) {
+  host_launch();
+  const SimProcess& sp = sim_process();
+  const std::uint64_t t0 = model_now();
+  // A kill fault: the process dies here, as a rank does whose host fails or that the OOM killer takes.
+  if (sp.faults.killed(sp.rank, sp.job_time_s(t0))) raise(SIGKILL);
+  // A hang fault: a kernel that does not finish until the fault's end (no NCCL call meanwhile).
+  if (const double until_s = sp.faults.hung_until(sp.rank, sp.job_time_s(t0)); until_s > 0) {
+    model_wait_until(sp.epoch_ns + static_cast<std::uint64_t>(until_s * 1e9));
+  }
+  const double slow = sp.faults.gpu_slowdown(sp.rank, sp.job_time_s(t0));
+  work();
+  const double s = is_gemm ? gemm_seconds(sp.model, amount, slow)
+                           : memory_seconds(sp.model, static_cast<std::uint64_t>(amount), slow);
+  model_wait_until(t0 + seconds_to_ns(s));
 }
 
 void sim_log(const char* fmt, ...) {

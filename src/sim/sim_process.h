@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "sim/fault_schedule.h"
@@ -58,6 +59,11 @@ std::uint64_t seconds_to_ns(double s);
 
 // Host-side cost of launching one kernel or collective: launch_us scaled by the rank's CPU contention.
 void host_launch();
+
+// One modeled kernel: a launch, then `work` (the real computation), then the call lasts its modeled device
+// time (a GEMM of `amount` FLOPs, else a memory-bound kernel of `amount` bytes), scaled by the rank's GPU
+// fault. A kill fault ends the process here, a hang fault holds the kernel until the fault's end.
+void device_kernel(double amount, bool is_gemm, const std::function<void()>& work);
 
 // Prints "greyhound-sim[rank R]: ..." to stderr.
 void sim_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

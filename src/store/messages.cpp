@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <cmath>
 #include <map>
 #include <set>
@@ -1088,8 +1089,11 @@ json to_json(const PauseReport& r) {
     x["ms"] = t.ms;
     transfers.push_back(std::move(x));
   }
-  return {{"id", r.id},           {"state", r.state},         {"reason", r.reason},           {"drain_ms", r.drain_ms},
-          {"paused_ms", r.paused_ms}, {"gemm_ms", r.gemm_ms}, {"gemm_tflops", r.gemm_tflops}, {"transfers", transfers}};
+  json j = {{"id", r.id},           {"state", r.state},         {"reason", r.reason},           {"drain_ms", r.drain_ms},
+            {"paused_ms", r.paused_ms}, {"gemm_ms", r.gemm_ms}, {"gemm_tflops", r.gemm_tflops}, {"transfers", transfers}};
+  if (!r.gemm_fp8.empty()) j["gemm_fp8"] = r.gemm_fp8;
+  if (r.compute_capability != 0) j["compute_capability"] = r.compute_capability;
+  return j;
 }
 
 std::optional<PauseReport> parse_pause_report(const json& detail, std::string* error) {
@@ -1111,6 +1115,13 @@ std::optional<PauseReport> parse_pause_report(const json& detail, std::string* e
     r.gemm_tflops = doubles_or_empty(j, "gemm_tflops");
     if (r.gemm_ms.size() > 4 || r.gemm_tflops.size() > 4) throw Invalid("gemm_ms: at most 4 entries");
     for (double x : r.gemm_ms) nonneg(x, "gemm_ms");
+    for (double x : r.gemm_tflops) nonneg(x, "gemm_tflops");
+    r.gemm_fp8 = f.str_or("gemm_fp8", "");
+    if (!r.gemm_fp8.empty() && std::find(std::begin(kGemmFp8Names), std::end(kGemmFp8Names), r.gemm_fp8) ==
+                                   std::end(kGemmFp8Names)) {
+      throw Invalid("gemm_fp8: '" + printable(r.gemm_fp8, 16) + "' is not an FP8 GEMM outcome");
+    }
+    r.compute_capability = static_cast<int>(f.integer_or("compute_capability", 0, 0, 199));
     if (f.has("transfers")) {
       for (const auto& x : array_of(f, "transfers", kMaxPauseTransfers)) {
         PauseTransferResult t;
@@ -1129,7 +1140,7 @@ json to_json(const ValidatedReport& v) {
   json gpus = json::array(), links = json::array();
   for (const auto& g : v.gpus) {
     gpus.push_back({{"rank", g.rank}, {"node", g.node}, {"ms", g.ms}, {"peers_ms", g.peers_ms}, {"ratio", g.ratio},
-                    {"tflops", g.tflops}, {"slow", g.slow}});
+                    {"tflops", g.tflops}, {"slow", g.slow}, {"fp8_tflops", g.fp8_tflops}});
   }
   for (const auto& l : v.links) {
     links.push_back({{"src", l.src}, {"dst", l.dst}, {"src_node", l.src_node}, {"dst_node", l.dst_node},
@@ -1141,7 +1152,7 @@ json to_json(const ValidatedReport& v) {
           {"node_b", v.node_b},   {"ratio", v.ratio},       {"gb_per_s", v.gb_per_s},
           {"peers_gb_per_s", v.peers_gb_per_s}, {"reason", v.reason}, {"at_iteration", v.at_iteration},
           {"ranks", v.ranks},     {"localised_t_s", v.localised_t_s}, {"pause_s", v.pause_s},
-          {"tests_s", v.tests_s}, {"gpus", gpus},           {"links", links}};
+          {"tests_s", v.tests_s}, {"gemm_types", v.gemm_types}, {"gpus", gpus}, {"links", links}};
 }
 
 std::optional<ValidatedReport> parse_validated_report(const json& detail, std::string* error) {
@@ -1166,11 +1177,18 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
     v.pause_s = f.num_or("pause_s", 0);
     v.tests_s = f.num_or("tests_s", 0);
     if (v.pause_s < 0 || v.tests_s < 0) throw Invalid("pause_s: must not be negative");
+    if (f.has("gemm_types")) {
+      for (const auto& x : array_of(f, "gemm_types", 3)) {
+        if (!x.is_string() || (x != "fp32" && x != "fp16" && x != "fp8")) throw Invalid("gemm_types: fp32, fp16 or fp8");
+        v.gemm_types.push_back(x.get<std::string>());
+      }
+    }
     if (f.has("gpus")) {
       for (const auto& x : array_of(f, "gpus", 4096)) {
         const Fields g(x);
         v.gpus.push_back({static_cast<int>(g.integer("rank", 0, kMaxRank)), static_cast<int>(g.integer_or("node", -1, -1, kMaxRank)),
-                          g.num("ms"), g.num_or("peers_ms", 0), g.num_or("ratio", 0), g.num_or("tflops", 0), g.flag("slow")});
+                          g.num("ms"), g.num_or("peers_ms", 0), g.num_or("ratio", 0), g.num_or("tflops", 0), g.flag("slow"),
+                          g.num_or("fp8_tflops", 0)});
       }
     }
     if (f.has("links")) {

@@ -478,18 +478,26 @@ struct PauseReport {
                                   // "no_group", "deadline", "told", "aborted")
   double drain_ms = 0;            // trapped: the device drain at the cut
   double paused_ms = 0;           // resumed: from the trap to the resume
-  std::vector<double> gemm_ms;    // done: FP32, FP16 (0: not run)
+  std::vector<double> gemm_ms;    // done: FP32, FP16, and FP8 where the hook reported on it (0: not run)
   std::vector<double> gemm_tflops;
+  std::string gemm_fp8;           // done: the FP8 GEMM's outcome (kGemmFp8Names); "": not run, or a hook without it
+  int compute_capability = 0;     // done: the device's, major * 10 + minor, when the hook reported FP8 (0: unknown)
   std::vector<PauseTransferResult> transfers;  // done
 };
 nlohmann::json to_json(const PauseReport& r);
 std::optional<PauseReport> parse_pause_report(const nlohmann::json& detail, std::string* error);
 
+// The FP8 GEMM outcomes a hook reports (ring_layout.h's kGemmFp8*, from Done on): "done", "unsupported"
+// (compute capability below 8.9), "no_library" (no cuBLASLt in the process), "no_algorithm", "failed",
+// "skipped" (the deadline came first).
+inline constexpr const char* kGemmFp8Names[] = {"done", "unsupported", "no_library", "no_algorithm", "failed", "skipped"};
+
 // Detail of a "validated" event: what a validation pause measured and concluded (docs/validation.md).
 struct ValidatedGpu {
   int rank = -1, node = -1;
-  double ms = 0, peers_ms = 0, ratio = 0, tflops = 0;
+  double ms = 0, peers_ms = 0, ratio = 0, tflops = 0;  // ms: the GEMMs of gemm_types summed; tflops: FP32's
   bool slow = false;
+  double fp8_tflops = 0;  // 0: not measured
 };
 struct ValidatedLink {
   int src = -1, dst = -1, src_node = -1, dst_node = -1;
@@ -511,6 +519,8 @@ struct ValidatedReport {
   double localised_t_s = 0;    // job time of the localisation it validates
   double pause_s = 0;          // the longest pause of a rank (trap to resume)
   double tests_s = 0;          // from the run command to the last result
+  std::vector<std::string> gemm_types;  // the GEMMs whose times were compared ("fp32", "fp16", "fp8": FP8 only
+                                        // when every GPU compared measured it)
   std::vector<ValidatedGpu> gpus;
   std::vector<ValidatedLink> links;
 };

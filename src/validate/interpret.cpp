@@ -1,6 +1,7 @@
 #include "greyhound/validate/interpret.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace greyhound::validate {
 namespace {
@@ -51,6 +52,23 @@ void take(Verdict& v, const Judged& j) {
 }  // namespace
 
 const char* link_class_name(LinkClass c) { return c == LinkClass::kIntraNode ? "intra-node" : "inter-node"; }
+
+GemmTimes gemm_times(const std::vector<GemmReport>& reports) {
+  const auto measured = [](const GemmReport& r, std::size_t type) {
+    return r.ms.size() > type && std::isfinite(r.ms[type]) && r.ms[type] > 0;
+  };
+  GemmTimes out;
+  std::vector<const GemmReport*> complete;
+  for (const GemmReport& r : reports) {
+    if (measured(r, 0) && measured(r, 1)) complete.push_back(&r);
+  }
+  out.with_fp8 = !complete.empty() &&
+                 std::all_of(complete.begin(), complete.end(), [&](const GemmReport* r) { return measured(*r, 2); });
+  for (const GemmReport* r : complete) {
+    out.times.push_back({r->rank, r->node, r->ms[0] + r->ms[1] + (out.with_fp8 ? r->ms[2] : 0.0)});
+  }
+  return out;
+}
 
 std::vector<GpuVerdict> judge_gemm(const std::vector<GemmTime>& times, double excess) {
   std::vector<GpuVerdict> out;

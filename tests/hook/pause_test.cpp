@@ -110,7 +110,7 @@ TEST_F(HookPause, TrapsAtTheMarkedIterationRunsTheTestsAndResumesWhenTold) {
     ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr);
     const std::uint64_t group = group_of(dir_);
     if (group == 0) return 20;
-    arm(pc, 7, 2, 30, 32, group, true);
+    arm(pc, 7, 2, 30, 40, group, true);
     std::atomic<int> failed{0};
     std::atomic<std::uint64_t> trapped_at_mark{0};
     std::thread agent([&] {
@@ -130,6 +130,10 @@ TEST_F(HookPause, TrapsAtTheMarkedIterationRunsTheTestsAndResumesWhenTold) {
     if (!wait_state(pc, 7, kPauseResumed, 1) || pc->reason != kPauseWhyTold) return 31;
     if (!(pc->gemm_ms[0] > 0) || !(pc->gemm_ms[1] > 0) || !(pc->gemm_tflops[0] > 0)) return 32;
     if (!(pc->transfers[0].ms[0] >= 0) || pc->resumed_ns <= pc->trapped_ns) return 33;
+    // FP8 through the cuBLASLt stand-in on the simulated 9.0 device, n rounded down to a multiple of 16.
+    const PauseGemmFp8& fp8 = pause_fp8_of(*pc);
+    if (fp8.id != 7 || fp8.status != kGemmFp8Done || fp8.compute_capability != 90) return 34;
+    if (fp8.n != 32 || !(fp8.ms > 0) || !(fp8.tflops > 0)) return 35;
     return 0;
   });
   ASSERT_EQ(rc, 0);
@@ -151,6 +155,50 @@ TEST_F(HookPause, TrapsAtTheMarkedIterationRunsTheTestsAndResumesWhenTold) {
 
 // A pre-flight with --fail-on-slow: told to exit once its results are in, the rank's process ends at the cut
 // with status 75, and its ring says so (the agent tells that exit from a fail-stop).
+// The stand-ins read their device model when they load: this test runs again in a process of its own, on
+// a simulated device of compute capability 8.0 (an A100's), where no FP8 GEMM runs and the others do.
+TEST_F(HookPause, OnADeviceBelowComputeCapability89TheFp8GemmIsReportedUnsupported) {
+  if (std::getenv("GREYHOUND_PAUSE_TEST_CC80") == nullptr) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("GREYHOUND_PAUSE_TEST_CC80", "1", 1);
+      setenv("GREYHOUND_SIM_MODEL", R"({"compute_capability":80})", 1);
+      execl("/proc/self/exe", "greyhound_hook_pause_tests",
+            "--gtest_filter=HookPause.OnADeviceBelowComputeCapability89TheFp8GemmIsReportedUnsupported", nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the run on a simulated 8.0 device failed";
+    return;
+  }
+  const int rc = in_child(dir_, [&](PauseControl* pc, ncclComm_t c) {
+    float x = 1;
+    greyhound_job_mark_iteration_v1(0);
+    ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr);
+    arm(pc, 9, 1, 30, 32, 0, false);
+    std::atomic<int> failed{0};
+    std::thread agent([&] {
+      if (!wait_state(pc, 9, kPauseTrapped)) { failed = 1; return; }
+      pc->command.store(kPauseCmdRun, std::memory_order_release);
+      if (!wait_state(pc, 9, kPauseDone)) { failed = 2; return; }
+      pc->command.store(kPauseCmdResume, std::memory_order_release);
+    });
+    for (int it = 1; it < 4; ++it) {
+      greyhound_job_mark_iteration_v1(it);
+      ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr);
+    }
+    agent.join();
+    if (failed != 0) return 20 + failed;
+    if (!(pc->gemm_ms[0] > 0) || !(pc->gemm_ms[1] > 0)) return 30;
+    const PauseGemmFp8& fp8 = pause_fp8_of(*pc);
+    if (fp8.id != 9 || fp8.status != kGemmFp8Unsupported || fp8.compute_capability != 80) return 31;
+    if (fp8.ms != 0 || fp8.tflops != 0) return 32;
+    return 0;
+  });
+  ASSERT_EQ(rc, 0);
+}
+
 TEST_F(HookPause, ExitsWithItsStatusWhenTheVerdictSaysSo) {
   const int rc = in_child(dir_, [&](PauseControl* pc, ncclComm_t c) {
     float x = 1;

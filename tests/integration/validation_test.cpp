@@ -118,6 +118,9 @@ TEST_F(Validation, ASlowGpuIsNamedByItsGemm) {
     EXPECT_LT(x.ratio, 1.8) << x.reason;
     for (const auto& g : x.gpus) EXPECT_EQ(g.slow, g.rank == 5) << g.rank;
     for (const auto& l : x.links) EXPECT_FALSE(l.slow) << l.src << "->" << l.dst;
+    // Every GPU (a simulated 9.0) ran the FP8 GEMM through the cuBLASLt stand-in too, which counted.
+    EXPECT_EQ(x.gemm_types, (std::vector<std::string>{"fp32", "fp16", "fp8"}));
+    for (const auto& g : x.gpus) EXPECT_GT(g.fp8_tflops, 0) << g.rank;
     EXPECT_GT(x.pause_s, 0);
     EXPECT_LT(x.pause_s, 10);
   }

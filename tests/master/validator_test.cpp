@@ -571,5 +571,49 @@ TEST(Validator, AFailOnSlowPreflightTellsRanksToExitOnlyWhenSomethingIsSlow) {
   }
 }
 
+// The FP8 GEMM counts where every GPU tested ran it: a GPU slow only there is named, with its FP8 throughput
+// as evidence; with one GPU that could not run it (an older device beside newer ones), all compare without.
+TEST(Validator, TheFp8GemmCountsOnlyWhereEveryGpuTestedMeasuredIt) {
+  ValidationPlan plan;
+  plan.gemm_ranks = {0, 1, 2};
+  PauseSettings s;
+  s.sizes = {1000};
+  const PauseSpec spec = pause_spec(plan, groups(), {0, 1, 2}, 0, s);
+  for (const bool all_fp8 : {true, false}) {
+    ValidationRun run("v8", plan, spec, groups(), Localisation{}, 0, 100.0, 8.0);
+    for (int r : {0, 1, 2}) run.report(r, r, report("v8", "trapped"), 100.1);
+    ASSERT_EQ(*run.step(100.2).command, "pause_run");
+    for (int r : {0, 1, 2}) {
+      PauseReport d = report("v8", "done");
+      // Rank 2 is 2.5x slower in FP8 only: 10 + 5 + 5 against 10 + 5 + 2 (33 % over its peers).
+      const bool fp8 = all_fp8 || r != 0;
+      d.gemm_ms = {10.0, 5.0, fp8 ? (r == 2 ? 5.0 : 2.0) : 0.0};
+      d.gemm_tflops = {40.0, 80.0, fp8 ? (r == 2 ? 200.0 : 500.0) : 0.0};
+      d.gemm_fp8 = fp8 ? "done" : "unsupported";
+      run.report(r, r, d, 100.5);
+    }
+    run.step(100.6);
+    for (int r : {0, 1, 2}) run.report(r, r, report("v8", "resumed"), 100.7);
+    ASSERT_TRUE(run.step(100.8).finished);
+    const ValidatedReport v = run.outcome();
+    ASSERT_FALSE(v.aborted) << v.reason;
+    ASSERT_EQ(v.gpus.size(), 3u);
+    if (all_fp8) {
+      EXPECT_EQ(v.gemm_types, (std::vector<std::string>{"fp32", "fp16", "fp8"}));
+      EXPECT_EQ(v.cause, "gpu");
+      EXPECT_EQ(v.rank, 2);
+      EXPECT_TRUE(v.gpus[2].slow);
+      EXPECT_DOUBLE_EQ(v.gpus[2].ms, 20.0);
+      EXPECT_DOUBLE_EQ(v.gpus[2].fp8_tflops, 200.0);
+      EXPECT_DOUBLE_EQ(v.gpus[2].tflops, 40.0);
+    } else {
+      EXPECT_EQ(v.gemm_types, (std::vector<std::string>{"fp32", "fp16"}));
+      EXPECT_EQ(v.cause, "none");
+      for (const auto& g : v.gpus) EXPECT_DOUBLE_EQ(g.ms, 15.0);
+      EXPECT_DOUBLE_EQ(v.gpus[0].fp8_tflops, 0.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace greyhound::master

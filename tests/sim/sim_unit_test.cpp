@@ -69,6 +69,44 @@ TEST(Reduce, HalfAndBfloat16RoundToNearestEven) {
   EXPECT_FALSE(reduction_supported(kFloat32, 5));
 }
 
+TEST(Reduce, Fp8DecodesAsCublasLtDefinesIt) {
+  // E4M3: bias 7, no infinities, S.1111.111 the only NaN; 448 the largest.
+  EXPECT_EQ(fp8_e4m3_to_float(0x3c), 1.5f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x38), 1.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0xc0), -2.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x7e), 448.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x78), 256.0f);  // S.1111.000: a number, not an infinity
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_float(0xff)));
+  EXPECT_EQ(fp8_e4m3_to_float(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
+  EXPECT_EQ(fp8_e4m3_to_float(0x07), 7 * std::ldexp(1.0f, -9));
+  EXPECT_EQ(fp8_e4m3_to_float(0x08), std::ldexp(1.0f, -6));  // smallest normal
+  EXPECT_TRUE(std::signbit(fp8_e4m3_to_float(0x80)));
+  // E5M2: bias 15, IEEE-like; 57344 the largest.
+  EXPECT_EQ(fp8_e5m2_to_float(0x3c), 1.0f);
+  EXPECT_EQ(fp8_e5m2_to_float(0x3e), 1.5f);
+  EXPECT_EQ(fp8_e5m2_to_float(0x7b), 57344.0f);
+  EXPECT_EQ(fp8_e5m2_to_float(0x7c), INFINITY);
+  EXPECT_EQ(fp8_e5m2_to_float(0xfc), -INFINITY);
+  EXPECT_TRUE(std::isnan(fp8_e5m2_to_float(0x7d)));
+  EXPECT_EQ(fp8_e5m2_to_float(0x01), std::ldexp(1.0f, -16));
+  // Every E4M3 and E5M2 value but the NaNs is what half precision (which holds them all) says it is.
+  for (int v = 0; v < 256; ++v) {
+    const float e4 = fp8_e4m3_to_float(static_cast<std::uint8_t>(v));
+    if (!std::isnan(e4)) {
+      ASSERT_EQ(half_to_float(float_to_half(e4)), e4) << v;
+    }
+    // E5M2 is the top byte of a half.
+    const float e5 = fp8_e5m2_to_float(static_cast<std::uint8_t>(v));
+    const float h = half_to_float(static_cast<std::uint16_t>(v << 8));
+    if (std::isnan(h)) {
+      ASSERT_TRUE(std::isnan(e5)) << v;
+    } else {
+      ASSERT_EQ(e5, h) << v;
+    }
+  }
+}
+
 TEST(ChaosSchedule, StopAndContStarveAServiceAndRedisIsOnlyKilledOrStarted) {
   const auto c = parse_chaos_text(R"([{"at_s":9,"action":"cont","target":"agent:1"},
                                       {"at_s":4,"action":"stop","target":"agent:1"},
@@ -207,9 +245,14 @@ TEST(SimModel, ParseRejectsUnknownAndOutOfRange) {
   EXPECT_THROW(SimModel::parse(nlohmann::json::parse(R"({"gemm_gflop": 1})")), SimModelError);
   EXPECT_THROW(SimModel::parse(nlohmann::json::parse(R"({"gemm_gflops": -1})")), SimModelError);
   EXPECT_THROW(SimModel::parse(nlohmann::json::parse(R"({"gpus_per_node": 0})")), SimModelError);
-  const SimModel m = SimModel::parse(nlohmann::json::parse(R"({"gpus_per_node": 2, "inter_bw_MBps": 7})"));
+  EXPECT_THROW(SimModel::parse(nlohmann::json::parse(R"({"compute_capability": 8.9})")), SimModelError);
+  EXPECT_THROW(SimModel::parse(nlohmann::json::parse(R"({"compute_capability": 9})")), SimModelError);
+  const SimModel m =
+      SimModel::parse(nlohmann::json::parse(R"({"gpus_per_node": 2, "inter_bw_MBps": 7, "compute_capability": 89})"));
   EXPECT_EQ(m.gpus_per_node, 2);
   EXPECT_EQ(m.inter_bw_MBps, 7);
+  EXPECT_EQ(m.compute_capability, 89);
+  EXPECT_EQ(SimModel{}.compute_capability, 90);
   EXPECT_EQ(SimModel::parse(m.to_json()).to_json(), m.to_json());
 }
 

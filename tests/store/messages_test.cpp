@@ -637,6 +637,29 @@ TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
   bad = to_json(r);
   bad["gemm_ms"] = {-1.0};
   EXPECT_FALSE(parse_pause_report(bad, &err));
+  // A hook without FP8 said nothing of it; one with it says how it went, and on which device.
+  EXPECT_FALSE(to_json(r).contains("gemm_fp8"));
+  EXPECT_EQ(rb->gemm_fp8, "");
+  EXPECT_EQ(rb->compute_capability, 0);
+  r.gemm_ms.push_back(3.0);
+  r.gemm_tflops.push_back(350.0);
+  r.gemm_fp8 = "done";
+  r.compute_capability = 90;
+  rb = parse_pause_report(to_json(r), &err);
+  ASSERT_TRUE(rb) << err;
+  EXPECT_EQ(rb->gemm_ms, r.gemm_ms);
+  EXPECT_EQ(rb->gemm_fp8, "done");
+  EXPECT_EQ(rb->compute_capability, 90);
+  bad = to_json(r);
+  bad["gemm_fp8"] = "sideways";
+  EXPECT_FALSE(parse_pause_report(bad, &err));
+  EXPECT_NE(err.find("gemm_fp8"), std::string::npos) << err;
+  bad = to_json(r);
+  bad["compute_capability"] = 1000;
+  EXPECT_FALSE(parse_pause_report(bad, &err));
+  bad = to_json(r);
+  bad["gemm_tflops"] = {-350.0};
+  EXPECT_FALSE(parse_pause_report(bad, &err));
 
   ValidatedReport v;
   v.id = "validate-1.x";
@@ -660,6 +683,22 @@ TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
   EXPECT_FALSE(vb->aborted);
   nlohmann::json vbad = to_json(v);
   vbad["cause"] = "cosmic rays";
+  EXPECT_FALSE(parse_validated_report(vbad, &err));
+  // A GPU verdict: which GEMMs were compared, and each GPU's FP8 throughput beside its FP32.
+  v.cause = "gpu";
+  v.rank = 5;
+  v.gemm_types = {"fp32", "fp16", "fp8"};
+  v.gpus = {{5, 0, 30.0, 20.0, 1.5, 40.0, true, 600.0}, {6, 0, 20.0, 30.0, 0.67, 60.0, false, 0.0}};
+  vb = parse_validated_report(to_json(v), &err);
+  ASSERT_TRUE(vb) << err;
+  EXPECT_EQ(vb->gemm_types, v.gemm_types);
+  ASSERT_EQ(vb->gpus.size(), 2u);
+  EXPECT_EQ(vb->gpus[0].fp8_tflops, 600.0);
+  EXPECT_EQ(vb->gpus[0].tflops, 40.0);
+  EXPECT_TRUE(vb->gpus[0].slow);
+  EXPECT_EQ(vb->gpus[1].fp8_tflops, 0.0);
+  vbad = to_json(v);
+  vbad["gemm_types"] = {"fp4"};
   EXPECT_FALSE(parse_validated_report(vbad, &err));
 
   // The agent's iteration update carries the framework's mark when it has one.

@@ -53,6 +53,14 @@ TEST(GpuCheck, TheToolSaysWhenThereIsNoGpuOrReportsWhatItMeasured) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["gemm"]["fp32"]["tflops"].get<double>(), 0);
   EXPECT_GT(j["gemm"]["fp16"]["tflops"].get<double>(), 0);
+  // FP8 where the device has it (compute capability 8.9 on), else why not.
+  const auto& fp8 = j["gemm"]["fp8"];
+  if (fp8.value("ran", false)) {
+    EXPECT_GT(fp8["tflops"].get<double>(), 0);
+    EXPECT_TRUE(fp8["correct"].get<bool>()) << fp8.dump();
+  } else {
+    EXPECT_NE(fp8.value("why", "").find("compute capability"), std::string::npos) << fp8.dump();
+  }
   EXPECT_TRUE(j["p2p_self"]["intact"].get<bool>());
 }
 

@@ -98,6 +98,36 @@ TEST(Interpret, ASlowGpuIsAboveTheMedianOfItsPeersByMoreThanTenPercent) {
   EXPECT_FALSE(alone[0].slow);
 }
 
+TEST(Interpret, GemmTimesSumFp32AndFp16AndFp8OnlyWhereEveryGpuMeasuredIt) {
+  // Every GPU measured all three: FP8 is compared too.
+  GemmTimes t = gemm_times({{0, 0, {10, 5, 2}}, {1, 0, {10, 5, 3}}, {2, 1, {10.2, 5.1, 2.1}}});
+  EXPECT_TRUE(t.with_fp8);
+  ASSERT_EQ(t.times.size(), 3u);
+  EXPECT_DOUBLE_EQ(t.times[0].ms, 17);
+  EXPECT_DOUBLE_EQ(t.times[1].ms, 18);
+  EXPECT_EQ(t.times[2].rank, 2);
+  EXPECT_EQ(t.times[2].node, 1);
+  // One GPU without FP8 (a hook without it, an older device, a failure): every GPU compares without it.
+  for (const std::vector<double>& other : {std::vector<double>{10, 5}, {10, 5, 0}, {10, 5, -1}}) {
+    t = gemm_times({{0, 0, {10, 5, 2}}, {1, 0, other}});
+    EXPECT_FALSE(t.with_fp8);
+    ASSERT_EQ(t.times.size(), 2u);
+    EXPECT_DOUBLE_EQ(t.times[0].ms, 15);
+    EXPECT_DOUBLE_EQ(t.times[1].ms, 15);
+  }
+  // A GPU missing FP32 or FP16 is left out (its time would be short) and does not decide about FP8.
+  t = gemm_times({{0, 0, {10, 5, 2}}, {1, 0, {0, 5}}, {2, 0, {10, 0, 2}}, {3, 0, {10, 5, 2}}});
+  EXPECT_TRUE(t.with_fp8);
+  ASSERT_EQ(t.times.size(), 2u);
+  EXPECT_EQ(t.times[0].rank, 0);
+  EXPECT_EQ(t.times[1].rank, 3);
+  EXPECT_TRUE(gemm_times({{0, 0, {}}, {1, 0, {5}}}).times.empty());
+  EXPECT_FALSE(gemm_times({}).with_fp8);
+  // A GPU slow only in FP8 is found once FP8 counts: 10 + 5 + 6 against 10 + 5 + 2 is 31 % over.
+  t = gemm_times({{0, 0, {10, 5, 2}}, {1, 0, {10, 5, 2}}, {2, 0, {10, 5, 6}}});
+  EXPECT_TRUE(judge_gemm(t.times)[2].slow);
+}
+
 TEST(Interpret, ASlowLinkIsAboveTheMedianOfItsClassByMoreThanHalf) {
   // 32 MiB over two intra-node links (fast) and three inter-node ones, one of them congested.
   const double b = 32.0 * (1 << 20);

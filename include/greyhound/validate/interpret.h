@@ -1,5 +1,5 @@
 // What the validation's measurements say (the paper's "Validation"), pure, std only:
-//  - GEMM: every tested rank ran the same GEMM (the median of its repeats); a rank is a slow GPU when its
+//  - GEMM: every tested rank ran the same GEMMs (the median of its repeats; gemm_times sums the types); a rank is a slow GPU when its
 //    time exceeds the median of the *other* tested ranks' by more than `excess` (kPeerExcess, 10 %). With
 //    no other rank tested there is nothing to compare with: not judged.
 //  - P2P: every transfer of the passes moved the same bytes (the median of its repeats); a transfer is over
@@ -20,6 +20,21 @@ struct GemmTime {
   int rank = -1, node = -1;
   double ms = 0;
 };
+
+// One rank's GEMM results as its hook reported them: the median time per type, FP32, FP16 and, where the
+// hook ran it, FP8 (0: not measured).
+struct GemmReport {
+  int rank = -1, node = -1;
+  std::vector<double> ms;
+};
+// The time compared across ranks: FP32 + FP16, for every rank that measured both (a type left out, by the
+// deadline or a failure, would shorten its time), plus FP8 when every one of those ranks measured it too (a
+// cluster of mixed GPUs, or an FP8 GEMM that failed on one GPU, compares without it rather than unlike sums).
+struct GemmTimes {
+  std::vector<GemmTime> times;  // in the order given, the ranks left out dropped
+  bool with_fp8 = false;
+};
+GemmTimes gemm_times(const std::vector<GemmReport>& reports);
 struct GpuVerdict {
   int rank = -1, node = -1;
   double ms = 0;
