@@ -209,8 +209,9 @@ int greyhound_job_publish_layout_v2(greyhound_job_client* client, const greyhoun
                 {GREYHOUND_JOB_CAP_S3, greyhound::Strategy::kS3},
                 {GREYHOUND_JOB_CAP_S4, greyhound::Strategy::kS4}};
     uint32_t known = GREYHOUND_JOB_CAP_S3_BY_RESTART;
-    const uint32_t capabilities =
-        layout->capabilities | ((layout->capabilities & GREYHOUND_JOB_CAP_S3_BY_RESTART) ? GREYHOUND_JOB_CAP_S3 : 0u);
+    const uint32_t s3_implied =
+        (layout->capabilities & GREYHOUND_JOB_CAP_S3_BY_RESTART) != 0 ? static_cast<uint32_t>(GREYHOUND_JOB_CAP_S3) : 0u;
+    const uint32_t capabilities = layout->capabilities | s3_implied;
     for (const auto& c : caps) {
       known |= c.bit;
       if (capabilities & c.bit) l.capabilities.emplace_back(greyhound::name(c.strategy));
