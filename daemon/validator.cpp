@@ -280,6 +280,7 @@ PreflightReport preflight_report(const ValidatedReport& v, const PreflightReques
     r.gpus_tested += g.peers_ms > 0;
     if (g.slow) r.slow_gpus.push_back(g);
   }
+  r.gemm_types = v.gemm_types;
   std::map<std::pair<int, int>, PreflightLink> links;
   for (const ValidatedLink& l : v.links) {
     r.transfers_tested += l.peers_ms > 0;
@@ -536,13 +537,16 @@ ValidatedReport ValidationRun::outcome() const {
     return it != node_of_.end() ? it->second : -1;
   };
   std::vector<validate::GemmReport> reports;
-  std::map<int, std::pair<double, double>> tflops;  // FP32's, FP8's (0: not measured)
+  std::map<int, const PauseReport*> results;
   for (int r : plan_.gemm_ranks) {
     const auto it = done_.find(r);
     if (it == done_.end()) continue;
-    reports.push_back({r, node(r), it->second.gemm_ms});
-    const auto& t = it->second.gemm_tflops;
-    tflops[r] = {t.empty() ? 0 : t[0], t.size() > 2 ? t[2] : 0};
+    const PauseReport& d = it->second;
+    std::vector<double> ms(d.gemm_ms.begin(), d.gemm_ms.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(d.gemm_ms.size(), 2)));
+    ms.resize(2, 0.0);
+    ms.push_back(d.gemm_fp8 == "done" ? d.gemm_fp8_ms : 0.0);
+    reports.push_back({r, node(r), std::move(ms)});
+    results[r] = &d;
   }
   const validate::GemmTimes gemm = validate::gemm_times(reports);
   if (!gemm.times.empty()) out.gemm_types = gemm.with_fp8 ? std::vector<std::string>{"fp32", "fp16", "fp8"}
@@ -591,9 +595,10 @@ ValidatedReport ValidationRun::outcome() const {
   out.peers_gb_per_s = v.peers_gb_per_s;
   out.reason = v.reason;
   for (const auto& g : v.gpus) {
-    const auto t = tflops.find(g.rank);
-    out.gpus.push_back({g.rank, g.node, g.ms, g.peers_ms, g.ratio, t != tflops.end() ? t->second.first : 0, g.slow,
-                        t != tflops.end() ? t->second.second : 0});
+    const auto d = results.find(g.rank);
+    const PauseReport* p = d != results.end() ? d->second : nullptr;
+    out.gpus.push_back({g.rank, g.node, g.ms, g.peers_ms, g.ratio, p != nullptr && !p->gemm_tflops.empty() ? p->gemm_tflops[0] : 0,
+                        g.slow, p != nullptr ? p->gemm_fp8_tflops : 0, p != nullptr ? p->gemm_fp8 : ""});
   }
   for (const auto& l : v.links) {
     out.links.push_back({l.transfer.src, l.transfer.dst, l.src_node, l.dst_node, validate::link_class_name(l.link_class),

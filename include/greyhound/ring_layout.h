@@ -207,12 +207,14 @@ static_assert(sizeof(PauseControl) == 168 + 56 * kPauseMaxTransfers);
 // (A transposed, B not, E4M3 in, BF16 out, FP32 compute: the layout cuBLASLt's FP8 kernels take) on a
 // device of compute capability 8.9 or more, whenever the pause runs its FP32 and FP16 GEMMs. Rings of
 // hooks older than this field (all zeros) read as not run.
-inline constexpr std::uint32_t kGemmFp8NotRun = 0;       // no GEMM asked for, or a hook without FP8
+inline constexpr std::uint32_t kGemmFp8NotRun = 0;       // no GEMM asked for or possible (no cuBLAS, no memory
+                                                         // for its buffers), or a hook without FP8
 inline constexpr std::uint32_t kGemmFp8Done = 1;         // ms and tflops hold the median of the repeats
 inline constexpr std::uint32_t kGemmFp8Unsupported = 2;  // the device's compute capability is below 8.9
 inline constexpr std::uint32_t kGemmFp8NoLibrary = 3;    // cuBLASLt (or the device query) is not in the process
-inline constexpr std::uint32_t kGemmFp8NoAlgorithm = 4;  // cuBLASLt offers no FP8 kernel for it
-inline constexpr std::uint32_t kGemmFp8Failed = 5;       // a call failed (or n below 16)
+inline constexpr std::uint32_t kGemmFp8NoAlgorithm = 4;  // cuBLASLt offers no FP8 kernel for it (or n below 16,
+                                                         // or a cuBLASLt that does not know FP8)
+inline constexpr std::uint32_t kGemmFp8Failed = 5;       // a call failed
 inline constexpr std::uint32_t kGemmFp8Skipped = 6;      // the pause's deadline came first
 struct PauseGemmFp8 {
   std::uint64_t id;                  // hook: the request these results answer (PauseControl::id)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 
 #include <spdlog/spdlog.h>
@@ -559,16 +560,19 @@ void Agent::watch_pause(std::uint64_t now_ns) {
     if (state == kPauseDone) {
       r.gemm_ms.assign(pc->gemm_ms, pc->gemm_ms + kPauseGemmTypes);
       r.gemm_tflops.assign(pc->gemm_tflops, pc->gemm_tflops + kPauseGemmTypes);
-      // The FP8 GEMM, when the hook reported on it for this pause (a hook without it leaves the block alone).
-      const PauseGemmFp8& fp8 = pause_fp8_of(*pc);
+      // The FP8 GEMM, when the hook reported on it for this pause (a hook without it leaves the block alone);
+      // copied once: the ring is another process's memory.
+      PauseGemmFp8 fp8;
+      std::memcpy(&fp8, &pause_fp8_of(*pc), sizeof fp8);
       constexpr std::uint32_t kOutcomes = sizeof kGemmFp8Names / sizeof kGemmFp8Names[0];
       if (fp8.id == pause_->num && fp8.status >= kGemmFp8Done && fp8.status < kGemmFp8Done + kOutcomes) {
-        const bool done = fp8.status == kGemmFp8Done;
         r.gemm_fp8 = kGemmFp8Names[fp8.status - kGemmFp8Done];
         r.compute_capability = std::clamp(fp8.compute_capability, 0, 199);
-        const auto measured = [done](double x) { return done && std::isfinite(x) && x > 0 ? x : 0.0; };
-        r.gemm_ms.push_back(measured(fp8.ms));
-        r.gemm_tflops.push_back(measured(fp8.tflops));
+        const auto measured = [](double x) { return std::isfinite(x) && x > 0 ? x : 0.0; };
+        if (fp8.status == kGemmFp8Done) {
+          r.gemm_fp8_ms = measured(fp8.ms);
+          r.gemm_fp8_tflops = measured(fp8.tflops);
+        }
       }
       const std::uint32_t ns = std::min<std::uint32_t>(pc->n_sizes, kPauseMaxSizes);
       for (std::uint32_t i = 0; i < std::min<std::uint32_t>(pc->n_transfers, kPauseMaxTransfers); ++i) {

@@ -121,6 +121,10 @@ void release(const CudaApi& c, Request& r) {
 // Only on a device of compute capability 8.9 or more (Ada, Hopper and later), where cuBLASLt offers a kernel.
 void run_fp8_gemm(const CudaApi& c, void* a, void* b, void* out, std::uint32_t n_asked, int repeats, void* e0,
                   void* e1, std::uint64_t deadline_ns, PauseGemmFp8& r) {
+  if (monotonic_ns() >= deadline_ns) {  // nothing set up past the deadline
+    r.status = kGemmFp8Skipped;
+    return;
+  }
   int device = 0, major = 0, minor = 0;
   if (!c.device_query_ok() || c.get_device(&device) != kCudaSuccess ||
       c.device_attribute(&major, cudaDevAttrComputeCapabilityMajor, device) != kCudaSuccess ||
@@ -139,7 +143,7 @@ void run_fp8_gemm(const CudaApi& c, void* a, void* b, void* out, std::uint32_t n
   }
   r.n = n_asked & ~15u;  // FP8 kernels want dimensions and leading dimensions in multiples of 16
   if (r.n == 0) {
-    r.status = kGemmFp8Failed;
+    r.status = kGemmFp8NoAlgorithm;  // none for n below 16
     return;
   }
   void* handle = nullptr;
@@ -160,13 +164,16 @@ void run_fp8_gemm(const CudaApi& c, void* a, void* b, void* out, std::uint32_t n
   const bool set_up =
       c.lt_create(&handle) == 0 && c.lt_desc_create(&desc, kCompute32F, kR32F) == 0 &&
       c.lt_desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t) == 0 &&
-      c.lt_desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n) == 0 &&
-      c.lt_layout_create(&layout[0], kR8FE4M3, n, n, static_cast<std::int64_t>(n)) == 0 &&
-      c.lt_layout_create(&layout[1], kR8FE4M3, n, n, static_cast<std::int64_t>(n)) == 0 &&
-      c.lt_layout_create(&layout[2], kR16BF, n, n, static_cast<std::int64_t>(n)) == 0 && c.lt_pref_create(&pref) == 0 &&
+      c.lt_desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n) == 0 && c.lt_pref_create(&pref) == 0 &&
       c.lt_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes) == 0;
+  // A cuBLASLt that does not know FP8 refuses its layouts: no kernel for it, rather than a failure.
+  const bool layouts = set_up && c.lt_layout_create(&layout[0], kR8FE4M3, n, n, static_cast<std::int64_t>(n)) == 0 &&
+                       c.lt_layout_create(&layout[1], kR8FE4M3, n, n, static_cast<std::int64_t>(n)) == 0 &&
+                       c.lt_layout_create(&layout[2], kR16BF, n, n, static_cast<std::int64_t>(n)) == 0;
   if (!set_up) {
     r.status = kGemmFp8Failed;
+  } else if (!layouts) {
+    r.status = kGemmFp8NoAlgorithm;
   } else if (c.lt_heuristic(handle, desc, layout[0], layout[1], layout[2], layout[2], pref, 1, &best, &found) != 0 ||
              found < 1) {
     r.status = kGemmFp8NoAlgorithm;
@@ -277,7 +284,7 @@ void run_tests(const Request& req, PauseControl& pc, std::uint64_t deadline_ns) 
       }
       c.clear_error();
       run_fp8_gemm(c, a, b, out, n, repeats, e0, e1, deadline_ns, fp8);
-      if (fp8.status == kGemmFp8Failed || fp8.status == kGemmFp8NoAlgorithm) {
+      if (fp8.status == kGemmFp8Failed || (fp8.status == kGemmFp8NoAlgorithm && fp8.n > 0)) {
         log_line(LogLevel::kWarn, "pause: the FP8 GEMM %s (n %u, compute capability %d)",
                  fp8.status == kGemmFp8Failed ? "failed" : "has no cuBLASLt kernel", fp8.n, fp8.compute_capability);
       }

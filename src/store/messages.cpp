@@ -1092,6 +1092,10 @@ json to_json(const PauseReport& r) {
   json j = {{"id", r.id},           {"state", r.state},         {"reason", r.reason},           {"drain_ms", r.drain_ms},
             {"paused_ms", r.paused_ms}, {"gemm_ms", r.gemm_ms}, {"gemm_tflops", r.gemm_tflops}, {"transfers", transfers}};
   if (!r.gemm_fp8.empty()) j["gemm_fp8"] = r.gemm_fp8;
+  if (r.gemm_fp8 == "done") {
+    j["gemm_fp8_ms"] = r.gemm_fp8_ms;
+    j["gemm_fp8_tflops"] = r.gemm_fp8_tflops;
+  }
   if (r.compute_capability != 0) j["compute_capability"] = r.compute_capability;
   return j;
 }
@@ -1121,6 +1125,11 @@ std::optional<PauseReport> parse_pause_report(const json& detail, std::string* e
                                    std::end(kGemmFp8Names)) {
       throw Invalid("gemm_fp8: '" + printable(r.gemm_fp8, 16) + "' is not an FP8 GEMM outcome");
     }
+    r.gemm_fp8_ms = nonneg(f.num_or("gemm_fp8_ms", 0), "gemm_fp8_ms");
+    r.gemm_fp8_tflops = nonneg(f.num_or("gemm_fp8_tflops", 0), "gemm_fp8_tflops");
+    if (r.gemm_fp8 != "done" && (r.gemm_fp8_ms != 0 || r.gemm_fp8_tflops != 0)) {
+      throw Invalid("gemm_fp8_ms: measured though the FP8 GEMM is not done");
+    }
     r.compute_capability = static_cast<int>(f.integer_or("compute_capability", 0, 0, 199));
     if (f.has("transfers")) {
       for (const auto& x : array_of(f, "transfers", kMaxPauseTransfers)) {
@@ -1136,12 +1145,53 @@ std::optional<PauseReport> parse_pause_report(const json& detail, std::string* e
   });
 }
 
+namespace {
+
+// One GPU's GEMM evidence, in a validated and a pre-flight report alike.
+json gpu_json(const ValidatedGpu& g) {
+  json j = {{"rank", g.rank},     {"node", g.node},     {"ms", g.ms},     {"peers_ms", g.peers_ms},
+            {"ratio", g.ratio},   {"tflops", g.tflops}, {"slow", g.slow}, {"fp8_tflops", g.fp8_tflops}};
+  if (!g.fp8.empty()) j["fp8"] = g.fp8;
+  return j;
+}
+
+ValidatedGpu parse_gpu(const json& x, bool slow_by_default) {
+  const Fields g(x);
+  const auto nonneg = [](double v, const char* k) {
+    if (!(v >= 0)) throw Invalid(std::string(k) + ": must not be negative");
+    return v;
+  };
+  ValidatedGpu v;
+  v.rank = static_cast<int>(g.integer("rank", 0, kMaxRank));
+  v.node = static_cast<int>(g.integer_or("node", -1, -1, kMaxRank));
+  v.ms = nonneg(g.num("ms"), "ms");
+  v.peers_ms = nonneg(g.num_or("peers_ms", 0), "peers_ms");
+  v.ratio = nonneg(g.num_or("ratio", 0), "ratio");
+  v.tflops = nonneg(g.num_or("tflops", 0), "tflops");
+  v.slow = g.flag_or("slow", slow_by_default);
+  v.fp8_tflops = nonneg(g.num_or("fp8_tflops", 0), "fp8_tflops");
+  v.fp8 = g.str_or("fp8", "");
+  if (!v.fp8.empty() && std::find(std::begin(kGemmFp8Names), std::end(kGemmFp8Names), v.fp8) == std::end(kGemmFp8Names)) {
+    throw Invalid("fp8: '" + printable(v.fp8, 16) + "' is not an FP8 GEMM outcome");
+  }
+  return v;
+}
+
+std::vector<std::string> parse_gemm_types(const Fields& f) {
+  std::vector<std::string> out;
+  if (!f.has("gemm_types")) return out;
+  for (const auto& x : array_of(f, "gemm_types", 3)) {
+    if (!x.is_string() || (x != "fp32" && x != "fp16" && x != "fp8")) throw Invalid("gemm_types: fp32, fp16 or fp8");
+    out.push_back(x.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
 json to_json(const ValidatedReport& v) {
   json gpus = json::array(), links = json::array();
-  for (const auto& g : v.gpus) {
-    gpus.push_back({{"rank", g.rank}, {"node", g.node}, {"ms", g.ms}, {"peers_ms", g.peers_ms}, {"ratio", g.ratio},
-                    {"tflops", g.tflops}, {"slow", g.slow}, {"fp8_tflops", g.fp8_tflops}});
-  }
+  for (const auto& g : v.gpus) gpus.push_back(gpu_json(g));
   for (const auto& l : v.links) {
     links.push_back({{"src", l.src}, {"dst", l.dst}, {"src_node", l.src_node}, {"dst_node", l.dst_node},
                      {"class", l.link_class}, {"ms", l.ms}, {"peers_ms", l.peers_ms}, {"ratio", l.ratio},
@@ -1177,19 +1227,9 @@ std::optional<ValidatedReport> parse_validated_report(const json& detail, std::s
     v.pause_s = f.num_or("pause_s", 0);
     v.tests_s = f.num_or("tests_s", 0);
     if (v.pause_s < 0 || v.tests_s < 0) throw Invalid("pause_s: must not be negative");
-    if (f.has("gemm_types")) {
-      for (const auto& x : array_of(f, "gemm_types", 3)) {
-        if (!x.is_string() || (x != "fp32" && x != "fp16" && x != "fp8")) throw Invalid("gemm_types: fp32, fp16 or fp8");
-        v.gemm_types.push_back(x.get<std::string>());
-      }
-    }
+    v.gemm_types = parse_gemm_types(f);
     if (f.has("gpus")) {
-      for (const auto& x : array_of(f, "gpus", 4096)) {
-        const Fields g(x);
-        v.gpus.push_back({static_cast<int>(g.integer("rank", 0, kMaxRank)), static_cast<int>(g.integer_or("node", -1, -1, kMaxRank)),
-                          g.num("ms"), g.num_or("peers_ms", 0), g.num_or("ratio", 0), g.num_or("tflops", 0), g.flag("slow"),
-                          g.num_or("fp8_tflops", 0)});
-      }
+      for (const auto& x : array_of(f, "gpus", 4096)) v.gpus.push_back(parse_gpu(x, false));
     }
     if (f.has("links")) {
       for (const auto& x : array_of(f, "links", 4096)) {
@@ -1270,10 +1310,7 @@ std::optional<PreflightRequest> parse_preflight_request(const std::string& text,
 
 json to_json(const PreflightReport& r) {
   json gpus = json::array(), links = json::array();
-  for (const auto& g : r.slow_gpus) {
-    gpus.push_back({{"rank", g.rank}, {"node", g.node}, {"ms", g.ms}, {"peers_ms", g.peers_ms}, {"ratio", g.ratio},
-                    {"tflops", g.tflops}, {"slow", g.slow}});
-  }
+  for (const auto& g : r.slow_gpus) gpus.push_back(gpu_json(g));
   for (const auto& l : r.slow_links) {
     links.push_back({{"node_a", l.node_a}, {"node_b", l.node_b}, {"class", l.link_class}, {"ratio", l.ratio},
                      {"gb_per_s", l.gb_per_s}, {"peers_gb_per_s", l.peers_gb_per_s}, {"transfers", l.transfers}});
@@ -1283,6 +1320,7 @@ json to_json(const PreflightReport& r) {
           {"fail_on_slow", r.fail_on_slow},
           {"exit", r.exit},
           {"slow_gpus", gpus},
+          {"gemm_types", r.gemm_types},
           {"slow_links", links},
           {"gpus_tested", r.gpus_tested},
           {"transfers_tested", r.transfers_tested},
@@ -1319,14 +1357,9 @@ std::optional<PreflightReport> parse_preflight_report(const json& detail, std::s
     };
     std::size_t i = 0;
     if (f.has("slow_gpus")) {
-      for (const auto& x : array_of(f, "slow_gpus", 4096)) item("slow_gpus", i++, [&] {
-        const Fields g(x);
-        r.slow_gpus.push_back({static_cast<int>(g.integer("rank", 0, kMaxRank)),
-                               static_cast<int>(g.integer_or("node", -1, -1, kMaxRank)), nonneg(g.num("ms"), "ms"),
-                               nonneg(g.num_or("peers_ms", 0), "peers_ms"), nonneg(g.num_or("ratio", 0), "ratio"),
-                               nonneg(g.num_or("tflops", 0), "tflops"), g.flag_or("slow", true)});
-      });
+      for (const auto& x : array_of(f, "slow_gpus", 4096)) item("slow_gpus", i++, [&] { r.slow_gpus.push_back(parse_gpu(x, true)); });
     }
+    r.gemm_types = parse_gemm_types(f);
     i = 0;
     if (f.has("slow_links")) {
       for (const auto& x : array_of(f, "slow_links", 4096)) item("slow_links", i++, [&] {

@@ -478,9 +478,11 @@ struct PauseReport {
                                   // "no_group", "deadline", "told", "aborted")
   double drain_ms = 0;            // trapped: the device drain at the cut
   double paused_ms = 0;           // resumed: from the trap to the resume
-  std::vector<double> gemm_ms;    // done: FP32, FP16, and FP8 where the hook reported on it (0: not run)
+  std::vector<double> gemm_ms;    // done: FP32, FP16 (0: not run)
   std::vector<double> gemm_tflops;
   std::string gemm_fp8;           // done: the FP8 GEMM's outcome (kGemmFp8Names); "": not run, or a hook without it
+  double gemm_fp8_ms = 0;         // done: its median when gemm_fp8 is "done" (apart from gemm_ms: masters that
+  double gemm_fp8_tflops = 0;     //   sum gemm_ms know nothing of FP8)
   int compute_capability = 0;     // done: the device's, major * 10 + minor, when the hook reported FP8 (0: unknown)
   std::vector<PauseTransferResult> transfers;  // done
 };
@@ -495,9 +497,11 @@ inline constexpr const char* kGemmFp8Names[] = {"done", "unsupported", "no_libra
 // Detail of a "validated" event: what a validation pause measured and concluded (docs/validation.md).
 struct ValidatedGpu {
   int rank = -1, node = -1;
-  double ms = 0, peers_ms = 0, ratio = 0, tflops = 0;  // ms: the GEMMs of gemm_types summed; tflops: FP32's
+  double ms = 0, peers_ms = 0, ratio = 0, tflops = 0;  // ms: the GEMMs of gemm_types, weighted alike
+                                                       // (validate::gemm_times); tflops: FP32's
   bool slow = false;
   double fp8_tflops = 0;  // 0: not measured
+  std::string fp8;        // the FP8 GEMM's outcome on it (kGemmFp8Names; "": not reported)
 };
 struct ValidatedLink {
   int src = -1, dst = -1, src_node = -1, dst_node = -1;
@@ -555,6 +559,7 @@ struct PreflightReport {
   bool fail_on_slow = false;
   bool exit = false;              // the ranks were told to exit (fail_on_slow and something slow)
   std::vector<ValidatedGpu> slow_gpus;    // against the median of every other GPU
+  std::vector<std::string> gemm_types;    // the GEMMs compared (ValidatedReport::gemm_types)
   std::vector<PreflightLink> slow_links;  // against the median of their class
   int gpus_tested = 0, transfers_tested = 0, groups_tested = 0;
   std::string reason;

@@ -62,10 +62,20 @@ GemmTimes gemm_times(const std::vector<GemmReport>& reports) {
   for (const GemmReport& r : reports) {
     if (measured(r, 0) && measured(r, 1)) complete.push_back(&r);
   }
-  out.with_fp8 = !complete.empty() &&
-                 std::all_of(complete.begin(), complete.end(), [&](const GemmReport* r) { return measured(*r, 2); });
+  if (complete.empty()) return out;
+  out.with_fp8 = std::all_of(complete.begin(), complete.end(), [&](const GemmReport* r) { return measured(*r, 2); });
+  const std::size_t types = out.with_fp8 ? 3 : 2;
+  double medians[3] = {}, total = 0;
+  for (std::size_t t = 0; t < types; ++t) {
+    std::vector<double> v;
+    for (const GemmReport* r : complete) v.push_back(r->ms[t]);
+    medians[t] = median(std::move(v));
+    total += medians[t];
+  }
   for (const GemmReport* r : complete) {
-    out.times.push_back({r->rank, r->node, r->ms[0] + r->ms[1] + (out.with_fp8 ? r->ms[2] : 0.0)});
+    double ratios = 0;
+    for (std::size_t t = 0; t < types; ++t) ratios += r->ms[t] / medians[t];
+    out.times.push_back({r->rank, r->node, ratios * total / static_cast<double>(types)});
   }
   return out;
 }

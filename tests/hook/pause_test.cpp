@@ -153,8 +153,6 @@ TEST_F(HookPause, TrapsAtTheMarkedIterationRunsTheTestsAndResumesWhenTold) {
   EXPECT_EQ(p2p, 0);
 }
 
-// A pre-flight with --fail-on-slow: told to exit once its results are in, the rank's process ends at the cut
-// with status 75, and its ring says so (the agent tells that exit from a fail-stop).
 // The stand-ins read their device model when they load: this test runs again in a process of its own, on
 // a simulated device of compute capability 8.0 (an A100's), where no FP8 GEMM runs and the others do.
 TEST_F(HookPause, OnADeviceBelowComputeCapability89TheFp8GemmIsReportedUnsupported) {
@@ -199,6 +197,8 @@ TEST_F(HookPause, OnADeviceBelowComputeCapability89TheFp8GemmIsReportedUnsupport
   ASSERT_EQ(rc, 0);
 }
 
+// A pre-flight with --fail-on-slow: told to exit once its results are in, the rank's process ends at the cut
+// with status 75, and its ring says so (the agent tells that exit from a fail-stop).
 TEST_F(HookPause, ExitsWithItsStatusWhenTheVerdictSaysSo) {
   const int rc = in_child(dir_, [&](PauseControl* pc, ncclComm_t c) {
     float x = 1;

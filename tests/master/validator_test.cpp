@@ -506,7 +506,7 @@ TEST(Validator, APreflightReportNamesEverySlowGpuAndEachSlowLinkOnce) {
   v.ranks = 8;
   v.pause_s = 1.5;
   for (int r = 0; r < 8; ++r) {
-    v.gpus.push_back({r, r / 2, r == 5 || r == 1 ? 16.0 : 10.0, 10.0, r == 5 || r == 1 ? 1.6 : 1.0, 1.0, r == 5 || r == 1});
+    v.gpus.push_back({r, r / 2, r == 5 || r == 1 ? 16.0 : 10.0, 10.0, r == 5 || r == 1 ? 1.6 : 1.0, 1.0, r == 5 || r == 1, 0.0, ""});
   }
   v.links.push_back({2, 4, 1, 2, "inter-node", 20, 1, 20, 0.05, true});
   v.links.push_back({5, 3, 2, 1, "inter-node", 10, 1, 10, 0.1, true});  // the same link, the other way
@@ -585,11 +585,13 @@ TEST(Validator, TheFp8GemmCountsOnlyWhereEveryGpuTestedMeasuredIt) {
     ASSERT_EQ(*run.step(100.2).command, "pause_run");
     for (int r : {0, 1, 2}) {
       PauseReport d = report("v8", "done");
-      // Rank 2 is 2.5x slower in FP8 only: 10 + 5 + 5 against 10 + 5 + 2 (33 % over its peers).
+      // Rank 2 is 2.5x slower in FP8 only: (1 + 1 + 2.5) / 3 = 1.5x its peers, the types weighed alike.
       const bool fp8 = all_fp8 || r != 0;
-      d.gemm_ms = {10.0, 5.0, fp8 ? (r == 2 ? 5.0 : 2.0) : 0.0};
-      d.gemm_tflops = {40.0, 80.0, fp8 ? (r == 2 ? 200.0 : 500.0) : 0.0};
+      d.gemm_ms = {10.0, 5.0};
+      d.gemm_tflops = {40.0, 80.0};
       d.gemm_fp8 = fp8 ? "done" : "unsupported";
+      d.gemm_fp8_ms = fp8 ? (r == 2 ? 5.0 : 2.0) : 0.0;
+      d.gemm_fp8_tflops = fp8 ? (r == 2 ? 200.0 : 500.0) : 0.0;
       run.report(r, r, d, 100.5);
     }
     run.step(100.6);
@@ -603,14 +605,17 @@ TEST(Validator, TheFp8GemmCountsOnlyWhereEveryGpuTestedMeasuredIt) {
       EXPECT_EQ(v.cause, "gpu");
       EXPECT_EQ(v.rank, 2);
       EXPECT_TRUE(v.gpus[2].slow);
-      EXPECT_DOUBLE_EQ(v.gpus[2].ms, 20.0);
+      EXPECT_NEAR(v.gpus[2].ratio, 1.5, 1e-9);
+      EXPECT_NEAR(v.gpus[2].ms, 25.5, 1e-9);  // 1.5 x (10 + 5 + 2)
       EXPECT_DOUBLE_EQ(v.gpus[2].fp8_tflops, 200.0);
       EXPECT_DOUBLE_EQ(v.gpus[2].tflops, 40.0);
+      EXPECT_EQ(v.gpus[2].fp8, "done");
     } else {
       EXPECT_EQ(v.gemm_types, (std::vector<std::string>{"fp32", "fp16"}));
       EXPECT_EQ(v.cause, "none");
       for (const auto& g : v.gpus) EXPECT_DOUBLE_EQ(g.ms, 15.0);
       EXPECT_DOUBLE_EQ(v.gpus[0].fp8_tflops, 0.0);
+      EXPECT_EQ(v.gpus[0].fp8, "unsupported");  // why the FP8 GEMM did not count
     }
   }
 }

@@ -510,7 +510,8 @@ TEST(Messages, PreflightRequestAndReportRoundTripAndChecks) {
   r.state = "slow";
   r.fail_on_slow = true;
   r.exit = true;
-  r.slow_gpus = {{5, 2, 16.0, 10.0, 1.6, 2.0, true}};
+  r.slow_gpus = {{5, 2, 16.0, 10.0, 1.6, 2.0, true, 300.0, "done"}};
+  r.gemm_types = {"fp32", "fp16", "fp8"};
   r.slow_links = {{1, 2, "inter-node", 19.2, 0.1, 2.0, 1}};
   r.gpus_tested = 8;
   r.transfers_tested = 24;
@@ -535,6 +536,8 @@ TEST(Messages, PreflightRequestAndReportRoundTripAndChecks) {
   refused("exit", 1);
   refused("pause_s", -1.0);
   refused("slow_gpus", nlohmann::json::array({{{"rank", -3}, {"ms", 1.0}}}));
+  refused("slow_gpus", nlohmann::json::array({{{"rank", 3}, {"ms", 1.0}, {"fp8_tflops", -1.0}}}));
+  refused("gemm_types", nlohmann::json::array({"fp64"}));
   refused("slow_links", nlohmann::json::array({{{"node_a", "x"}, {"node_b", 1}}}));
   refused("slow_links", nlohmann::json::array({{{"node_a", 1}, {"node_b", 2}, {"ratio", -2.0}}}));
   refused("id", "");
@@ -641,15 +644,21 @@ TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
   EXPECT_FALSE(to_json(r).contains("gemm_fp8"));
   EXPECT_EQ(rb->gemm_fp8, "");
   EXPECT_EQ(rb->compute_capability, 0);
-  r.gemm_ms.push_back(3.0);
-  r.gemm_tflops.push_back(350.0);
   r.gemm_fp8 = "done";
+  r.gemm_fp8_ms = 3.0;
+  r.gemm_fp8_tflops = 350.0;
   r.compute_capability = 90;
   rb = parse_pause_report(to_json(r), &err);
   ASSERT_TRUE(rb) << err;
-  EXPECT_EQ(rb->gemm_ms, r.gemm_ms);
+  EXPECT_EQ(rb->gemm_ms, r.gemm_ms);  // FP8 apart: a master that sums gemm_ms knows nothing of it
   EXPECT_EQ(rb->gemm_fp8, "done");
+  EXPECT_EQ(rb->gemm_fp8_ms, 3.0);
+  EXPECT_EQ(rb->gemm_fp8_tflops, 350.0);
   EXPECT_EQ(rb->compute_capability, 90);
+  bad = to_json(r);
+  bad["gemm_fp8"] = "unsupported";  // a time for an FP8 GEMM that did not run
+  EXPECT_FALSE(parse_pause_report(bad, &err));
+  EXPECT_NE(err.find("not done"), std::string::npos) << err;
   bad = to_json(r);
   bad["gemm_fp8"] = "sideways";
   EXPECT_FALSE(parse_pause_report(bad, &err));
@@ -688,7 +697,7 @@ TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
   v.cause = "gpu";
   v.rank = 5;
   v.gemm_types = {"fp32", "fp16", "fp8"};
-  v.gpus = {{5, 0, 30.0, 20.0, 1.5, 40.0, true, 600.0}, {6, 0, 20.0, 30.0, 0.67, 60.0, false, 0.0}};
+  v.gpus = {{5, 0, 30.0, 20.0, 1.5, 40.0, true, 600.0, "done"}, {6, 0, 20.0, 30.0, 0.67, 60.0, false, 0.0, "failed"}};
   vb = parse_validated_report(to_json(v), &err);
   ASSERT_TRUE(vb) << err;
   EXPECT_EQ(vb->gemm_types, v.gemm_types);
@@ -697,8 +706,13 @@ TEST(Messages, PauseCommandReportAndVerdictRoundTripAndChecks) {
   EXPECT_EQ(vb->gpus[0].tflops, 40.0);
   EXPECT_TRUE(vb->gpus[0].slow);
   EXPECT_EQ(vb->gpus[1].fp8_tflops, 0.0);
+  EXPECT_EQ(vb->gpus[0].fp8, "done");
+  EXPECT_EQ(vb->gpus[1].fp8, "failed");
   vbad = to_json(v);
   vbad["gemm_types"] = {"fp4"};
+  EXPECT_FALSE(parse_validated_report(vbad, &err));
+  vbad = to_json(v);
+  vbad["gpus"][1]["fp8"] = "melted";
   EXPECT_FALSE(parse_validated_report(vbad, &err));
 
   // The agent's iteration update carries the framework's mark when it has one.

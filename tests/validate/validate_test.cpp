@@ -3,6 +3,8 @@
 // src/graph/search.cc ncclTopoGetXmlFromGraphs).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -98,17 +100,29 @@ TEST(Interpret, ASlowGpuIsAboveTheMedianOfItsPeersByMoreThanTenPercent) {
   EXPECT_FALSE(alone[0].slow);
 }
 
-TEST(Interpret, GemmTimesSumFp32AndFp16AndFp8OnlyWhereEveryGpuMeasuredIt) {
-  // Every GPU measured all three: FP8 is compared too.
-  GemmTimes t = gemm_times({{0, 0, {10, 5, 2}}, {1, 0, {10, 5, 3}}, {2, 1, {10.2, 5.1, 2.1}}});
+TEST(Interpret, GemmTimesWeighEveryTypeAlikeAndFp8OnlyWhereEveryGpuMeasuredIt) {
+  // Every GPU measured all three: FP8 is compared too. A GPU at every median has the medians' sum.
+  GemmTimes t = gemm_times({{0, 0, {10, 5, 2}}, {1, 0, {10, 5, 2}}, {2, 1, {10, 5, 2}}});
   EXPECT_TRUE(t.with_fp8);
   ASSERT_EQ(t.times.size(), 3u);
   EXPECT_DOUBLE_EQ(t.times[0].ms, 17);
-  EXPECT_DOUBLE_EQ(t.times[1].ms, 18);
   EXPECT_EQ(t.times[2].rank, 2);
   EXPECT_EQ(t.times[2].node, 1);
+  // A GPU slower by 1.6x in everything is 1.6x its peers, whatever the types' times.
+  t = gemm_times({{0, 0, {22, 1.6, 0.85}}, {1, 0, {22, 1.6, 0.85}}, {2, 0, {22, 1.6, 0.85}}, {3, 0, {35.2, 2.56, 1.36}}});
+  EXPECT_NEAR(judge_gemm(t.times)[3].ratio, 1.6, 1e-9);
+  // As an H100's times go (FP32 without TF32 takes over ten times FP16's), a GPU slow only in its FP8 or only in
+  // its FP16 tensor cores is named: its weighted time is 1.5x or 1.27x its peers'. A plain sum would have
+  // made them 1.05x and 1.04x, under the 10 % that names a GPU.
+  const std::vector<double> h100 = {22, 1.6, 0.85};
+  t = gemm_times({{0, 0, h100}, {1, 0, h100}, {2, 0, h100}, {3, 0, {22, 1.6, 0.85 * 2.5}}});
+  EXPECT_NEAR(judge_gemm(t.times)[3].ratio, 1.5, 1e-9);
+  EXPECT_TRUE(judge_gemm(t.times)[3].slow);
+  t = gemm_times({{0, 0, h100}, {1, 0, h100}, {2, 0, h100}, {3, 0, {22, 1.6 * 1.8, 0.85}}});
+  EXPECT_NEAR(judge_gemm(t.times)[3].ratio, 1 + 0.8 / 3, 1e-9);
+  EXPECT_TRUE(judge_gemm(t.times)[3].slow);
   // One GPU without FP8 (a hook without it, an older device, a failure): every GPU compares without it.
-  for (const std::vector<double>& other : {std::vector<double>{10, 5}, {10, 5, 0}, {10, 5, -1}}) {
+  for (const std::vector<double>& other : {std::vector<double>{10, 5}, {10, 5, 0}, {10, 5, -1}, {10, 5, NAN}}) {
     t = gemm_times({{0, 0, {10, 5, 2}}, {1, 0, other}});
     EXPECT_FALSE(t.with_fp8);
     ASSERT_EQ(t.times.size(), 2u);
@@ -123,9 +137,10 @@ TEST(Interpret, GemmTimesSumFp32AndFp16AndFp8OnlyWhereEveryGpuMeasuredIt) {
   EXPECT_EQ(t.times[1].rank, 3);
   EXPECT_TRUE(gemm_times({{0, 0, {}}, {1, 0, {5}}}).times.empty());
   EXPECT_FALSE(gemm_times({}).with_fp8);
-  // A GPU slow only in FP8 is found once FP8 counts: 10 + 5 + 6 against 10 + 5 + 2 is 31 % over.
-  t = gemm_times({{0, 0, {10, 5, 2}}, {1, 0, {10, 5, 2}}, {2, 0, {10, 5, 6}}});
-  EXPECT_TRUE(judge_gemm(t.times)[2].slow);
+  // One GPU alone is at its own medians.
+  t = gemm_times({{7, 1, {10, 5, 2}}});
+  ASSERT_EQ(t.times.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.times[0].ms, 17);
 }
 
 TEST(Interpret, ASlowLinkIsAboveTheMedianOfItsClassByMoreThanHalf) {

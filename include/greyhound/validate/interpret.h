@@ -27,9 +27,12 @@ struct GemmReport {
   int rank = -1, node = -1;
   std::vector<double> ms;
 };
-// The time compared across ranks: FP32 + FP16, for every rank that measured both (a type left out, by the
-// deadline or a failure, would shorten its time), plus FP8 when every one of those ranks measured it too (a
+// The time compared across ranks: FP32 and FP16, for every rank that measured both (a type left out, by the
+// deadline or a failure, would shorten its time), and FP8 when every one of those ranks measured it too (a
 // cluster of mixed GPUs, or an FP8 GEMM that failed on one GPU, compares without it rather than unlike sums).
+// The types count alike: each is weighted by the inverse of its median over those ranks, scaled so that a
+// rank at every median has the medians' sum (in ms). Plain sums would leave the check to FP32, which takes
+// over ten times FP16's time on tensor-core GPUs: a GPU slow only in its tensor cores would hardly show.
 struct GemmTimes {
   std::vector<GemmTime> times;  // in the order given, the ranks left out dropped
   bool with_fp8 = false;
