@@ -72,6 +72,20 @@ double timed_ms(const CudaApi& c, void* e0, void* e1, Fn&& fn) {
   return ms;
 }
 
+// A GEMM's median device time, ms, over `repeats` (1..9) timed runs after one warm-up; < 0 when a run failed
+// or the deadline came first (the caller tells which). The rank's own work: nothing starts past the deadline.
+template <typename Fn>
+double timed_gemm_ms(const CudaApi& c, void* e0, void* e1, int repeats, std::uint64_t deadline_ns, Fn&& gemm) {
+  double runs[9];
+  bool ok = monotonic_ns() < deadline_ns && timed_ms(c, e0, e1, gemm) >= 0;  // warm-up
+  int got = 0;
+  for (int i = 0; ok && i < repeats && monotonic_ns() < deadline_ns; ++i) {
+    const double ms = timed_ms(c, e0, e1, gemm);
+    if (ms < 0) ok = false; else runs[got++] = ms;
+  }
+  return ok && got == repeats ? median(runs, got) : -1;
+}
+
 // The request as the hook runs it: a copy taken at the trap (the agent may rewrite the block once it gave
 // up on this pause), with what the tests need acquired before the rank reports trapped, so that no rank
 // can fail to take part in a transfer once told to run.
@@ -183,15 +197,9 @@ void run_fp8_gemm(const CudaApi& c, void* a, void* b, void* out, std::uint32_t n
       return c.lt_matmul(handle, desc, &one, a, layout[0], b, layout[1], &zero, out, layout[2], out, layout[2],
                          &best.algo, workspace, workspace_bytes, nullptr) == 0;
     };
-    double runs[9];
-    bool ok = monotonic_ns() < deadline_ns && timed_ms(c, e0, e1, gemm) >= 0;  // warm-up
-    int got = 0;
-    for (int i = 0; ok && i < repeats && monotonic_ns() < deadline_ns; ++i) {
-      const double ms = timed_ms(c, e0, e1, gemm);
-      if (ms < 0) ok = false; else runs[got++] = ms;
-    }
-    if (ok && got == repeats) {
-      r.ms = median(runs, got);
+    const double ms = timed_gemm_ms(c, e0, e1, repeats, deadline_ns, gemm);
+    if (ms >= 0) {
+      r.ms = ms;
       r.tflops = r.ms > 0 ? 2.0 * static_cast<double>(n) * n * n / (r.ms * 1e-3) / 1e12 : 0;
       r.status = kGemmFp8Done;
     } else {
@@ -269,14 +277,9 @@ void run_tests(const Request& req, PauseControl& pc, std::uint64_t deadline_ns) 
           return c.gemm_ex(handle, kOpN, kOpN, N, N, N, &one, a, types[t], N, b, types[t], N, &zero, out, types[t], N,
                            kCompute32F, kGemmDefault) == 0;
         };
-        bool ok = monotonic_ns() < deadline_ns && timed_ms(c, e0, e1, gemm) >= 0;  // warm-up
-        int got = 0;
-        for (int r = 0; ok && r < repeats && monotonic_ns() < deadline_ns; ++r) {
-          const double ms = timed_ms(c, e0, e1, gemm);
-          if (ms < 0) ok = false; else runs[got++] = ms;
-        }
-        if (ok && got == repeats) {
-          pc.gemm_ms[t] = median(runs, got);
+        const double ms = timed_gemm_ms(c, e0, e1, repeats, deadline_ns, gemm);
+        if (ms >= 0) {
+          pc.gemm_ms[t] = ms;
           if (pc.gemm_ms[t] > 0) pc.gemm_tflops[t] = 2.0 * N * N * N / (pc.gemm_ms[t] * 1e-3) / 1e12;
         } else if (monotonic_ns() < deadline_ns) {
           log_line(LogLevel::kWarn, "pause: the %s GEMM failed", t == 0 ? "FP32" : "FP16");
