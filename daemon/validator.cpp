@@ -542,10 +542,8 @@ ValidatedReport ValidationRun::outcome() const {
     const auto it = done_.find(r);
     if (it == done_.end()) continue;
     const PauseReport& d = it->second;
-    std::vector<double> ms(d.gemm_ms.begin(), d.gemm_ms.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(d.gemm_ms.size(), 2)));
-    ms.resize(2, 0.0);
-    ms.push_back(d.gemm_fp8 == "done" ? d.gemm_fp8_ms : 0.0);
-    reports.push_back({r, node(r), std::move(ms)});
+    const auto type = [&](std::size_t t) { return d.gemm_ms.size() > t ? d.gemm_ms[t] : 0.0; };
+    reports.push_back({r, node(r), {type(0), type(1), d.gemm_fp8 == "done" ? d.gemm_fp8_ms : 0.0}});
     results[r] = &d;
   }
   const validate::GemmTimes gemm = validate::gemm_times(reports);
@@ -597,8 +595,9 @@ ValidatedReport ValidationRun::outcome() const {
   for (const auto& g : v.gpus) {
     const auto d = results.find(g.rank);
     const PauseReport* p = d != results.end() ? d->second : nullptr;
-    out.gpus.push_back({g.rank, g.node, g.ms, g.peers_ms, g.ratio, p != nullptr && !p->gemm_tflops.empty() ? p->gemm_tflops[0] : 0,
-                        g.slow, p != nullptr ? p->gemm_fp8_tflops : 0, p != nullptr ? p->gemm_fp8 : ""});
+    const double fp32_tflops = p != nullptr && !p->gemm_tflops.empty() ? p->gemm_tflops[0] : 0;
+    out.gpus.push_back({g.rank, g.node, g.ms, g.peers_ms, g.ratio, fp32_tflops, g.slow,
+                        p != nullptr ? p->gemm_fp8_tflops : 0, p != nullptr ? p->gemm_fp8 : ""});
   }
   for (const auto& l : v.links) {
     out.links.push_back({l.transfer.src, l.transfer.dst, l.src_node, l.dst_node, validate::link_class_name(l.link_class),

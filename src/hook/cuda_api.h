@@ -1,6 +1,6 @@
 // The CUDA runtime, cuBLAS and cuBLASLt functions libgreyhound.so uses, resolved with dlsym(RTLD_DEFAULT) at
-// first use, else in the loaded libcudart.so* / libcublas.so* / libcublasLt.so* itself (a job that loaded them with RTLD_LOCAL, as
-// Python loads torch's; runtime.h, resolve_in_loaded). Never linked, so the hook works with whatever
+// first use, else in the loaded libcudart.so* / libcublas.so* / libcublasLt.so* itself (a job that loaded
+// them with RTLD_LOCAL, as Python loads torch's; runtime.h, resolve_in_loaded). Never linked, so the hook works with whatever
 // versions the job loaded. Each is held with the type CUDA's headers give it (a call through another
 // function type is undefined behaviour, and UBSan says so) and called through the ABI-level types the hook
 // uses: ints for cudaError_t, cublasStatus_t and the cuBLAS enums, void* for streams, events and handles.

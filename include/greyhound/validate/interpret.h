@@ -1,7 +1,7 @@
 // What the validation's measurements say (the paper's "Validation"), pure, std only:
-//  - GEMM: every tested rank ran the same GEMMs (the median of its repeats; gemm_times sums the types); a rank is a slow GPU when its
-//    time exceeds the median of the *other* tested ranks' by more than `excess` (kPeerExcess, 10 %). With
-//    no other rank tested there is nothing to compare with: not judged.
+//  - GEMM: every tested rank ran the same GEMMs (the median of its repeats; gemm_times weighs the types
+//    alike); a rank is a slow GPU when its time exceeds the median of the *other* tested ranks' by more than
+//    `excess` (kPeerExcess, 10 %). With no other rank tested there is nothing to compare with: not judged.
 //  - P2P: every transfer of the passes moved the same bytes (the median of its repeats); a transfer is over
 //    a slow link when its time exceeds the median of the other transfers over links of its class
 //    (intra-node: both ranks on one node; inter-node) by more than `excess` (kSlowLinkExcess, 50 %).
