@@ -80,6 +80,28 @@ int in_child(const std::string& dir, const std::function<int(PauseControl*, nccl
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Plays the agent's part in pause `id` from a thread (trapped: run; done: resume) while this rank marks
+// iterations first..last-1, one AllReduce each; 0, or 1 (never trapped) or 2 (no results). The iteration
+// mark the rank had when it trapped goes to `trapped_at_mark`.
+int pause_through(PauseControl* pc, ncclComm_t c, std::uint64_t id, int first, int last,
+                  std::uint64_t* trapped_at_mark = nullptr) {
+  float x = 1;
+  std::atomic<int> failed{0};
+  std::thread agent([&] {
+    if (!wait_state(pc, id, kPauseTrapped)) { failed = 1; return; }
+    if (trapped_at_mark != nullptr) *trapped_at_mark = pc->iteration_mark.load();
+    pc->command.store(kPauseCmdRun, std::memory_order_release);
+    if (!wait_state(pc, id, kPauseDone)) { failed = 2; return; }
+    pc->command.store(kPauseCmdResume, std::memory_order_release);
+  });
+  for (int it = first; it < last; ++it) {
+    greyhound_job_mark_iteration_v1(it);
+    ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr);
+  }
+  agent.join();
+  return failed;
+}
+
 class HookPause : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -111,21 +133,8 @@ TEST_F(HookPause, TrapsAtTheMarkedIterationRunsTheTestsAndResumesWhenTold) {
     const std::uint64_t group = group_of(dir_);
     if (group == 0) return 20;
     arm(pc, 7, 2, 30, 40, group, true);
-    std::atomic<int> failed{0};
-    std::atomic<std::uint64_t> trapped_at_mark{0};
-    std::thread agent([&] {
-      if (!wait_state(pc, 7, kPauseTrapped)) { failed = 1; return; }
-      trapped_at_mark = pc->iteration_mark.load();
-      pc->command.store(kPauseCmdRun, std::memory_order_release);
-      if (!wait_state(pc, 7, kPauseDone)) { failed = 2; return; }
-      pc->command.store(kPauseCmdResume, std::memory_order_release);
-    });
-    for (int it = 1; it < 5; ++it) {
-      greyhound_job_mark_iteration_v1(it);
-      ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr);
-    }
-    agent.join();
-    if (failed != 0) return 20 + failed;
+    std::uint64_t trapped_at_mark = 0;
+    if (const int failed = pause_through(pc, c, 7, 1, 5, &trapped_at_mark); failed != 0) return 20 + failed;
     if (trapped_at_mark != 3) return 30;  // iteration 2 in progress
     if (!wait_state(pc, 7, kPauseResumed, 1) || pc->reason != kPauseWhyTold) return 31;
     if (!(pc->gemm_ms[0] > 0) || !(pc->gemm_ms[1] > 0) || !(pc->gemm_tflops[0] > 0)) return 32;
@@ -175,19 +184,7 @@ TEST_F(HookPause, OnADeviceBelowComputeCapability89TheFp8GemmIsReportedUnsupport
     greyhound_job_mark_iteration_v1(0);
     ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr);
     arm(pc, 9, 1, 30, 32, 0, false);
-    std::atomic<int> failed{0};
-    std::thread agent([&] {
-      if (!wait_state(pc, 9, kPauseTrapped)) { failed = 1; return; }
-      pc->command.store(kPauseCmdRun, std::memory_order_release);
-      if (!wait_state(pc, 9, kPauseDone)) { failed = 2; return; }
-      pc->command.store(kPauseCmdResume, std::memory_order_release);
-    });
-    for (int it = 1; it < 4; ++it) {
-      greyhound_job_mark_iteration_v1(it);
-      ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr);
-    }
-    agent.join();
-    if (failed != 0) return 20 + failed;
+    if (const int failed = pause_through(pc, c, 9, 1, 4); failed != 0) return 20 + failed;
     if (!(pc->gemm_ms[0] > 0) || !(pc->gemm_ms[1] > 0)) return 30;
     const PauseGemmFp8& fp8 = pause_fp8_of(*pc);
     if (fp8.id != 9 || fp8.status != kGemmFp8Unsupported || fp8.compute_capability != 80) return 31;
