@@ -7,30 +7,35 @@
 What install() changes (docs/megatron.md):
   - megatron.training.training.train_step: before each step every rank polls the plan follower at the global
     batch about to be trained (args.consumed_train_samples // global batch size, also marked for greyhound's
-    validation pause); during the step get_num_microbatches() is this replica's count (the schedule runs it,
-    the same on every TP/PP/CP rank of the replica) and each micro-batch loss is multiplied by
-    dp * N_d / sum(N) (not with --calculate-per-token-loss, where the token counts weight it already);
-  - outside the step get_num_microbatches() stays the uniform count, so consumed_train_samples, FLOPs and the
-    logged batch size (dp * micro_batch_size * count) stay the global batch's;
+    validation pause); the step's pipeline schedule (the forward_backward_func train_step is given) runs this
+    replica's count of micro-batches (the same on every TP/PP/CP rank of the replica), and each micro-batch
+    loss is multiplied by dp * N_d / sum(N) (not with --calculate-per-token-loss, where the token counts
+    weight it already);
+  - nothing else sees the replica's count: get_num_microbatches() answers Megatron's uniform count everywhere,
+    so the learning-rate and weight-decay scheduler's increment, consumed_train_samples, FLOPs, the logged
+    batch size and checkpoint metadata are the global batch's on every rank;
   - megatron.training.training.build_train_valid_test_data_loaders: the training loader's
     MegatronPretrainingSampler is replaced by ReplicaBatchSampler (the same order while the split is uniform);
     validation and test loaders are left alone.
 With "S4" among the capabilities (and --save set), an S4 plan stops the job at the next step boundary: rank
 0 asks for the restart through the job client; then train_step returns without running the step, with
 Megatron's own should_checkpoint / should_exit / exit_code flags, so that its loop writes the checkpoint
-(megatron.training.training.save_checkpoint_and_time, after which every rank acknowledges) and exits with
-restart_exit_code for the launcher to restart it without what the plan excludes.
+(megatron.training.training.save_checkpoint_and_time; with --async-save, once maybe_finalize_async_save has
+finished it, blocking) and every rank acknowledges once it is durable, then exits with restart_exit_code for
+the launcher to restart it without what the plan excludes.
 With "S3" (and --save, gpus_per_node, and greyhound_megatron.place_rank() run at the process's start) an S3
 plan takes the same path, the restart request carrying the plan's placement: the launcher starts the job
 again as always and place_rank() gives each process the rank of the role its launch rank is to hold.
-A configuration it cannot serve (a batch-size ramp-up, a cyclic or external data loader, MoE, multi-token
-prediction, full-iteration CUDA graphs; for S3 and S4 no --save; for S3 also context parallelism or another
-rank order than tp-dp-pp) keeps training unchanged and does not advertise the remedy: its plans are then
-acknowledged as unsupported.
+A configuration it cannot serve (S2: a micro-batch count that is fixed or moves under it: batch-size
+schedules, CUDA graphs that capture the count, iteration skipping; a cyclic or external data loader, MoE,
+multi-token prediction; for S3 and S4 no --save; for S3 also context parallelism or another rank order than
+tp-dp-pp) keeps training unchanged and does not advertise the remedy: its plans are then acknowledged as
+unsupported.
 """
 import os
 import functools
 import importlib
+import inspect
 import logging
 import time
 
@@ -57,6 +62,23 @@ _INSTALLED = None
 # save_checkpoint_and_time).
 _BY_RESTART = ("S3", "S4")
 
+# The only micro-batch calculator under which the count is Megatron's for the whole run
+# (megatron/core/num_microbatches_calculator.py: the ramp-up and step-schedule calculators move it).
+_CONSTANT_CALCULATOR = "ConstantNumMicroBatchesCalculator"
+
+# The argument names the S2 checks read, by what they mean (Megatron-LM's args namespace; each supported version
+# names a setting by one of them; the conformance test checks them against a checkout's source).
+S2_ARGUMENTS = {
+    "step batch-size schedule": ("step_batch_size_schedule",),   # main (megatron-core 0.18 on)
+    "batch-size ramp-up": ("rampup_batch_size",),                # honoured up to core_r0.17, ignored after
+    "CUDA graphs": ("cuda_graph_impl", "cuda_graph_scope", "cuda_graph_modules"),
+    "iteration skipping": ("iterations_to_skip",),
+    "data loader": ("dataloader_type",),
+    "MoE": ("num_experts",),
+    "multi-token prediction": ("mtp_num_layers",),
+    "MoE overlap": ("overlap_moe_expert_parallel_comm",),
+}
+
 
 class MegatronMissing(RuntimeError):
     """The installed Megatron-LM lacks what the adapter needs (the message says what)."""
@@ -79,20 +101,36 @@ def _import_megatron():
     return mods
 
 
-class _ReplicaCalculator:
-    """Megatron's micro-batch calculator, answering this replica's count while a train_step runs."""
+class _ReplicaSchedule:
+    """Megatron's pipeline schedule (the forward_backward_func a train_step is given) running this replica's
+    count of micro-batches: train_step passes num_microbatches=get_num_microbatches() by keyword (every
+    schedule in megatron.core.pipeline_parallel.schedules takes its arguments by keyword only), and only the
+    schedule is told the replica's count, so nothing else in or around train_step sees it."""
 
-    def __init__(self, inner, adapter):
+    def __init__(self, inner, count):
         self._inner = inner
-        self._adapter = adapter
+        self._count = count
 
-    def get(self):
-        if self._adapter.in_step:
-            return self._adapter.follower.num_microbatches()
-        return self._inner.get()
+    def __call__(self, *args, **kwargs):
+        if "num_microbatches" in kwargs:
+            kwargs["num_microbatches"] = self._count
+        return self._inner(*args, **kwargs)
 
-    def __getattr__(self, name):  # everything else is the wrapped calculator's
+    def __getattr__(self, name):  # anything else asked of it is the wrapped schedule's
         return getattr(self._inner, name)
+
+
+def _positional_index(func, name):
+    """The index of parameter `name` among func's positional parameters after the first (the forward_step_func
+    the adapter's train_step takes apart), or None where func has no such parameter or cannot be read."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    for i, p in enumerate(params):
+        if p.name == name and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            return i - 1
+    return None
 
 
 def _scaled_loss(loss_func, scale, per_token, *args, **kwargs):
@@ -119,26 +157,30 @@ class MegatronAdapter:
         self.refused = {}  # capability -> why it is not advertised
         self.follower = None
         self.schedule = None
-        self.in_step = False
         self._step_result_len = None  # how many values this Megatron's train_step returns (learnt from one)
-        self._saving_for_restart = None  # the monotonic time a restart's stop began, until its checkpoint is written
+        self._saving_for_restart = None  # the monotonic time a restart's stop began, until its checkpoint is durable
+        self._restart_saved = False  # the restart's save_checkpoint_and_time returned (asynchronous: not yet durable)
         self._restarts = tuple(c for c in self._capabilities if c in _BY_RESTART)
         self._orig_train_step = self._training.train_step
+        # Where train_step takes its pipeline schedule (core_r0.14 on: its 7th parameter).
+        self._schedule_index = _positional_index(self._orig_train_step, "forward_backward_func")
         self._orig_build_loaders = self._training.build_train_valid_test_data_loaders
         self._training.train_step = self.train_step
         self._training.build_train_valid_test_data_loaders = self.build_train_valid_test_data_loaders
         self._orig_save = getattr(self._training, "save_checkpoint_and_time", None)
+        self._orig_finalize = getattr(self._training, "maybe_finalize_async_save", None)
         if self._restarts:
             self._training.save_checkpoint_and_time = self.save_checkpoint_and_time
+            if self._orig_finalize is not None:
+                self._training.maybe_finalize_async_save = self.maybe_finalize_async_save
 
     def uninstall(self):
         self._training.train_step = self._orig_train_step
         self._training.build_train_valid_test_data_loaders = self._orig_build_loaders
         if self._restarts:
             self._training.save_checkpoint_and_time = self._orig_save
-        calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
-        if isinstance(calc, _ReplicaCalculator):
-            self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR = calc._inner
+            if self._orig_finalize is not None:
+                self._training.maybe_finalize_async_save = self._orig_finalize
         if self.follower is not None:
             self.follower.close()
 
@@ -149,9 +191,28 @@ class MegatronAdapter:
             log.warning("greyhound_megatron: %s not advertised: %s (training goes on unchanged)", capability, why)
 
     def _check_s2_config(self, args):
-        """Configurations where an uneven split would change the training or hang it: S2 is not advertised."""
-        if getattr(args, "rampup_batch_size", None):
-            self._refuse("--rampup-batch-size changes the global batch")
+        """Configurations where an uneven split would change the training or hang it: S2 is not advertised.
+        Every one whose micro-batch count is fixed or moves under the plugin is among them: the split keeps the
+        count Megatron started with, and only the schedule may run another."""
+        calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
+        calc_kind = type(calc).__name__
+        if getattr(args, "step_batch_size_schedule", None):
+            self._refuse("--step-batch-size-schedule changes the global batch during training")
+        if getattr(args, "rampup_batch_size", None) and calc_kind != _CONSTANT_CALCULATOR:
+            # Deprecated and ignored (a constant calculator) from megatron-core 0.18 on; honoured before.
+            self._refuse("--rampup-batch-size changes the global batch during training")
+        if calc_kind != _CONSTANT_CALCULATOR:
+            self._refuse("Megatron's micro-batch calculator is %s, not %s: the count moves during training" %
+                         (calc_kind, _CONSTANT_CALCULATOR))
+        if self._schedule_index is None:
+            self._refuse("this Megatron-LM's train_step takes no forward_backward_func, the schedule the replica's "
+                         "count is given to")
+        why = _graphs_capture_count(args, self._mpu.get_pipeline_model_parallel_world_size())
+        if why:
+            self._refuse(why)
+        if list(getattr(args, "iterations_to_skip", None) or []):
+            self._refuse("--iterations-to-skip: Megatron's skipped step pulls the uniform count of micro-batches "
+                         "from the data iterator, which hands this replica its own")
         if getattr(args, "dataloader_type", "single") not in (None, "single"):
             self._refuse("--dataloader-type %s (only Megatron's single-pass sampler is replaced)" %
                          args.dataloader_type)
@@ -160,18 +221,19 @@ class MegatronAdapter:
                          "auxiliary losses are weighted per replica)")
         if getattr(args, "mtp_num_layers", None):
             self._refuse("multi-token prediction (its loss is weighted per replica)")
-        graphs = str(getattr(args, "cuda_graph_scope", "") or "")
-        if "full_iteration" in graphs and getattr(args, "cuda_graph_impl", "none") not in (None, "none"):
+
+    def _check_schedule(self, forward_backward_func):
+        """The schedule train_step is given, at the first step (before anything is advertised): one that replays
+        a captured iteration runs the captured count whatever it is told."""
+        if type(forward_backward_func).__name__ == "FullCudaGraphWrapper":
             self._refuse("full-iteration CUDA graphs replay the captured micro-batch count")
 
     def _ensure_schedule(self):
         if self.schedule is None:
             args = self._get_args()
             self._check_s2_config(args)
-            calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
-            inner = calc._inner if isinstance(calc, _ReplicaCalculator) else calc
             self.schedule = AllocationSchedule(Allocation.uniform(self._mpu.get_data_parallel_world_size(),
-                                                                  inner.get()))
+                                                                  self._calc_mod.get_num_microbatches()))
         return self.schedule
 
     def _ensure_follower(self):
@@ -182,9 +244,7 @@ class MegatronAdapter:
         dp, pp = self._mpu.get_data_parallel_world_size(), self._mpu.get_pipeline_model_parallel_world_size()
         world = dist.get_world_size() if dist.is_initialized() else 1
         args = self._get_args()
-        for c in self._restarts:
-            if not getattr(args, "save", None):
-                self._refuse("no --save directory for the checkpoint", c)
+        self._check_restart_config(args)
         self._check_s3_config(args)
         multiple, why = self._declared_multiple(pp, list(schedule.at(0).counts))
         if why:
@@ -198,6 +258,15 @@ class MegatronAdapter:
                                      microbatch_multiple=multiple,
                                      placement=took.placement if took is not None else [],
                                      accept_placement=self._accept_placement)
+
+    def _check_restart_config(self, args):
+        """What S3 and S4 need: a directory to checkpoint to, and a way to tell when the checkpoint is durable."""
+        for c in self._restarts:
+            if not getattr(args, "save", None):
+                self._refuse("no --save directory for the checkpoint", c)
+            if getattr(args, "async_save", False) and self._orig_finalize is None:
+                self._refuse("--async-save, and this Megatron-LM's training module has no maybe_finalize_async_save "
+                             "to tell when the checkpoint is durable", c)
 
     def _check_s3_config(self, args):
         """What S3 by restart needs: the placement read back at the restart, nodes to place on, Megatron's
@@ -255,11 +324,6 @@ class MegatronAdapter:
                         "the pipeline size %d, not %s" % (pp, odd))
         return ""
 
-    def _ensure_calculator(self):
-        calc = self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR
-        if not isinstance(calc, _ReplicaCalculator):  # installed once, again if Megatron rebuilt it
-            self._calc_mod._GLOBAL_NUM_MICROBATCHES_CALCULATOR = _ReplicaCalculator(calc, self)
-
     # --- the hooked functions -----------------------------------------------------------------------------
     def build_train_valid_test_data_loaders(self, *args, **kwargs):
         train, valid, test = self._orig_build_loaders(*args, **kwargs)
@@ -289,9 +353,9 @@ class MegatronAdapter:
                                            worker_init_fn=loader.worker_init_fn, collate_fn=loader.collate_fn)
 
     def train_step(self, forward_step_func, *args, **kwargs):
+        if self.follower is None and self._schedule_index is not None:
+            self._check_schedule(self._schedule_arg(args, kwargs))
         self._ensure_follower()
-        if "S2" not in self.refused:  # with S2 refused, Megatron's calculator answers as it always does
-            self._ensure_calculator()
         margs = self._get_args()
         global_batch = margs.micro_batch_size * self.schedule.global_microbatches
         iteration = margs.consumed_train_samples // global_batch
@@ -306,7 +370,11 @@ class MegatronAdapter:
             t0 = time.monotonic()
             if self.follower.request_restart(iteration):
                 self._saving_for_restart = t0
+                self._restart_saved = False
                 return ({}, True, True, True, self._restart_exit_code) + (None,) * (self._step_result_len - 5)
+        count = self.follower.num_microbatches()
+        if "S2" not in self.refused and count != self._calc_mod.get_num_microbatches():
+            args, kwargs = self._with_replica_schedule(args, kwargs, count)
         scale = self.follower.loss_scale()
         if scale != 1.0:
             per_token = bool(getattr(margs, "calculate_per_token_loss", False))
@@ -316,11 +384,7 @@ class MegatronAdapter:
                 output, loss_func = inner(*a, **k)
                 return output, functools.partial(_scaled_loss, loss_func, scale, per_token)
 
-        self.in_step = True
-        try:
-            result = self._orig_train_step(forward_step_func, *args, **kwargs)
-        finally:
-            self.in_step = False
+        result = self._orig_train_step(forward_step_func, *args, **kwargs)
         if self._step_result_len is None and isinstance(result, tuple):
             if len(result) >= 5:
                 self._step_result_len = len(result)
@@ -330,16 +394,71 @@ class MegatronAdapter:
                     self.follower.withdraw_capability(c)
         return result
 
+    def _schedule_arg(self, args, kwargs):
+        if "forward_backward_func" in kwargs:
+            return kwargs["forward_backward_func"]
+        return args[self._schedule_index] if len(args) > self._schedule_index else None
+
+    def _with_replica_schedule(self, args, kwargs, count):
+        """train_step's arguments with its forward_backward_func running `count` micro-batches."""
+        if "forward_backward_func" in kwargs:
+            kwargs = dict(kwargs, forward_backward_func=_ReplicaSchedule(kwargs["forward_backward_func"], count))
+        elif len(args) > self._schedule_index:
+            i = self._schedule_index
+            args = args[:i] + (_ReplicaSchedule(args[i], count),) + args[i + 1:]
+        else:  # not passed: train_step's own default, which a plan must not run with another count
+            raise RuntimeError("greyhound_megatron: train_step was called without its forward_backward_func while "
+                               "a split is in force")
+        return args, kwargs
+
     def save_checkpoint_and_time(self, *args, **kwargs):
         out = self._orig_save(*args, **kwargs)
-        if self._saving_for_restart is not None:
-            took = time.monotonic() - self._saving_for_restart
-            self._saving_for_restart = None
-            strategy = self.follower.restart_strategy
-            self.follower.restart_checkpointed(apply_s=took)
-            log.warning("greyhound_megatron: checkpoint for the %s restart written in %.1f s; exiting with %d",
-                        strategy, took, self._restart_exit_code)
+        if self._saving_for_restart is not None and not self._restart_saved:
+            self._restart_saved = True
+            if not getattr(self._get_args(), "async_save", False):
+                self._restart_durable()
+            # else: Megatron writes it in the background; maybe_finalize_async_save(blocking=True), on the
+            # way out of its loop, returns once it is durable.
         return out
+
+    def maybe_finalize_async_save(self, *args, **kwargs):
+        out = self._orig_finalize(*args, **kwargs)
+        blocking = kwargs.get("blocking", args[0] if args else False)
+        if blocking and self._restart_saved and self._saving_for_restart is not None:
+            self._restart_durable()
+        return out
+
+    def _restart_durable(self):
+        took = time.monotonic() - self._saving_for_restart
+        self._saving_for_restart = None
+        strategy = self.follower.restart_strategy
+        self.follower.restart_checkpointed(apply_s=took)
+        log.warning("greyhound_megatron: checkpoint for the %s restart written in %.1f s; exiting with %d",
+                    strategy, took, self._restart_exit_code)
+
+
+def _graphs_capture_count(args, pp):
+    """Why this job's CUDA graphs fix the micro-batch count ("" where they do not), from the arguments the
+    supported Megatron-LM versions use: full-iteration graphs (main: --cuda-graph-impl full_iteration;
+    core_r0.17 and before: --cuda-graph-impl local with --cuda-graph-scope full_iteration) replay the captured
+    iteration; local graphs record a runner per micro-batch of the captured iterations
+    (megatron/core/transformer/cuda_graphs.py, CudaGraphManager); transformer-engine graphs capture
+    get_num_microbatches() micro-batches with pipeline parallelism or expert-parallel overlap (cuda_graphs.py,
+    TECudaGraphHelper), one otherwise."""
+    impl = str(getattr(args, "cuda_graph_impl", None) or "none")
+    scopes = []
+    for name in ("cuda_graph_scope", "cuda_graph_modules"):
+        value = getattr(args, name, None) or []
+        for s in (value if isinstance(value, (list, tuple)) else [value]):
+            scopes.append(str(getattr(s, "name", s)))  # an enum member (CudaGraphScope.full_iteration) or a string
+    if impl == "full_iteration" or (impl == "local" and "full_iteration" in scopes):
+        return "full-iteration CUDA graphs replay the captured micro-batch count"
+    if impl == "local":
+        return "local CUDA graphs record a runner per micro-batch of the captured iterations"
+    if impl == "transformer_engine" and (pp > 1 or getattr(args, "overlap_moe_expert_parallel_comm", False)):
+        return ("transformer-engine CUDA graphs with pipeline parallelism capture get_num_microbatches() "
+                "micro-batches")
+    return ""
 
 
 def _device_from_rank():

@@ -1,12 +1,16 @@
-"""greyhound_megatron.megatron.install() against a stand-in module tree with Megatron-LM's import paths and
-function names (tests/python/megatron/standin; no Megatron code).
+"""greyhound_megatron.megatron.install() against a stand-in module tree with Megatron-LM's import paths, function
+names, signatures and call order (tests/python/megatron/standin, written from the real source's facts; no
+Megatron code).
 
 usage: /usr/bin/python3 adapter_test.py
-4 gloo ranks train 6 iterations through the stand-in's pretrain (its train_step divides each micro-batch loss
-by get_num_microbatches(), DDP-averages, steps SGD), once with no plan and once with an S2 plan [3, 1, 2, 2]
-waiting in a private redis-server. With two DataLoader workers reading ahead, the plan takes effect at the
-first global batch not yet read; from then on the step's count is the replica's while the loop's count and
-consumed_train_samples stay the global batch's, and the parameters equal the uniform run's.
+4 gloo ranks train 6 iterations through the stand-in's train() (Megatron's loop: update_num_microbatches,
+train_step with its forward_backward_func, the scheduler stepped by get_num_microbatches() x micro batch x DP,
+consumed samples), once with no plan and once with an S2 plan [3, 1, 2, 2] waiting in a private
+redis-server, for pretrain_gpt's loss (summed over tokens, divided by them), the per-token loss and the legacy
+pair. With two DataLoader workers reading ahead, the plan takes effect at the first global batch not yet
+read; from then on the schedule runs the replica's count while everything else sees the global batch's: every
+rank's scheduler steps and learning rate equal the uniform run's at every iteration, and so do the
+parameters.
 """
 import json
 import os
@@ -23,67 +27,80 @@ import torch  # noqa: E402
 WORLD = 4
 
 
-def run_ranks(redis, job, d, caps="S2"):
+def run_ranks(redis, job, d, caps="S2", options=None):
+    extra = [json.dumps(options)] if options else []
     procs = [subprocess.Popen([sys.executable, os.path.join(support.HERE, "adapter_rank.py"), str(r), str(WORLD),
-                               os.path.join(d, "init"), job, redis.url, d, "2", caps],
+                               os.path.join(d, "init"), job, redis.url, d, "2", caps] + extra,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(WORLD)]
     outs = [p.communicate(timeout=120)[0].decode(errors="replace") for p in procs]
     return [p.returncode for p in procs], outs
 
 
-def run_job(redis, job, plan=None):
+def run_job(redis, job, plan=None, options=None):
     d = tempfile.mkdtemp(prefix="gh-adapter-")
     try:
         if plan is not None:
             redis.client.set("gh:v1:{%s}:plan" % job, support.plan_json(1, plan))
-        codes, outs = run_ranks(redis, job, d)
-        for code, o in zip(codes, outs):
-            if code != 0:
-                raise AssertionError("a rank failed:\n" + o)
-        ranks = []
-        for r in range(WORLD):
-            with open(os.path.join(d, "rank-%d.json" % r)) as f:
-                ranks.append(json.load(f))
+        codes, outs = run_ranks(redis, job, d, options=options)
+        ranks = support.rank_results(d, codes, outs)
         return torch.load(os.path.join(d, "params.pt")), ranks, outs
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-class Adapter(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.redis = support.RedisServer()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.redis.stop()
-
-    def test_an_s2_plan_applied_through_megatrons_names(self):
-        uniform, plain, _ = run_job(self.redis, "plain")
+class Adapter(support.RedisCase):
+    def check_uneven_equals_uniform(self, loss):
+        plan = [3, 1, 2, 2]
+        uniform, plain, _ = run_job(self.redis, "plain-" + loss, options={"loss": loss})
         for r in plain:
             self.assertEqual([s[1] for s in r["seen"]], [2] * 6)  # 16 samples / (2 per micro-batch x 4 replicas)
-        uneven, ranks, outs = run_job(self.redis, "uneven", [3, 1, 2, 2])
+        uneven, ranks, outs = run_job(self.redis, "uneven-" + loss, plan, options={"loss": loss})
         diff = max(float((a - b).abs().max()) for a, b in zip(uneven, uniform))
-        switch = min(i for i, count, _ in ranks[0]["seen"] if count != 2) if any(
-            count != 2 for _, count, _ in ranks[0]["seen"]) else None
-        print("plan in force from iteration %s; max |diff| vs uniform = %.3g" % (switch, diff))
+        ran = [s[1] for s in ranks[0]["seen"]]
+        switch = next((i for i, n in enumerate(ran) if n != 2), None)
+        print("%s: plan in force from iteration %s; max |diff| vs uniform = %.3g" % (loss, switch, diff))
         self.assertIsNotNone(switch, outs[0])
         self.assertGreaterEqual(switch, 1, "two workers read ahead: the switch waits for an unread global batch")
         for rank, r in enumerate(ranks):
             self.assertEqual(r["refused"], {})
-            self.assertTrue(r["valid_sampler_untouched"])
+            self.assertEqual(r["valid_samplers_untouched"], [True])
             self.assertEqual(r["consumed"], 6 * 16)
-            for i, during, after in r["seen"]:
-                self.assertEqual(during, 2 if i < switch else [3, 1, 2, 2][rank], (rank, i))
-                self.assertEqual(after, 2)  # the loop's bookkeeping sees the uniform count
+            for (i, ran, after, steps, lr), base in zip(r["seen"], plain[rank]["seen"]):
+                self.assertEqual(ran, 2 if i < switch else plan[rank], (rank, i))  # the schedule's count
+                self.assertEqual(after, 2)  # everything else sees the uniform count
+                # One learning-rate schedule: every replica's scheduler where the uniform run's is.
+                self.assertEqual((steps, lr), (base[3], base[4]), (rank, i))
+                self.assertEqual(steps, (i + 1) * 16)
         self.assertLess(diff, 1e-12)
-        acks = support.acks(self.redis.client, "uneven")
+        acks = support.acks(self.redis.client, "uneven-" + loss)
         self.assertEqual(sorted(acks), [0, 1, 2, 3])
         for a in acks.values():
             self.assertEqual((a["epoch"], a["status"], a["iteration"]), (1, "applied", switch))
-        layout = json.loads(self.redis.client.get("gh:v1:{uneven}:layout"))
-        self.assertEqual(layout["microbatches"], [3, 1, 2, 2])
+        layout = json.loads(self.redis.client.get("gh:v1:{uneven-%s}:layout" % loss))
+        self.assertEqual(layout["microbatches"], plan)
 
+    def test_an_s2_plan_keeps_one_lr_schedule_and_the_uniform_step_with_pretrain_gpts_loss(self):
+        self.check_uneven_equals_uniform("token_mean")
+
+    def test_an_s2_plan_keeps_the_uniform_step_with_the_per_token_loss(self):
+        self.check_uneven_equals_uniform("per_token")
+
+    def test_an_s2_plan_keeps_the_uniform_step_with_the_legacy_loss_pair(self):
+        self.check_uneven_equals_uniform("legacy")
+
+    def test_a_step_batch_size_schedule_is_left_alone(self):
+        # 8 samples (1 micro-batch a replica) until 32 are consumed, then 16 (2): S2 is not advertised, the plan
+        # waiting is acknowledged as unsupported, and the step runs the count the loop counts at every iteration.
+        _, ranks, outs = run_job(self.redis, "stepped", [3, 1, 2, 2],
+                                 options={"step_batch_size_schedule": "0:8 32:16"})
+        for r in ranks:
+            self.assertIn("--step-batch-size-schedule", r["refused"]["S2"])
+            self.assertEqual([(s[1], s[2]) for s in r["seen"]], [(1, 1)] * 4 + [(2, 2)] * 2)
+            self.assertEqual([s[3] for s in r["seen"]], [8, 16, 24, 32, 48, 64])
+        acks = support.acks(self.redis.client, "stepped")
+        self.assertEqual(sorted(acks), [0, 1, 2, 3])
+        for a in acks.values():
+            self.assertEqual(a["status"], "unsupported", a)
 
     def test_an_s4_plan_checkpoints_and_stops_through_megatrons_flags(self):
         d = tempfile.mkdtemp(prefix="gh-adapter-s4-")
@@ -101,7 +118,7 @@ class Adapter(unittest.TestCase):
             # Picked up before the first step, carried out at the next boundary (once the step's flags are known).
             for r in range(WORLD):
                 with open(os.path.join(d, "checkpoint-rank%d.json" % r)) as f:
-                    self.assertEqual(json.load(f), {"iteration": 1, "consumed_train_samples": 16})
+                    self.assertEqual(json.load(f), {"iteration": 1, "consumed_train_samples": 16, "num_steps": 16})
             acks = support.acks(self.redis.client, "s4job")
             self.assertEqual(sorted(acks), [0, 1, 2, 3])
             for a in acks.values():
@@ -110,6 +127,29 @@ class Adapter(unittest.TestCase):
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
+
+    def test_with_async_save_an_s4_plan_is_acknowledged_once_its_checkpoint_is_durable(self):
+        # --async-save: save_checkpoint_and_time only queues the write; Megatron's loop finishes it in
+        # maybe_finalize_async_save(blocking=True) on its way out. The rank script looks at Redis at the moment
+        # the write lands: that rank's acknowledgement may not be there yet.
+        d = tempfile.mkdtemp(prefix="gh-adapter-s4async-")
+        try:
+            plan = json.loads(support.plan_json(1, [], strategy="S4"))
+            plan["exclude_nodes"] = [1]
+            self.redis.client.set("gh:v1:{s4async}:plan", json.dumps(plan))
+            codes, outs = run_ranks(self.redis, "s4async", d, "S2,S4", {"async_save": True})
+            self.assertEqual(codes, [3] * WORLD, outs[0])
+            for r in range(WORLD):
+                with open(os.path.join(d, "checkpoint-rank%d.json" % r)) as f:
+                    self.assertEqual(json.load(f)["iteration"], 1)
+                with open(os.path.join(d, "async-rank%d.json" % r)) as f:
+                    self.assertNotIn(str(r), json.load(f)["acks_when_durable"], "acknowledged before it was durable")
+            acks = support.acks(self.redis.client, "s4async")
+            self.assertEqual(sorted(acks), [0, 1, 2, 3])
+            for a in acks.values():
+                self.assertEqual((a["epoch"], a["status"], a["iteration"]), (1, "applied", 1))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
     def test_an_s3_plan_restarts_the_job_with_its_roles_placed_anew(self):
         # DP 4 on four one-GPU nodes: launch ranks 1 and 2 trade roles (DP replicas 1 and 2).
@@ -219,22 +259,89 @@ class Missing(unittest.TestCase):
         self.assertIn("(0, 'the interleaved pipeline schedule runs [3, 3] micro-batches per replica", lines[3])
 
     def test_configurations_an_uneven_split_would_break_are_not_advertised(self):
-        r = self.run_standin("import argparse\n"
+        # The argument names Megatron-LM main and core_r0.17 use (docs/megatron.md's support matrix).
+        r = self.run_standin("import argparse, enum\n"
+                             "import megatron.core.num_microbatches_calculator as calc\n"
+                             "import megatron.core.parallel_state as ps\n"
+                             "calc.init_num_microbatches_calculator(rank=0, global_batch_size=16, micro_batch_size=2,\n"
+                             "                                      data_parallel_size=1)\n"
+                             "constant = calc._GLOBAL_NUM_MICROBATCHES_CALCULATOR\n"
                              "from greyhound_megatron.megatron import install\n"
                              "a = install()\n"
-                             "for k, v in [('rampup_batch_size', [8, 8, 100]), ('num_experts', 8),\n"
-                             "             ('mtp_num_layers', 1), ('cuda_graph_scope', 'full_iteration'),\n"
-                             "             ('dataloader_type', 'cyclic')]:\n"
-                             "    a.refused.clear()\n"
-                             "    a._check_s2_config(argparse.Namespace(**{k: v, 'cuda_graph_impl': 'local'}))\n"
-                             "    print(k, '->', a.refused.get('S2', 'advertised'))\n"
-                             "a.refused.clear(); a._check_s2_config(argparse.Namespace()); print(a.refused)\n")
+                             "def check(pp=1, **kw):\n"
+                             "    ps.get_pipeline_model_parallel_world_size = lambda: pp\n"
+                             "    a.refused.clear(); a._check_s2_config(argparse.Namespace(**kw))\n"
+                             "    print(a.refused.get('S2', 'advertised'))\n"
+                             "check()\n"
+                             "check(rampup_batch_size=[8, 8, 100])\n"  # main: deprecated, ignored (constant count)
+                             "check(step_batch_size_schedule='0:8 32:16')\n"
+                             "class RampupBatchsizeNumMicroBatchesCalculator:\n"  # core_r0.17 honours the ramp
+                             "    def get(self): return 4\n"
+                             "calc._GLOBAL_NUM_MICROBATCHES_CALCULATOR = RampupBatchsizeNumMicroBatchesCalculator()\n"
+                             "check(rampup_batch_size=[8, 8, 100])\n"
+                             "check()\n"
+                             "calc._GLOBAL_NUM_MICROBATCHES_CALCULATOR = constant\n"
+                             "check(cuda_graph_impl='full_iteration')\n"
+                             "CudaGraphScope = enum.Enum('CudaGraphScope', 'full_iteration attn full_iteration_inference')\n"
+                             "check(cuda_graph_impl='local', cuda_graph_scope=[CudaGraphScope.full_iteration])\n"
+                             "check(cuda_graph_impl='local', cuda_graph_scope=[CudaGraphScope.attn])\n"
+                             "check(cuda_graph_impl='transformer_engine', pp=2)\n"
+                             "check(cuda_graph_impl='transformer_engine', overlap_moe_expert_parallel_comm=True)\n"
+                             "check(cuda_graph_impl='transformer_engine')\n"
+                             "check(cuda_graph_impl='none', cuda_graph_scope=[CudaGraphScope.full_iteration])\n"
+                             "check(iterations_to_skip=[3, 4])\n"
+                             "check(iterations_to_skip=[])\n"
+                             "check(num_experts=8)\n"
+                             "check(mtp_num_layers=1)\n"
+                             "check(dataloader_type='cyclic')\n"
+                             "class FullCudaGraphWrapper:\n"
+                             "    pass\n"
+                             "a.refused.clear(); a._check_schedule(FullCudaGraphWrapper()); print(a.refused['S2'])\n")
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.strip().splitlines()
-        self.assertEqual(len(lines), 6, r.stdout)
-        for line, why in zip(lines, ["global batch", "all-to-alls", "multi-token", "CUDA graphs", "cyclic"]):
+        expected = ["advertised", "advertised", "--step-batch-size-schedule", "--rampup-batch-size",
+                    "calculator is RampupBatchsizeNumMicroBatchesCalculator", "full-iteration CUDA graphs",
+                    "full-iteration CUDA graphs", "local CUDA graphs", "transformer-engine CUDA graphs",
+                    "transformer-engine CUDA graphs", "advertised", "advertised", "--iterations-to-skip",
+                    "advertised", "all-to-alls", "multi-token", "cyclic", "full-iteration CUDA graphs"]
+        self.assertEqual(len(lines), len(expected), r.stdout)
+        for line, why in zip(lines, expected):
             self.assertIn(why, line)
-        self.assertEqual(lines[5], "{}")
+            if why == "advertised":
+                self.assertEqual(line, why)
+
+    def test_a_train_step_without_its_schedule_gets_no_split(self):
+        # Megatron-LM before core_r0.14: train_step takes no forward_backward_func (it builds its own).
+        r = self.run_standin("import argparse\n"
+                             "import megatron.core.num_microbatches_calculator as calc\n"
+                             "from megatron.training import training\n"
+                             "def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler,\n"
+                             "               config):\n"
+                             "    pass\n"
+                             "training.train_step = train_step\n"
+                             "calc.init_num_microbatches_calculator(rank=0, global_batch_size=16, micro_batch_size=2,\n"
+                             "                                      data_parallel_size=1)\n"
+                             "from greyhound_megatron.megatron import install\n"
+                             "a = install()\n"
+                             "a._check_s2_config(argparse.Namespace()); print(a.refused['S2'])\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("train_step takes no forward_backward_func", r.stdout)
+
+    def test_async_save_without_a_way_to_tell_durability_gets_no_restart(self):
+        r = self.run_standin("import argparse\n"
+                             "from megatron.training import training\n"
+                             "from greyhound_megatron.megatron import install\n"
+                             "a = install(capabilities=('S2', 'S4'))\n"
+                             "a._check_restart_config(argparse.Namespace(save='/ckpt', async_save=True))\n"
+                             "print(a.refused.get('S4', 'advertised'))\n"
+                             "a._orig_finalize = None\n"
+                             "a._check_restart_config(argparse.Namespace(save='/ckpt', async_save=True))\n"
+                             "print(a.refused.get('S4', 'advertised'))\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(lines[0], "advertised")
+        self.assertIn("--async-save, and this Megatron-LM's training module has no maybe_finalize_async_save",
+                      lines[1])
 
     def test_capabilities_it_cannot_apply_are_refused(self):
         r = self.run_standin("from greyhound_megatron.megatron import install; install(capabilities=('S2', 'S5'))")

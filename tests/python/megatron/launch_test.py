@@ -42,15 +42,7 @@ class RoleRank(unittest.TestCase):
         self.assertIn("every (tp, dp, pp)", launch.role_rank(same_role, 0, 8)[1])
 
 
-class PlaceRank(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.redis = support.RedisServer()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.redis.stop()
-
+class PlaceRank(support.RedisCase):
     def request(self, job, placement=(), exclude_nodes=()):
         """The restart request as the plugin's rank 0 writes it (a layout first: the placement is checked)."""
         c = _capi.JobClient(job, self.redis.url)

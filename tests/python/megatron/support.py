@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -75,3 +76,27 @@ def plan_json(epoch, microbatches, strategy="S2", action="apply", incident=1):
     return json.dumps({"epoch": epoch, "strategy": strategy, "action": action, "incident": incident,
                        "reason": "test", "microbatches": microbatches, "placement": None, "exclude_nodes": [],
                        "exclude_ranks": [], "predicted_iteration_s": 0.0, "t_unix_ms": int(time.time() * 1000)})
+
+
+class RedisCase(unittest.TestCase):
+    """A test case with a private redis-server for the whole class (self.redis)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = RedisServer()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.redis.stop()
+
+
+def rank_results(d, codes, outs):
+    """Every rank's d/rank-R.json, once each rank exited 0 (else AssertionError with the failed rank's output)."""
+    for code, o in zip(codes, outs):
+        if code != 0:
+            raise AssertionError("a rank failed:\n" + o)
+    results = []
+    for r in range(len(codes)):
+        with open(os.path.join(d, "rank-%d.json" % r)) as f:
+            results.append(json.load(f))
+    return results

@@ -1,4 +1,5 @@
-"""Stand-in megatron.training: the global args."""
+"""Stand-in for megatron.training: the global args (megatron/training/global_vars.py's get_args and set_args,
+re-exported by the package as there)."""
 _ARGS = None
 
 
