@@ -220,6 +220,32 @@ def load(src, groups):
                                  training=training, pg=pg, rerun=rerun)
 
 
+def refusals(m, adapter):
+    """What the adapter says of each configuration S2 must refuse, set as this checkout's arguments say it (the
+    CUDA graph forms read from its training.py, its own CudaGraphScope where it has one)."""
+    with open(m.co.path("megatron/training/training.py")) as f:
+        training = f.read()
+    cases = {"transformer-engine graphs, PP 2": ({"cuda_graph_impl": "transformer_engine"}, 2),
+             "transformer-engine graphs, PP 1": ({"cuda_graph_impl": "transformer_engine"}, 1),
+             "iterations to skip": ({"iterations_to_skip": [3]}, 1)}
+    if 'args.cuda_graph_impl == "full_iteration"' in training:
+        cases["full-iteration graphs"] = ({"cuda_graph_impl": "full_iteration"}, 1)
+    if "CudaGraphScope.full_iteration in args.cuda_graph_scope" in training:
+        scope = m.co.module("megatron.core.transformer.enums").CudaGraphScope
+        cases["full-iteration graphs"] = ({"cuda_graph_impl": "local", "cuda_graph_scope": [scope.full_iteration]}, 1)
+        cases["local graphs of attention"] = ({"cuda_graph_impl": "local", "cuda_graph_scope": [scope.attn]}, 1)
+    ps = sys.modules["megatron.core.parallel_state"]
+    said = {}
+    for name, (overrides, pp) in cases.items():
+        ps.get_pipeline_model_parallel_world_size = lambda: pp
+        adapter.refused.clear()
+        adapter._check_s2_config(argparse.Namespace(**dict(vars(Holder.args), **overrides)))
+        said[name] = adapter.refused.get("S2", "advertised")
+    adapter.refused.clear()
+    ps.get_pipeline_model_parallel_world_size = lambda: 1
+    return said
+
+
 class Model(torch.nn.Module):
     """The model chunk as Megatron's schedule and train_step ask of it (config, model_type, set_input_tensor,
     zero_grad_buffer, force_all_reduce, pg_collection), over a float64 MLP: what
@@ -331,6 +357,9 @@ def main():
 
     from greyhound_megatron.megatron import install
     adapter = install(job, capabilities=("S2",), redis_url=url)
+    if options.get("refusals"):
+        with open(os.path.join(out, "refusals-%d.json" % rank), "w") as f:
+            json.dump(refusals(m, adapter), f)
 
     torch.manual_seed(5)
     config = types.SimpleNamespace(timers=None, calculate_per_token_loss=per_token, enable_autocast=False,

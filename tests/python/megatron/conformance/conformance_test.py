@@ -32,8 +32,9 @@ WORLD = 2
 ITERS = 8
 
 
-def run_job(redis, job, options):
-    d = tempfile.mkdtemp(prefix="gh-conformance-")
+def run_job(redis, job, options, keep=None):
+    """Runs the job's ranks in a temporary folder (in `keep`, left for the caller, where given)."""
+    d = keep or tempfile.mkdtemp(prefix="gh-conformance-")
     try:
         procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "conformance_rank.py"), SRC, str(r), str(WORLD),
                                    os.path.join(d, "init"), job, redis.url, d, json.dumps(options)],
@@ -44,7 +45,8 @@ def run_job(redis, job, options):
             stubbed = json.load(f)
         return torch.load(os.path.join(d, "params.pt")), ranks, stubbed, outs
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class Conformance(support.RedisCase):
@@ -104,6 +106,22 @@ class Conformance(support.RedisCase):
             self.assertGreater(r["seen"][-1]["count"], r["seen"][0]["count"], "the batch steps up")
         for a in support.acks(self.redis.client, "stepped").values():
             self.assertEqual(a["status"], "unsupported", a)
+
+    def test_cuda_graphs_and_skipped_iterations_are_refused_with_this_checkouts_arguments(self):
+        d = tempfile.mkdtemp(prefix="gh-conformance-refusals-")
+        try:
+            _, _, _, outs = run_job(self.redis, "refusals", {"refusals": True}, keep=d)
+            with open(os.path.join(d, "refusals-0.json")) as f:
+                said = json.load(f)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        print("refusals with this checkout's arguments: %s" % json.dumps(said, indent=1))
+        self.assertIn("full-iteration CUDA graphs replay the captured micro-batch count", said["full-iteration graphs"])
+        self.assertIn("transformer-engine CUDA graphs with pipeline parallelism", said["transformer-engine graphs, PP 2"])
+        self.assertEqual(said["transformer-engine graphs, PP 1"], "advertised")
+        self.assertIn("--iterations-to-skip", said["iterations to skip"])
+        if "local graphs of attention" in said:
+            self.assertIn("local CUDA graphs", said["local graphs of attention"])
 
     def test_the_arguments_the_refusals_read_are_megatrons(self):
         # Every argument name the plugin's S2 checks read that this checkout uses is read by Megatron-LM itself as
