@@ -125,7 +125,10 @@ int main(int argc, char** argv) {
     if (a.has("job") && a.has("jobs")) throw greyhound::ArgError("--job and --jobs exclude each other");
     cfg.jobs_pattern = a.str("jobs", "");
     if (a.has("jobs") && cfg.jobs_pattern.empty()) throw greyhound::ArgError("--jobs needs a pattern");
-    cfg.job = greyhound::sanitize_job_name(a.str("job", greyhound::read_env_config().job));
+    cfg.job = a.str("job", greyhound::read_env_config().job);
+    if (auto why = greyhound::job_name_error(cfg.job); !why.empty() && cfg.jobs_pattern.empty()) {
+      throw greyhound::ArgError("--job: " + why);
+    }
     cfg.retire_after_s = a.number("retire-after-s", cfg.retire_after_s);
     cfg.redis = greyhound::redis_endpoint_from_env(a.str("redis", ""));
     cfg.event_log = a.str("event-log", "");

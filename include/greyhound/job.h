@@ -7,8 +7,8 @@
  * checked against the layout before it is handed out: one micro-batch entry per DP replica, every entry >= 1,
  * the same global batch as the allocation in force, a strategy the job advertised (S1 and reverts always
  * pass), a placement that places every rank once (S3), exclusions within the job (S4), and an epoch newer
- * than the last one seen. A plan that fails is reported once with its reason and never replaces the last
- * good one. The framework then broadcasts its decision to its ranks itself, and every rank acknowledges
+ * than the last plan taken. A plan that fails is reported once with its reason, never replaces the last
+ * good one and advances nothing (a later plan at a lower epoch, the master's next, is still new). The framework then broadcasts its decision to its ranks itself, and every rank acknowledges
  * (greyhound_job_ack_v1) with the iteration from which the plan is in force.
  *
  * Conventions:
@@ -24,8 +24,9 @@
  *    version adds _v2 names), greyhound_job_api_version() and greyhound_job_status_name() are not.
  *  - Texts passed in (an ack's detail, a restart's reason) must be at most 4096 bytes of valid UTF-8 (what
  *    the master reads); others are refused with GREYHOUND_JOB_ERR_INVALID.
- *  - The first poll of a client starts after the newest epoch the job's ranks have acknowledged, so a
- *    restarted job does not take a plan it already answered as new.
+ *  - The first poll of a client starts after the newest epoch the job's ranks have acknowledged as applied,
+ *    and leaves the epochs they turned down alone, so a restarted job does not take a plan it already
+ *    answered as new.
  */
 #ifndef GREYHOUND_JOB_H_
 #define GREYHOUND_JOB_H_
@@ -51,7 +52,7 @@ enum {
   GREYHOUND_JOB_NO_PLAN = 1,           /* poll / last: no plan, or nothing new since the last poll */
   GREYHOUND_JOB_PLAN_REJECTED = 2,     /* poll: a new plan that does not fit this job, or a malformed one */
   GREYHOUND_JOB_PLAN_UNSUPPORTED = 3,  /* poll: a new plan of a strategy this job did not advertise */
-  GREYHOUND_JOB_PLAN_STALE = 4,        /* poll: a plan older than the last one seen */
+  GREYHOUND_JOB_PLAN_STALE = 4,        /* poll: a plan older than the last one taken */
   GREYHOUND_JOB_ERR_INVALID = -1,      /* an argument (or the call order) is not acceptable */
   GREYHOUND_JOB_ERR_UNAVAILABLE = -2,  /* Redis could not be reached or timed out: retry later */
   GREYHOUND_JOB_ERR_REFUSED = -3,      /* Redis answered with an error */
@@ -120,15 +121,17 @@ GREYHOUND_JOB_EXPORT int greyhound_job_api_version(void);
 /* A constant name for a status code ("ok", "no_plan", ..., "unknown"). */
 GREYHOUND_JOB_EXPORT const char* greyhound_job_status_name(int status);
 
-/* Opens a client for `job` (NULL: GREYHOUND_JOB; sanitised as greyhound does) and Redis at `redis_url`
- * (NULL or "": GREYHOUND_REDIS and GREYHOUND_REDIS_PASSWORD_FILE). Connects lazily: an absent Redis is not an
- * error here. On failure *out is NULL and `error` (if not NULL) holds the reason, truncated to error_len. */
+/* Opens a client for `job` (NULL: GREYHOUND_JOB, as greyhound reads it) and Redis at `redis_url` (NULL or "":
+ * GREYHOUND_REDIS and GREYHOUND_REDIS_PASSWORD_FILE). Connects lazily: an absent Redis is not an error here.
+ * ERR_INVALID for a job name Redis keys cannot carry (empty, over 63 bytes, or a character outside
+ * A-Z a-z 0-9 _ . -): refused with the reason, not rewritten. On failure *out is NULL and `error` (if not NULL)
+ * holds the reason, truncated to error_len. */
 GREYHOUND_JOB_EXPORT int greyhound_job_open_v1(const char* job, const char* redis_url, greyhound_job_client** out,
                                                char* error, size_t error_len);
 GREYHOUND_JOB_EXPORT void greyhound_job_close_v1(greyhound_job_client* client); /* NULL: no-op */
 /* Why the client's last call did not succeed ("" when it did). Valid until the next call on the client. */
 GREYHOUND_JOB_EXPORT const char* greyhound_job_last_error_v1(const greyhound_job_client* client);
-/* The sanitised job name. */
+/* The job name. */
 GREYHOUND_JOB_EXPORT const char* greyhound_job_name_v1(const greyhound_job_client* client);
 
 /* Publishes the layout (key "layout") and makes it the reference plans are checked against, even when the

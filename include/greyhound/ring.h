@@ -27,6 +27,10 @@ std::string ring_file_name(std::string_view job, std::string_view rank_tag);
 std::string nccl_dump_copy_path(const std::string& ring_path, std::uint64_t group_id, bool graph);
 // Keeps [A-Za-z0-9_.-] and replaces anything else by '_'; empty becomes "default". At most kRingJobMax-1.
 std::string sanitize_job_name(std::string_view job);
+// Why `job` cannot name a job in Redis keys and ring names as it is ("" when it can): empty, longer than
+// kRingJobMax-1 bytes, or a character outside [A-Za-z0-9_.-]. Where a person or a framework names the job
+// (greyhoundctl, the job client), such a name is refused with this reason rather than rewritten.
+std::string job_name_error(std::string_view job);
 
 struct RingIdentity {
   std::string job = "default";

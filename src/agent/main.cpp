@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
           "defaults from GREYHOUND_JOB, GREYHOUND_NODE, GREYHOUND_SHM_DIR, GREYHOUND_REDIS, GREYHOUND_JOB_EPOCH_NS\n");
       return 0;
     }
-    cfg.job = greyhound::sanitize_job_name(a.str("job", env.job));
+    cfg.job = a.str("job", env.job);
+    if (auto why = greyhound::job_name_error(cfg.job); !why.empty()) throw greyhound::ArgError("--job: " + why);
     cfg.node = static_cast<int>(a.integer_in("node", env.node, 0, 1 << 24));
     cfg.shm_dir = a.str("shm-dir", env.shm_dir);
     if (cfg.shm_dir.empty()) throw greyhound::ArgError("--shm-dir must name a directory");

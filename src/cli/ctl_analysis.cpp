@@ -39,14 +39,6 @@
 
 namespace greyhound::ctl {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ArgError(path + ": cannot open: " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 namespace {
 
 namespace ga = greyhound::analysis;

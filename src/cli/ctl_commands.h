@@ -3,8 +3,13 @@
 // 1 other failures.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
+
+namespace greyhound {
+class Args;
+}
 
 namespace greyhound::ctl {
 
@@ -24,7 +29,10 @@ int cmd_resume_detection(const Argv& args);    // ctl_settings.cpp: ... unset
 int cmd_operator_plan(const Argv& args);       // ctl_operator_plan.cpp: an operator's manual plan, revert, release
 int cmd_preflight(const Argv& args);           // ctl_preflight.cpp: a pre-flight check of every GPU and link
 
-// The whole file, or ArgError naming it and why (ctl_analysis.cpp).
-std::string read_file(const std::string& path);
+// The whole file, or ArgError naming it and why: unreadable, or larger than max_bytes (ctl_inputs.cpp). Every
+// file a subcommand reads goes through it, bounded.
+std::string read_file(const std::string& path, std::size_t max_bytes = std::size_t{256} << 20);
+// --job, or ArgError when Redis keys cannot carry it as it is (job_name_error): refused, never rewritten.
+std::string job_arg(const Args& args);
 
 }  // namespace greyhound::ctl

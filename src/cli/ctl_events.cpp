@@ -64,7 +64,7 @@ std::string print_batch(const std::vector<store::Entry<Event>>& batch, bool as_j
 
 int cmd_events(const Argv& argv) {
   const Args args(argv, {"job", "redis", "since", "count"}, {"json", "follow"});
-  const std::string job = sanitize_job_name(args.str("job"));
+  const std::string job = job_arg(args);
   const bool as_json = args.flag("json");
   const bool follow = args.flag("follow");
   const std::int64_t limit = args.integer_in("count", 0, 0, 1'000'000'000);  // 0: every event
@@ -98,7 +98,7 @@ int cmd_events(const Argv& argv) {
 
 int cmd_incidents(const Argv& argv) {
   const Args args(argv, {"job", "redis", "count"}, {"json"});
-  const std::string job = sanitize_job_name(args.str("job"));
+  const std::string job = job_arg(args);
   const int count = static_cast<int>(args.integer_in("count", 20, 1, 1000));
   RedisClient client(redis_options(args));
   connect(client);

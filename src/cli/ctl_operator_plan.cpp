@@ -5,14 +5,17 @@
 // job's next plan within a second and answers (key "operator_plan:result"). While an apply or a revert
 // stands, greyhound proposes no remedy of its own; --release gives the configuration back to it.
 // --placement: a JSON array of {"rank","tp","dp","pp"} (every launch rank's role), inline or in a file.
-// Exit status: 0 published (or released); 2 bad usage, or refused by the master (the reason on stderr);
-// 1 no answer within --timeout-s (default 30; the request stays), or Redis failed.
+// Once published, it waits (within --timeout-s) for the job's answer and says it: applied by every rank (from
+// which iteration), turned down by a rank (its reason), or not answered yet.
+// Exit status: 0 published (applied by the job, or not answered yet), or released; 2 bad usage, refused by the
+// master, or turned down by the job (the reason); 1 no answer from a master within --timeout-s (default 30;
+// the request stays), or Redis failed.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -21,6 +24,7 @@
 
 #include "cli/ctl_commands.h"
 #include "common/args.h"
+#include "common/bounded_json.h"
 #include "common/redis_client.h"
 #include "greyhound/ring.h"
 #include "store/job_store.h"
@@ -28,10 +32,49 @@
 
 namespace greyhound::ctl {
 
+namespace {
+
+// What the job did with plan `epoch`, waited for until `timeout_s` after `start`: every rank of its layout
+// applied it (0), a rank turned it down (2, its reason), or no rank answered everything yet (0, said so).
+int report_job_answer(store::JobStore& st, std::int64_t epoch, std::chrono::steady_clock::time_point start,
+                      double timeout_s) {
+  std::string said;
+  while (true) {
+    auto layout = st.layout();
+    auto acks = st.plan_acks();
+    if (acks && layout && *layout) {
+      int applied = 0;
+      std::int64_t from = -1;
+      for (const auto& e : *acks) {
+        if (!e.value || e.value->epoch != epoch) continue;
+        if (e.value->status != AckStatus::kApplied) {
+          std::printf("the job %s it (rank %d): %s\n", std::string(name(e.value->status)).c_str(), e.value->rank,
+                      e.value->detail.c_str());
+          return 2;
+        }
+        ++applied;
+        from = std::max(from, e.value->iteration);
+      }
+      if (applied >= (**layout).world) {
+        std::printf("the job applied it: all %d ranks, from iteration %lld\n", applied, static_cast<long long>(from));
+        return 0;
+      }
+      said = std::to_string(applied) + " of " + std::to_string((**layout).world) + " ranks applied it so far";
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= timeout_s) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::printf("the job has not answered yet%s (`greyhoundctl events --job %s` shows plan_applied or plan_rejected)\n",
+              said.empty() ? "" : (": " + said).c_str(), st.job().c_str());
+  return 0;
+}
+
+}  // namespace
+
 int cmd_operator_plan(const Argv& argv) {
   const Args args(argv, {"job", "redis", "microbatches", "placement", "reason", "timeout-s"},
                   {"revert", "release", "no-wait"});
-  const std::string job = sanitize_job_name(args.str("job"));
+  const std::string job = job_arg(args);
   const bool apply = args.has("microbatches") || args.has("placement");
   if (apply + args.flag("revert") + args.flag("release") != 1) {
     throw ArgError("give one of: --microbatches and/or --placement (a plan), --revert, --release");
@@ -48,17 +91,12 @@ int cmd_operator_plan(const Argv& argv) {
   if (args.has("placement")) {
     std::string text = args.str("placement");
     if (text.empty() || text[0] != '[') {
-      std::ifstream in(text);
-      if (!in) throw ArgError("--placement: neither a JSON array nor a readable file: " + text);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
+      if (!std::ifstream(text)) throw ArgError("--placement: neither a JSON array nor a readable file: " + text);
+      text = read_file(text, JsonLimits{}.max_bytes);
     }
-    try {
-      req["placement"] = nlohmann::json::parse(text);
-    } catch (const std::exception& e) {
-      throw ArgError(std::string("--placement: not JSON: ") + e.what());
-    }
+    auto parsed = parse_bounded(text);  // the reader every outside text goes through: bounded depth and size
+    if (!parsed) throw ArgError("--placement: " + parsed.error());
+    req["placement"] = std::move(*parsed);
   }
   req["t_unix_ms"] = unix_ms_now();
   req["id"] = "op-" + std::to_string(req["t_unix_ms"].get<std::int64_t>()) + "-" + std::to_string(::getpid());
@@ -88,14 +126,12 @@ int cmd_operator_plan(const Argv& argv) {
         std::fprintf(stderr, "greyhoundctl plan: the master refused %s: %s\n", a.id.c_str(), a.reason.c_str());
         return 2;
       }
-      if (a.state == "published") {
-        std::printf("%s published as plan %lld: %s (the job applies it at its next iteration; `greyhoundctl events "
-                    "--job %s` shows plan_applied)\n",
-                    a.id.c_str(), static_cast<long long>(a.epoch), a.reason.c_str(), job.c_str());
-      } else {
+      if (a.state != "published") {
         std::printf("%s: %s\n", a.id.c_str(), a.reason.c_str());
+        return 0;
       }
-      return 0;
+      std::printf("%s published as plan %lld: %s\n", a.id.c_str(), static_cast<long long>(a.epoch), a.reason.c_str());
+      return report_job_answer(st, a.epoch, start, timeout_s);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

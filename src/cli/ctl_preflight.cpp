@@ -52,7 +52,7 @@ void print_verdict(const std::string& job, const PreflightReport& r) {
 
 int cmd_preflight(const Argv& argv) {
   const Args args(argv, {"job", "redis", "timeout-s"}, {"fail-on-slow", "json", "no-wait"});
-  const std::string job = sanitize_job_name(args.str("job"));
+  const std::string job = job_arg(args);
   const double timeout_s = args.number("timeout-s", 600);
   if (!(timeout_s > 0 && timeout_s <= 86400)) throw ArgError("--timeout-s must be in (0, 86400]");
   RedisClient::Options o;

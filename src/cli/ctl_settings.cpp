@@ -23,7 +23,7 @@ namespace {
 // Reads the settings, changes them with `change` (which throws ArgError on a bad one), writes them back.
 template <class Change>
 int update(const Args& args, Change change) {
-  const std::string job = sanitize_job_name(args.str("job"));
+  const std::string job = job_arg(args);
   RedisClient::Options o;
   o.endpoint = redis_endpoint_from_env(args.str("redis", ""));
   RedisClient client(o);

@@ -22,7 +22,7 @@ using nlohmann::json;
 
 int cmd_status(const Argv& argv) {
   const Args args(argv, {"job", "redis"}, {"json"});
-  const std::string job = sanitize_job_name(args.str("job"));
+  const std::string job = job_arg(args);
   RedisClient::Options o;
   o.endpoint = redis_endpoint_from_env(args.str("redis", ""));
   RedisClient client(o);

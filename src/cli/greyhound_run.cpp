@@ -69,7 +69,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     const greyhound::EnvConfig env = greyhound::read_env_config();
-    job = greyhound::sanitize_job_name(a.str("job", env.job));
+    const std::string asked = a.str("job", env.job);
+    job = greyhound::sanitize_job_name(asked);
+    if (job != asked) {  // the job and its agent both go by the name set below; said, never silently
+      std::fprintf(stderr, "greyhound-run: %s; the job is named '%s' (GREYHOUND_JOB) instead\n",
+                   greyhound::job_name_error(asked).c_str(), job.c_str());
+    }
     node = a.str("node", "");
     redis = a.str("redis", "");
     shm_dir = a.str("shm-dir", env.shm_dir);

@@ -47,6 +47,25 @@ std::string sanitize_job_name(std::string_view job) {
   return out;
 }
 
+std::string job_name_error(std::string_view job) {
+  if (job.empty()) return "the job name is empty";
+  if (job.size() > kRingJobMax - 1) {
+    return "the job name is longer than " + std::to_string(kRingJobMax - 1) + " characters";
+  }
+  for (std::size_t i = 0; i < job.size(); ++i) {
+    const char c = job[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '.' || c == '-';
+    if (!ok) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(c));
+      return "the job name has " + (c > ' ' && c < 0x7f ? "'" + std::string(1, c) + "'" : std::string(hex)) +
+             " at offset " + std::to_string(i) + ": job names take A-Z, a-z, 0-9, '_', '.' and '-'";
+    }
+  }
+  return {};
+}
+
 std::string nccl_dump_copy_path(const std::string& ring_path, std::uint64_t group_id, bool graph) {
   const std::size_t slash = ring_path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : ring_path.substr(0, slash);

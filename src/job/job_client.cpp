@@ -22,6 +22,10 @@ constexpr double kLeaseLookS = 1.0;
 constexpr double kDefaultLapseGraceS = 5.0;
 double lapse_grace_s(int lease_ms) { return lease_ms > 0 ? lease_ms / 4000.0 : kDefaultLapseGraceS; }
 
+// How many turned-down epochs newer than the last plan taken a client remembers (answered once each); past
+// that the oldest is forgotten, and answered again if its plan is still the latest.
+constexpr std::size_t kMaxAnswered = 64;
+
 // A plan poll runs before a training step: Redis may cost it this much at most.
 RedisClient::Options client_options(const RedisEndpoint& endpoint) {
   RedisClient::Options o;
@@ -35,6 +39,7 @@ RedisClient::Options client_options(const RedisEndpoint& endpoint) {
 
 Result<std::unique_ptr<JobClient>> JobClient::open(const std::string& job, const std::string& redis_url) {
   using R = Result<std::unique_ptr<JobClient>>;
+  if (auto why = job_name_error(job); !why.empty()) return R::failure(why);
   RedisEndpoint endpoint;
   try {
     endpoint = redis_endpoint_from_env(redis_url);
@@ -45,7 +50,7 @@ Result<std::unique_ptr<JobClient>> JobClient::open(const std::string& job, const
 }
 
 JobClient::JobClient(const std::string& job, const RedisEndpoint& endpoint)
-    : job_(sanitize_job_name(job)), redis_(client_options(endpoint)), store_(redis_, job_) {}
+    : job_(job), redis_(client_options(endpoint)), store_(redis_, job_) {}
 
 Status JobClient::publish_layout(const JobLayout& layout) {
   if (auto why = check_layout(layout); !why.empty()) return Status::failure("layout: " + why);
@@ -63,7 +68,14 @@ Result<PlanPoll> JobClient::poll_plan() {
     if (!acks && acks.code() == Errc::kUnavailable) return acks.status();
     if (acks) {
       for (const auto& a : *acks) {
-        if (a.value) last_epoch_ = std::max(last_epoch_, a.value->epoch);
+        if (!a.value) continue;
+        if (a.value->status == AckStatus::kApplied) {
+          last_epoch_ = std::max(last_epoch_, a.value->epoch);
+        }
+        newest_seen_ = std::max(newest_seen_, a.value->epoch);
+      }
+      for (const auto& a : *acks) {  // turned down by the job's ranks: answered, not taken
+        if (a.value && a.value->status != AckStatus::kApplied && a.value->epoch > last_epoch_) answered(a.value->epoch);
       }
     }
     seeded_ = true;
@@ -92,15 +104,17 @@ Result<PlanPoll> JobClient::poll_plan() {
     out.kind = PlanPoll::Kind::kRejected;
     out.plan.epoch = 0;
     out.reason = read.error();
-    if (named_epoch > last_epoch_) {
+    if (named_epoch > last_epoch_ && !answered(named_epoch)) {
       out.plan.epoch = named_epoch;
-      last_epoch_ = named_epoch;
+      newest_seen_ = std::max(newest_seen_, named_epoch);
     }
     return out;
   }
   last_malformed_.clear();
   if (!*read) return out;
   out.plan = std::move(**read);
+  const auto already = std::find(answered_.begin(), answered_.end(), out.plan.epoch);
+  if (already != answered_.end()) return PlanPoll{};  // turned down already (and acknowledged so)
   PlanCheck check = check_plan(*layout_, out.plan, last_epoch_);
   out.reason = check.reason;
   switch (check.verdict) {
@@ -112,11 +126,12 @@ Result<PlanPoll> JobClient::poll_plan() {
       out.kind = PlanPoll::Kind::kStale;
       return out;
     case Verdict::kUnsupported:
-      out.kind = PlanPoll::Kind::kUnsupported;
-      break;
     case Verdict::kRejected:
-      out.kind = PlanPoll::Kind::kRejected;
-      break;
+      // Turned down: answered once, and nothing advances (a later plan at a lower epoch is still new).
+      out.kind = check.verdict == Verdict::kRejected ? PlanPoll::Kind::kRejected : PlanPoll::Kind::kUnsupported;
+      answered(out.plan.epoch);
+      newest_seen_ = std::max(newest_seen_, out.plan.epoch);
+      return out;
     case Verdict::kAccept:
       out.kind = PlanPoll::Kind::kPlan;
       out.placement = std::move(check.placement);
@@ -125,7 +140,17 @@ Result<PlanPoll> JobClient::poll_plan() {
       break;
   }
   last_epoch_ = out.plan.epoch;
+  newest_seen_ = std::max(newest_seen_, last_epoch_);
+  answered_.erase(std::remove_if(answered_.begin(), answered_.end(), [&](std::int64_t e) { return e <= last_epoch_; }),
+                  answered_.end());
   return out;
+}
+
+bool JobClient::answered(std::int64_t epoch) {
+  if (std::find(answered_.begin(), answered_.end(), epoch) != answered_.end()) return true;
+  if (answered_.size() >= kMaxAnswered) answered_.erase(answered_.begin());
+  answered_.push_back(epoch);
+  return false;
 }
 
 void JobClient::note_lease_at_plan() {
@@ -162,7 +187,8 @@ Status JobClient::revert_on_lapse() {
   if (lapsed_since_s_ < 0) lapsed_since_s_ = now_s;
   if (now_s - lapsed_since_s_ < lapse_grace_s_) return ok_status();  // lapsed at every look for the grace first
   Plan p = original_configuration_plan(*layout_);
-  p.epoch = last_epoch_ + 1;
+  if (newest_seen_ >= kMaxCount) return Status::failure("no epoch is left after " + std::to_string(newest_seen_));
+  p.epoch = std::max(last_epoch_, newest_seen_) + 1;
   p.reason = "the plan lease lapsed (no master serves the job): back to the job's original configuration";
   p.t_unix_ms = unix_ms_now();
   auto written = store_.publish_plan_unleased(p);
@@ -177,8 +203,8 @@ Status JobClient::revert_on_lapse() {
 
 Status JobClient::acknowledge(const PlanAck& ack) {
   if (ack.rank < 0 || ack.rank > kMaxRank) return Status::failure("ack: rank " + std::to_string(ack.rank) + " out of range");
-  if (ack.epoch < 1) return Status::failure("ack: epoch must be >= 1");
-  if (ack.iteration < -1) return Status::failure("ack: iteration must be >= 0 (or -1: unknown)");
+  if (ack.epoch < 1 || ack.epoch > kMaxCount) return Status::failure("ack: epoch must be within 1..2^53");
+  if (ack.iteration < -1 || ack.iteration > kMaxCount) return Status::failure("ack: iteration must be within 0..2^53 (or -1: unknown)");
   if (!(ack.apply_s >= 0) || !std::isfinite(ack.apply_s)) return Status::failure("ack: apply_s must be a finite number >= 0");
   if (auto why = text_error(ack.detail); !why.empty()) return Status::failure("ack: detail " + why);
   PlanAck a = ack;
@@ -188,7 +214,7 @@ Status JobClient::acknowledge(const PlanAck& ack) {
 
 Status JobClient::request_restart(const RestartRequest& request) {
   if (request.rank < 0 || request.rank > kMaxRank) return Status::failure("restart: rank out of range");
-  if (request.epoch < 0) return Status::failure("restart: epoch must be >= 0");
+  if (request.epoch < 0 || request.epoch > kMaxCount) return Status::failure("restart: epoch must be within 0..2^53");
   if (auto why = text_error(request.reason); !why.empty()) return Status::failure("restart: reason " + why);
   for (int x : request.exclude_nodes) {
     if (x < 0) return Status::failure("restart: exclude_nodes entries must be >= 0");

@@ -6,8 +6,11 @@
 //   against (job/plan_check.h), even when Redis is away (the write is then retried by calling it again).
 // - poll_plan(): reads the latest plan once and judges it: a new good plan is returned and kept as the last
 //   good one; a bad one (wrong shape, not advertised, stale, malformed JSON) is reported once, with its
-//   reason, and never replaces the last good one. The first poll starts after the newest epoch the job's
-//   ranks have acknowledged, so a restarted job does not apply (or, for S4, ask for) a plan again.
+//   reason, and never replaces the last good one. A plan turned down advances nothing: what is new is decided
+//   by the last plan the job took (older epochs are stale) and the epochs it answered since (each answered
+//   once), so that a plan planted at a high epoch cannot make every later plan of the master's stale. The
+//   first poll starts after the newest epoch the job's ranks acknowledged as applied, and leaves alone the
+//   epochs they turned down, so a restarted job does not apply (or, for S4, ask for) a plan again.
 // - The plan lease (docs/redis-keys.md, "Plan lease"): while the job runs another configuration than the one
 //   it started with, poll_plan() looks (at most once a second) whether a master still holds the job's plan
 //   lease. Once it has seen the lease held (also when it took the plan: a plan published by a master that
@@ -55,10 +58,10 @@ struct PlanPoll {
 
 class JobClient {
  public:
-  // `job` is sanitised here (sanitize_job_name); `redis_url` empty: GREYHOUND_REDIS. Connects lazily: a
-  // missing Redis is not an error here. kInvalid for a bad URL or password file.
+  // `redis_url` empty: GREYHOUND_REDIS. Connects lazily: a missing Redis is not an error here. kInvalid for a
+  // job name Redis keys cannot carry (job_name_error: refused, not rewritten), a bad URL or password file.
   static Result<std::unique_ptr<JobClient>> open(const std::string& job, const std::string& redis_url);
-  // The same over an endpoint (tests).
+  // The same over an endpoint (tests; `job` a valid name).
   JobClient(const std::string& job, const RedisEndpoint& endpoint);
 
   const std::string& job() const { return job_; }
@@ -68,6 +71,7 @@ class JobClient {
   Result<PlanPoll> poll_plan();
   // The last plan that passed the check (nullopt before the first).
   const std::optional<PlanPoll>& last_good() const { return last_good_; }
+  // The newest epoch taken (a plan the job applies); what is older is stale.
   std::int64_t last_epoch() const { return last_epoch_; }
 
   Status acknowledge(const PlanAck& ack);
@@ -87,7 +91,12 @@ class JobClient {
   store::JobStore store_;
   std::optional<JobLayout> layout_;
   std::optional<PlanPoll> last_good_;
-  std::int64_t last_epoch_ = 0;       // newest epoch seen (accepted or not)
+  // Whether `epoch` was answered already (turned down since the last plan taken); notes it when not.
+  bool answered(std::int64_t epoch);
+
+  std::int64_t last_epoch_ = 0;       // newest epoch taken (applied)
+  std::int64_t newest_seen_ = 0;      // newest epoch seen, taken or not (the job's own revert goes after it)
+  std::vector<std::int64_t> answered_;  // epochs newer than last_epoch_ turned down (at most kMaxAnswered)
   bool seeded_ = false;               // last_epoch_ started from the job's acknowledgements in the store
   std::int64_t last_stale_ = 0;       // the stale epoch reported last (reported once)
   std::string last_malformed_;        // the malformed plan reported last, "<epoch it names>:<error>" (reported once)

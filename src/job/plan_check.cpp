@@ -87,7 +87,7 @@ std::string check_layout(const JobLayout& l) {
 PlanCheck check_plan(const JobLayout& layout, const Plan& plan, std::int64_t last_epoch) {
   if (plan.epoch == last_epoch) return {Verdict::kSeen, {}, {}};
   if (plan.epoch < last_epoch) {
-    return reject(Verdict::kStale, "epoch " + std::to_string(plan.epoch) + " is older than the last plan seen (" +
+    return reject(Verdict::kStale, "epoch " + std::to_string(plan.epoch) + " is older than the last plan taken (" +
                                        std::to_string(last_epoch) + ")");
   }
   const Strategy strategy = plan.strategy;

@@ -21,10 +21,6 @@
 namespace greyhound {
 namespace {
 
-// The largest count, id, index or time (ms) any reader accepts: room to add to it without overflow, and
-// exact as a double.
-constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
-
 using nlohmann::json;
 using ::greyhound::JsonLimits;
 using ::greyhound::parse_bounded;
@@ -565,8 +561,13 @@ Plan original_configuration_plan(const JobLayout& l) {
 
 std::string layout_error(const JobLayout& l) {
   if (l.tp < 1 || l.dp < 1 || l.pp < 1) return "tp, dp and pp must be >= 1";
-  // In 64 bits: an untrusted tp x dp x pp may overflow ParallelShape::world()'s int.
-  if (static_cast<std::int64_t>(l.tp) * l.dp * l.pp != l.world) return "world: must be tp * dp * pp";
+  // Each factor, then the product, bounded before the next multiplication: an untrusted tp x dp x pp may
+  // overflow ParallelShape::world()'s int, and even int64.
+  if (l.tp > kMaxRank || l.dp > kMaxRank || l.pp > kMaxRank) return "tp, dp and pp: too large";
+  if (const std::int64_t tp_dp = static_cast<std::int64_t>(l.tp) * l.dp;
+      tp_dp > kMaxRank || tp_dp * l.pp != l.world) {
+    return tp_dp > kMaxRank ? "tp * dp: too large" : "world: must be tp * dp * pp";
+  }
   if (l.world > kMaxRank) return "world: too large";
   if (l.order != "tp-dp-pp") return "order: only \"tp-dp-pp\" is understood";
   if (l.microbatches.size() != static_cast<std::size_t>(l.dp)) return "microbatches: one per DP replica";

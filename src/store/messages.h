@@ -34,6 +34,9 @@ std::string text_error(std::string_view text);
 
 // The largest rank, node or group size any reader accepts.
 inline constexpr std::int64_t kMaxRank = 1 << 24;
+// The largest count, id, epoch, index or time (ms) any reader accepts: room to add to it without overflow, and
+// exact as a double. Writers refuse more too.
+inline constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
 
 // Event types of the job's event stream.
 namespace event_type {

@@ -281,18 +281,21 @@ TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne)
       {3, "S2", {6, 4}, GREYHOUND_JOB_PLAN_REJECTED,
        "microbatches: total 10 differs from the job's global batch of 8 micro-batches"},
       {4, "S3", {}, GREYHOUND_JOB_PLAN_UNSUPPORTED, "strategy S3 is not among this job's capabilities [S2]"},
-      {3, "S2", {5, 3}, GREYHOUND_JOB_PLAN_STALE, "epoch 3 is older than the last plan seen (4)"},
   };
   for (const auto& c : cases) {
-    publish(c.epoch, c.strategy, c.mb, c.status == GREYHOUND_JOB_PLAN_STALE);
+    publish(c.epoch, c.strategy, c.mb);
     EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), c.status) << c.epoch;
     EXPECT_EQ(p.epoch, c.epoch);
     EXPECT_EQ(p.verdict, c.reason);
     EXPECT_EQ(greyhound_job_last_error_v1(client_), c.reason);
     EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN) << "reported once: " << c.epoch;
   }
-  // An entry below 1 never parses as a plan: rejected under the epoch it names (newer than any seen), so that
-  // the job can acknowledge it, and reported once; one naming an epoch already seen is rejected without one.
+  // An epoch turned down is answered once, whatever its plan says later.
+  publish(3, "S2", {5, 3}, /*latest_only=*/true);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  // An entry below 1 never parses as a plan: rejected under the epoch it names (newer than the last plan taken
+  // and not answered yet), so that the job can acknowledge it, and reported once; one naming an epoch answered
+  // already is rejected without one.
   raw({"SET", store::keys::plan("job1"), R"({"epoch":5,"strategy":"S2","microbatches":[8,0]})"});
   EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
   EXPECT_EQ(p.epoch, 5);
@@ -324,6 +327,68 @@ TEST_F(JobClientTest, RejectsEachBadPlanOnceWithItsReasonAndKeepsTheLastGoodOne)
   EXPECT_EQ(p.strategy, GREYHOUND_JOB_S1);
   ASSERT_EQ(greyhound_job_last_plan_v1(client_, &p), GREYHOUND_JOB_OK);
   EXPECT_EQ(p.epoch, 7);
+  // Older than the last plan taken: stale, reported once.
+  publish(2, "S2", {5, 3}, /*latest_only=*/true);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_STALE);
+  EXPECT_EQ(greyhound_job_last_error_v1(client_), std::string("epoch 2 is older than the last plan taken (7)"));
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+}
+
+// Epoch poisoning: a plan planted at a high epoch that the job turns down (a wrong total) advances nothing,
+// so the master's next plan, at its own next epoch, is taken; so it is by a job restarted after the job's
+// ranks acknowledged the planted plan as rejected. Out-of-range epochs are refused by the writer too.
+TEST_F(JobClientTest, APlanTurnedDownAtAHighEpochLeavesTheMastersNextPlanNew) {
+  ASSERT_EQ(publish_layout(), GREYHOUND_JOB_OK);
+  greyhound_job_plan p{};
+  publish(1000, "S2", {6, 4}, /*latest_only=*/true);
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
+  EXPECT_EQ(p.epoch, 1000);
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_EQ(greyhound_job_ack_v1(client_, rank, 1000, 5, GREYHOUND_JOB_ACK_REJECTED, "wrong total"), GREYHOUND_JOB_OK);
+  }
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_NO_PLAN);
+  greyhound_job_client* restarted = nullptr;
+  char err[256] = "";
+  ASSERT_EQ(greyhound_job_open_v1("job1", server_->url().c_str(), &restarted, err, sizeof err), GREYHOUND_JOB_OK) << err;
+  greyhound_job_layout l = two_nodes(GREYHOUND_JOB_CAP_S2);
+  ASSERT_EQ(greyhound_job_publish_layout_v1(restarted, &l), GREYHOUND_JOB_OK);
+  EXPECT_EQ(greyhound_job_poll_plan_v1(restarted, &p), GREYHOUND_JOB_NO_PLAN) << "answered before the restart";
+  publish(1, "S2", {6, 2});  // the master's next plan, at its own counter
+  for (greyhound_job_client* c : {client_, restarted}) {
+    ASSERT_EQ(greyhound_job_poll_plan_v1(c, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(c);
+    EXPECT_EQ(p.epoch, 1);
+    EXPECT_EQ(vec(p.microbatches, p.microbatches_len), (std::vector<int>{6, 2}));
+  }
+  greyhound_job_close_v1(restarted);
+  const std::int64_t too_far = (std::int64_t{1} << 53) + 1;
+  EXPECT_EQ(greyhound_job_ack_v1(client_, 0, too_far, 5, GREYHOUND_JOB_ACK_APPLIED, nullptr), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_EQ(greyhound_job_ack_v1(client_, 0, 1, too_far, GREYHOUND_JOB_ACK_APPLIED, nullptr), GREYHOUND_JOB_ERR_INVALID);
+  const int32_t nodes[] = {1};
+  EXPECT_EQ(greyhound_job_request_restart_v1(client_, 0, INT64_MAX, "r", nodes, 1, nullptr, 0), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_NE(std::string(greyhound_job_last_error_v1(client_)).find("within 0..2^53"), std::string::npos);
+}
+
+// Job names Redis keys cannot carry are refused with the reason, never rewritten (two names cut or rewritten
+// alike would share one job's keys); a tp x dp x pp that overflows is refused before it is multiplied.
+TEST_F(JobClientTest, BadJobNamesAndOverflowingLayoutsAreRefused) {
+  for (const std::string& name : {std::string("a{b}:c"), std::string(64, 'x'), std::string("")}) {
+    greyhound_job_client* c = nullptr;
+    char err[256] = "";
+    EXPECT_EQ(greyhound_job_open_v1(name.c_str(), server_->url().c_str(), &c, err, sizeof err), GREYHOUND_JOB_ERR_INVALID)
+        << name;
+    EXPECT_EQ(c, nullptr);
+    EXPECT_NE(std::string(err).find("the job name"), std::string::npos) << err;
+  }
+  greyhound_job_layout l = two_nodes(GREYHOUND_JOB_CAP_S2);
+  l.tp = 1718039348;
+  l.dp = 2;
+  l.pp = 2147418113;
+  EXPECT_EQ(greyhound_job_publish_layout_v1(client_, &l), GREYHOUND_JOB_ERR_INVALID);
+  EXPECT_NE(std::string(greyhound_job_last_error_v1(client_)).find("too large"), std::string::npos);
+  l = two_nodes(GREYHOUND_JOB_CAP_S2);
+  l.tp = 1 << 20;
+  l.pp = 1 << 20;  // each within range, their product not
+  EXPECT_EQ(greyhound_job_publish_layout_v1(client_, &l), GREYHOUND_JOB_ERR_INVALID);
 }
 
 TEST_F(JobClientTest, RaisesARestartRequest) {

@@ -42,7 +42,7 @@ class JobCApi(unittest.TestCase):
     def setUpClass(cls):
         cls.lib = load()
 
-    def open(self, job=b"my job", url=None):
+    def open(self, job=b"my-job", url=None):
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(256)
         if url is None:
@@ -69,12 +69,18 @@ class JobCApi(unittest.TestCase):
         self.assertIsNone(handle.value)
         self.assertTrue(err.startswith("redis: "), err)
 
-    def test_the_job_name_is_sanitised(self):
+    def test_a_job_name_redis_keys_cannot_carry_is_refused_not_rewritten(self):
         rc, handle, err = self.open()
         self.assertEqual(rc, OK, err)
         self.assertEqual(err, "")
-        self.assertEqual(self.lib.greyhound_job_name_v1(handle), b"my_job")
+        self.assertEqual(self.lib.greyhound_job_name_v1(handle), b"my-job")
         self.lib.greyhound_job_close_v1(handle)
+        for name, why in [(b"my job", "0x20 at offset 2"), (b"a{b}:c", "'{' at offset 1"),
+                          (b"x" * 64, "longer than 63")]:
+            rc, handle, err = self.open(job=name)
+            self.assertEqual(rc, ERR_INVALID, name)
+            self.assertIsNone(handle.value)
+            self.assertIn(why, err)
 
     def test_arguments_are_checked_before_redis(self):
         rc, handle, err = self.open()

@@ -39,7 +39,7 @@ TEST(PlanCheck, SameEpochIsNothingNewAndAnOlderOneIsStale) {
   EXPECT_EQ(check_plan(layout(), s2(3, {6, 3, 3}), 3).verdict, Verdict::kSeen);
   const auto c = check_plan(layout(), s2(2, {6, 3, 3}), 3);
   EXPECT_EQ(c.verdict, Verdict::kStale);
-  EXPECT_EQ(c.reason, "epoch 2 is older than the last plan seen (3)");
+  EXPECT_EQ(c.reason, "epoch 2 is older than the last plan taken (3)");
 }
 
 TEST(PlanCheck, RejectsAVectorOfTheWrongLength) {

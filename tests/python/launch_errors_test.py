@@ -15,6 +15,8 @@ usage: /usr/bin/python3 launch_errors_test.py BIN_DIR
   written; greyhound-simcluster refuses a --work-dir others can write to.
 - A Redis password given on a command line is hidden from /proc/PID/cmdline once the daemon has started, and
   each daemon says to use GREYHOUND_REDIS_PASSWORD_FILE.
+- A job name Redis keys cannot carry is refused by greyhoundctl, the agent and the master, and said by
+  greyhound-run (which names the job the sanitised way); a --placement file is read with the bounded reader.
 """
 import os
 import shutil
@@ -215,6 +217,43 @@ class LaunchErrors(unittest.TestCase):
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("--chaos[0].target: agent:%s: the cluster has nodes 0..1" % node, r.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.shm, "sim", "rank0.out")), "nothing was started")
+
+    def test_a_job_name_redis_keys_cannot_carry_is_refused_where_it_is_given(self):
+        # greyhoundctl, the agent and the master refuse it with the reason (two names cut or rewritten alike
+        # would share one job's keys); greyhound-run, in front of the job, names the job the sanitised way for
+        # the job and its agent alike, and says so.
+        for name, why in [("a{b}:c", "'{' at offset 1"), ("x" * 64, "longer than 63 characters")]:
+            for argv in ([os.path.join(BIN, "greyhoundctl"), "plan", "--job", name, "--revert", "--redis", UNREACHABLE],
+                         [os.path.join(BIN, "greyhoundctl"), "status", "--job", name, "--redis", UNREACHABLE],
+                         [os.path.join(BIN, "greyhound-agent"), "--job", name, "--shm-dir", self.shm,
+                          "--redis", UNREACHABLE],
+                         [os.path.join(BIN, "greyhound-master"), "--job", name, "--redis", UNREACHABLE]):
+                r = run(argv, env=self.env)
+                self.assertEqual(r.returncode, 2, (argv, r.stdout, r.stderr))
+                self.assertIn("--job: the job name", r.stderr, argv)
+                self.assertIn(why, r.stderr, argv)
+        r = run([os.path.join(BIN, "greyhound-run"), "--job", "a{b}:c", "--no-agent", "--shm-dir", self.shm, "sh", "-c",
+                 "echo $GREYHOUND_JOB"], env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "a_b__c")
+        self.assertIn("the job is named 'a_b__c' (GREYHOUND_JOB) instead", r.stderr)
+
+    def test_a_placement_file_is_read_with_the_bounded_reader(self):
+        # Nested 100,000 deep: refused with the reason (it used to be parsed whole and crash the process).
+        path = os.path.join(self.shm, "placement.json")
+        with open(path, "w") as f:
+            f.write("[" * 100000 + "]" * 100000)
+        r = run([os.path.join(BIN, "greyhoundctl"), "plan", "--job", "j", "--placement", path, "--redis", UNREACHABLE],
+                env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--placement: ", r.stderr)
+        self.assertIn("deep", r.stderr)
+        with open(path, "w") as f:
+            f.write("[" + " " * (2 << 20) + "]")  # over the 1 MiB a message may hold
+        r = run([os.path.join(BIN, "greyhoundctl"), "plan", "--job", "j", "--placement", path, "--redis", UNREACHABLE],
+                env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("larger than 1048576 bytes", r.stderr)
 
 
 if __name__ == "__main__":

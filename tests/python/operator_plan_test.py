@@ -72,6 +72,7 @@ class OperatorPlan(unittest.TestCase):
             step("the operator's split at %.1f s" % (time.time() - start))
             out = ctl(redis, "plan", "--microbatches", "6,10", "--reason", "node 1 is on a slow PSU")
             self.assertIn("published as plan", out)
+            self.assertIn("the job applied it: all 8 ranks, from iteration", out)  # it waits for the job's answer
             epoch = int(out.split("published as plan ")[1].split(":")[0])
             t0 = time.time()
             support.wait_for("plan %d applied" % epoch, lambda: applied(epoch), timeout_s=15, every_s=0.2)
