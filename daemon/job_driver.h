@@ -48,6 +48,10 @@ class JobDriver {
   // that is new, says so with a `leader` event. 0 when it leads the job now, else the newer epoch that does.
   Result<std::int64_t> lead(std::int64_t epoch, const std::string& master_id);
   std::int64_t epoch() const { return store_.fence(); }
+  // The newer epoch that fenced this driver's last write (0: none): another master, or a value planted in the
+  // job's leader key, leads the job while this one thinks it does.
+  std::int64_t fenced_by() const { return store_.fenced_by(); }
+  std::uint64_t leader_values_taken_over() const { return store_.leader_values_taken_over(); }
 
  private:
   bool load(const Now& now);

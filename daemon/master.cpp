@@ -59,9 +59,15 @@ bool Master::hold_lease(double now_s) {
     if (!renewed || *renewed) return true;
     stand_by("the lease of epoch " + std::to_string(lease_epoch_) + " lapsed or was taken");
   }
-  auto taken = store::JobStore::acquire_lease(redis_, lease_scope_, holder_, cfg_.lease_ms);
+  bool took_over = false;
+  auto taken = store::JobStore::acquire_lease(redis_, lease_scope_, holder_, cfg_.lease_ms, &took_over);
   if (!taken || *taken == 0) return false;
+  if (took_over) {
+    ++lease_values_taken_over_;
+    spdlog::warn("master {}: the lease held a value no master writes (a planted one?): taken over", cfg_.id);
+  }
   lease_epoch_ = *taken;
+  fenced_.clear();
   spdlog::info("master {} leads (epoch {})", cfg_.id, lease_epoch_);
   if (cfg_.jobs_pattern.empty()) drivers_[cfg_.job].driver = make_driver(cfg_.job);
   next_discovery_s_ = 0;  // look for the jobs to serve now
@@ -71,6 +77,8 @@ bool Master::hold_lease(double now_s) {
 void Master::stand_by(const std::string& why) {
   if (lease_epoch_ > 0 || !drivers_.empty()) spdlog::warn("master {} stands by: {}", cfg_.id, why);
   lease_epoch_ = 0;
+  fenced_.clear();
+  for (const auto& [job, served] : drivers_) leader_values_taken_over_done_ += served.driver->leader_values_taken_over();
   // What it knew goes with it: a master that leads again reads every job's state back from Redis.
   drivers_.clear();
   dormant_.clear();
@@ -132,6 +140,14 @@ HttpResponse Master::http(const HttpRequest& r) {
   if (r.path == "/healthz") {
     if (!redis_.ensure_connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
     if (cfg_.ha) {
+      if (lease_epoch_ > 0) {
+        for (const auto& [job, served] : drivers_) {
+          if (served.driver->fenced_by() > lease_epoch_) {
+            return {503, kText, "leading (epoch " + std::to_string(lease_epoch_) + ") but job " + job +
+                                    "'s writes are fenced at epoch " + std::to_string(served.driver->fenced_by()) + "\n"};
+          }
+        }
+      }
       return {200, kText, lease_epoch_ > 0 ? "ok: leading (epoch " + std::to_string(lease_epoch_) + ")\n" : "ok: standing by\n"};
     }
     return {200, kText, "ok\n"};
@@ -161,7 +177,9 @@ HttpResponse Master::http(const HttpRequest& r) {
       return {200, "text/plain; version=0.0.4; charset=utf-8", metrics_cache_};
     }
     Exposition out;
-    master_metrics(out, {drivers_.size(), redis_.reconnects()});
+    std::uint64_t taken_over = lease_values_taken_over_ + leader_values_taken_over_done_;
+    for (const auto& [job, served] : drivers_) taken_over += served.driver->leader_values_taken_over();
+    master_metrics(out, {drivers_.size(), redis_.reconnects(), taken_over});
     const bool up = redis_.ensure_connected();
     for (const auto& [job, served] : drivers_) {
       nlohmann::json status;  // null when Redis cannot say
@@ -211,6 +229,19 @@ int Master::tick() {
       }
     }
     n += served.driver->tick();
+    if (cfg_.ha && served.driver->fenced_by() > lease_epoch_) {
+      // Writes fenced by a newer epoch while this master holds the lease: no master can have taken it (its
+      // lease would be newer than ours, and ours would not renew), so the job's leader key is ahead of the
+      // lease counter (planted, or a failover that lost the counter). Leading on would write nothing for ever:
+      // stand down, and raise the counter past it, so that the next lease, ours again or a standby's, is newer.
+      const std::int64_t newer = served.driver->fenced_by();
+      fenced_ = "job " + job + "'s writes are fenced at epoch " + std::to_string(newer) + ", newer than this lease's " +
+                std::to_string(lease_epoch_);
+      (void)store::JobStore::raise_lease_epoch(redis_, newer);
+      (void)store::JobStore::release_lease(redis_, lease_scope_, holder_, lease_epoch_);
+      stand_by(fenced_);
+      return n;
+    }
   }
   return n;
 }

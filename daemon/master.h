@@ -74,6 +74,10 @@ class Master {
   std::string lease_scope_;  // --ha: "job:<job>" or "jobs:<pattern>", the masters that share a lease
   std::string holder_;       // --ha: "<id> <nonce>"
   std::int64_t lease_epoch_ = 0;  // --ha: the epoch of the lease this master holds; 0 while it stands by
+  // --ha: leader values (the masters' lease, a job's leader key) found that no master wrote, and taken over.
+  std::uint64_t lease_values_taken_over_ = 0;
+  std::uint64_t leader_values_taken_over_done_ = 0;  // of drivers since gone (their stores counted the rest)
+  std::string fenced_;  // --ha: why this master's writes are fenced while it holds the lease ("" when they are not)
   double next_lease_s_ = 0;
   std::string metrics_cache_;  // the latest /metrics answer, and when it was made
   double metrics_cache_at_s_ = 0;

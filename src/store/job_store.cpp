@@ -27,18 +27,27 @@ constexpr std::size_t kMaxMemberBytes = 64;
 
 // The masters' lease: KEYS[1] the lease, KEYS[2] the epoch counter; ARGV[1] the holder's token, ARGV[2] the
 // TTL (ms). Renews it when this holder has it, takes it with a new epoch when nobody does; the epoch, or 0.
+// A value that is no lease a master wrote ("<epoch> <token>" with an epoch of 1 to 15 digits, and a TTL) is
+// taken over, never trusted: a planted one would keep every master standing by. So is an epoch counter that is
+// no such number (INCR would fail for ever): it starts again, and a job led at a newer epoch raises it.
 constexpr const char* kAcquireLeaseScript = R"lua(
 local v = redis.call('GET', KEYS[1])
 if v then
   local sp = string.find(v, ' ', 1, true)
-  if sp and string.sub(v, sp + 1) == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return tonumber(string.sub(v, 1, sp - 1))
+  local epoch = sp and string.match(string.sub(v, 1, sp - 1), '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?$')
+  if epoch and redis.call('PTTL', KEYS[1]) > 0 then
+    if string.sub(v, sp + 1) == ARGV[1] then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+      return tonumber(epoch)
+    end
+    return 0
   end
-  return 0
 end
+local c = redis.call('GET', KEYS[2])
+if c and not string.match(c, '^%d%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?$') then redis.call('SET', KEYS[2], '0') end
 local e = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], e .. ' ' .. ARGV[1], 'PX', ARGV[2])
+if v then return -e end
 return e
 )lua";
 
@@ -50,18 +59,25 @@ return 1
 )lua";
 
 // KEYS[1] a job's leader epoch; ARGV[1] the epoch taking it. Raises it, never lowers it: 0 when it holds
-// ARGV[1] now, else the newer epoch that does.
+// ARGV[1] now, else the newer epoch that does; -1 when it holds it now after a value that was no epoch (1 to
+// 15 digits: `nan`, `1e308`, a negative or a huge number, planted) which it took over rather than trusted.
 constexpr const char* kTakeJobScript = R"lua(
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+local v = redis.call('GET', KEYS[1])
+local s = v and string.match(v, '^%d%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?$')
+local cur = tonumber(s or '0')
 local e = tonumber(ARGV[1])
+if v and not s then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return -1
+end
 if cur > e then return cur end
 if cur < e then redis.call('SET', KEYS[1], ARGV[1]) end
 return 0
 )lua";
 
-// KEYS[1] the epoch counter; ARGV[1] an epoch it must reach.
+// KEYS[1] the epoch counter; ARGV[1] an epoch it must reach (a counter that is no epoch is set to it).
 constexpr const char* kRaiseEpochScript = R"lua(
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+local cur = tonumber(string.match(redis.call('GET', KEYS[1]) or '0', '^%d%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?$') or '0')
 if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
 )lua";
@@ -419,8 +435,11 @@ Status JobStore::transaction(std::vector<std::vector<std::string>> commands, std
     if (held.type == Type::kString && held.str == mine) break;
     (void)run({"UNWATCH"});
     // take_job raises a missing or lower epoch (the key evicted or deleted) and names a newer one.
+    // A value that is no epoch (planted) is taken over there too. A newer epoch is kept: fenced_by().
     if (attempt == 0) {
-      if (auto t = take_job(fence_); t && *t == 0) continue;
+      auto t = take_job(fence_);
+      if (t && *t == 0) continue;
+      if (t && *t > fence_) fenced_by_ = *t;
     }
     const bool none = held.type != Type::kString || held.str.empty();  // GETRANGE of no key: ""
     return Status::failure("fenced: another master leads job " + job_ + " (its epoch " +
@@ -438,6 +457,7 @@ Status JobStore::transaction(std::vector<std::vector<std::string>> commands, std
                            Errc::kRefused);
   }
   if (exec) *exec = std::move(r->back().elements);
+  fenced_by_ = 0;
   return ok_status();
 }
 
@@ -449,11 +469,16 @@ Status JobStore::write(std::vector<std::string> command) {
 }
 
 Result<std::int64_t> JobStore::acquire_lease(RedisClient& client, const std::string& scope, const std::string& holder,
-                                             int ttl_ms) {
+                                             int ttl_ms, bool* took_over) {
+  if (took_over != nullptr) *took_over = false;
   const std::string key = keys::master_lease(scope);
   auto r = run_on(client, {"EVAL", kAcquireLeaseScript, "2", key, keys::master_epoch(), holder, std::to_string(ttl_ms)});
   if (!r) return r.status();
   if (r->type != Type::kInteger) return Result<std::int64_t>::failure_about(key, "not a lease");
+  if (r->integer < 0) {  // taken over from a value no master wrote
+    if (took_over != nullptr) *took_over = true;
+    return static_cast<std::int64_t>(-r->integer);
+  }
   return static_cast<std::int64_t>(r->integer);
 }
 
@@ -490,7 +515,11 @@ Result<std::int64_t> JobStore::take_job(std::int64_t epoch) {
   auto r = run({"EVAL", kTakeJobScript, "1", keys::leader(job_), std::to_string(epoch)});
   if (!r) return r.status();
   if (r->type != Type::kInteger) return Result<std::int64_t>::failure_about(keys::leader(job_), "not an epoch");
-  if (r->integer == 0) fence_ = epoch;
+  if (r->integer == -1) ++leader_values_taken_over_;
+  if (r->integer <= 0) {
+    fence_ = epoch;
+    return std::int64_t{0};
+  }
   return static_cast<std::int64_t>(r->integer);
 }
 

@@ -62,9 +62,10 @@ class JobStore {
   // A lease per scope (what a set of masters serves: "job:<job>" or "jobs:<pattern>"). `holder` is one
   // process's token ("<id> <nonce>": two processes never share one, whatever their ids). Takes the lease when
   // nobody holds it, or renews it when `holder` does: the lease's epoch (a new one, from a counter that only
-  // grows, when taken), or 0 when another holds it.
+  // grows, when taken), or 0 when another holds it. A value no master wrote (not "<epoch> <token>" with an
+  // epoch of 1 to 15 digits, or without a TTL) is taken over, never trusted; `took_over` says so.
   static Result<std::int64_t> acquire_lease(RedisClient& client, const std::string& scope, const std::string& holder,
-                                            int ttl_ms);
+                                            int ttl_ms, bool* took_over = nullptr);
   // Renews the lease while it is still `holder`'s at `epoch`: false when it is not (expired, or another's).
   static Result<bool> renew_lease(RedisClient& client, const std::string& scope, const std::string& holder,
                                   std::int64_t epoch, int ttl_ms);
@@ -81,6 +82,10 @@ class JobStore {
   // epoch that does.
   Result<std::int64_t> take_job(std::int64_t epoch);
   std::int64_t fence() const { return fence_; }
+  // The newer epoch the last fenced write found leading the job (0: the last write was not fenced by one).
+  std::int64_t fenced_by() const { return fenced_by_; }
+  // How many times take_job found a value in the job's leader key that was no epoch, and took it over.
+  std::uint64_t leader_values_taken_over() const { return leader_values_taken_over_; }
 
   // ---- Event stream (append-only, trimmed to about keys::kEventsMaxLen entries).
   Status append_event(const Event& e);
@@ -173,6 +178,8 @@ class JobStore {
   RedisClient& client_;
   std::string job_;
   std::int64_t fence_ = 0;  // 0: writes unfenced
+  std::int64_t fenced_by_ = 0;
+  std::uint64_t leader_values_taken_over_ = 0;
 };
 
 // A group's hash as Redis returns it (an array: field, value, field, value, ...; a last field without a value

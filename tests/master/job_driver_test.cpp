@@ -220,5 +220,105 @@ TEST_F(MasterJobsTest, AJobWhosePlanLeaseIsHeldIsServedBeforeItsAgentsAreBack) {
   EXPECT_EQ(m.driver("idle"), nullptr) << "a job of the past: dormant";
 }
 
+// --ha with values planted where only masters write: the job's leader key and the masters' lease.
+class MasterHaTest : public JobDriverTest {
+ protected:
+  MasterConfig ha_config() {
+    MasterConfig cfg;
+    cfg.job = job_;
+    cfg.redis = parse_redis_url(server_->url());
+    cfg.ha = true;
+    cfg.id = "m0";
+    cfg.lease_ms = 1000;
+    cfg.controller.mitigate = true;
+    return cfg;
+  }
+  std::string healthz(Master& m) {
+    HttpRequest r;
+    r.method = "GET";
+    r.path = "/healthz";
+    return m.http(r).body;
+  }
+  // Ticks `m` (every 50 ms) until the operator's request `id` is answered, for at most `s` seconds.
+  std::optional<OperatorPlanReport> answered_by(Master& m, const std::string& id, double s) {
+    for (int i = 0; i < s * 20; ++i) {
+      m.tick();
+      if (auto a = store_->operator_plan_result(); a && *a && (*a)->id == id) return **a;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return std::nullopt;
+  }
+  std::int64_t leader_epoch() {
+    auto r = redis_->command({"GET", store::keys::leader(job_)});
+    return r && !r->is_error() && !r->str.empty() ? std::stoll(r->str) : -1;
+  }
+  double taken_over(Master& m) {
+    HttpRequest r;
+    r.method = "GET";
+    r.path = "/metrics";
+    const std::string text = m.http(r).body;
+    const std::string name = "greyhound_master_leader_values_taken_over_total ";
+    const auto at = text.find("\n" + name);
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + 1 + name.size()));
+  }
+};
+
+// A leader key planted with a newer epoch while the master leads fenced every write for ever, the lease
+// renewed and /healthz ok. Now the master stands down at its first fenced write, raises the epoch counter past
+// the planted epoch and leads again at once; planted values that are no epoch (nan, 1e308, negative, 20 digits)
+// are taken over at the next write, and counted.
+TEST_F(MasterHaTest, APlantedLeaderKeyNeitherFreezesNorFencesTheMasterForLong) {
+  Master m(ha_config());
+  request("op-1", {6, 2});
+  auto a = answered_by(m, "op-1", 5);
+  ASSERT_TRUE(a) << "the master leads and answers";
+  EXPECT_EQ(a->state, "published");
+  apply(a->epoch, {6, 2});  // nothing in flight when the next request comes
+  EXPECT_NE(healthz(m).find("ok: leading"), std::string::npos) << healthz(m);
+  const std::int64_t before = leader_epoch();
+
+  raw({"SET", store::keys::leader(job_), "99999"});
+  request("op-2", {5, 3});
+  a = answered_by(m, "op-2", 2.0);  // two lease periods
+  ASSERT_TRUE(a) << "fenced for good";
+  EXPECT_EQ(a->state, "published");
+  apply(a->epoch, {5, 3});
+  EXPECT_GT(leader_epoch(), 99999) << "led again at an epoch past the planted one (was " << before << ")";
+  EXPECT_NE(healthz(m).find("ok: leading"), std::string::npos) << healthz(m);
+
+  int n = 3;
+  for (const std::string& planted : {"nan", "1e308", "-5", "99999999999999999999"}) {
+    raw({"SET", store::keys::leader(job_), planted});
+    const std::string id = "op-" + std::to_string(n++);
+    const std::vector<int> split = n % 2 ? std::vector<int>{4, 4} : std::vector<int>{6, 2};
+    request(id, split);
+    a = answered_by(m, id, 2.0);
+    ASSERT_TRUE(a) << planted;
+    EXPECT_EQ(a->state, "published") << planted;
+    apply(a->epoch, split);
+    EXPECT_LT(leader_epoch(), 99999999) << planted << " is taken over, not trusted";
+  }
+  EXPECT_EQ(taken_over(m), 4);
+}
+
+// A lease value no master writes (not "<epoch> <token>", or with no TTL), or an epoch counter that is no
+// number, kept every master standing by (or failing) for ever; now a master takes it over and leads.
+TEST_F(MasterHaTest, APlantedLeaseOrEpochCounterIsTakenOver) {
+  const std::string lease = store::keys::master_lease("job:" + job_);
+  for (const std::string value : {"evil", "7 someone x"}) {
+    raw({"SET", lease, value});  // no TTL: no master wrote it
+    raw({"SET", store::keys::master_epoch(), "not a number"});
+    const std::vector<std::string> planted = {"SET", lease, value};
+    Master m(ha_config());
+    const std::string id = "op-lease-" + std::to_string(value.size());
+    request(id, {6, 2});
+    auto a = answered_by(m, id, 2.0);
+    ASSERT_TRUE(a) << planted[2];
+    EXPECT_NE(healthz(m).find("ok: leading"), std::string::npos) << healthz(m);
+    EXPECT_EQ(taken_over(m), 1) << planted[2];
+    m.stop();
+  }
+}
+
 }  // namespace
 }  // namespace greyhound::master
