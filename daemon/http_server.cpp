@@ -1,7 +1,10 @@
 #include "daemon/http_server.h"
 
 #include <chrono>
+#include <list>
+#include <map>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -59,16 +62,18 @@ class Server;
 // One connection: read one request within the limits, answer it, close.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<Server> server);
+  Session(tcp::socket socket, std::string address, std::shared_ptr<Server> server);
   ~Session();
   void run();
+  void close();
+  const std::string& address() const { return address_; }
 
  private:
   void on_read(beast::error_code ec);
   void reply(const HttpResponse& r);
-  void close();
 
   beast::tcp_stream stream_;
+  std::string address_;  // the client's (for the per-address limit)
   std::shared_ptr<Server> server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -108,13 +113,46 @@ class Server : public HttpServer, public std::enable_shared_from_this<Server> {
         });
         return;
       }
-      if (self->connections_ >= self->limits_.max_connections) {
+      beast::error_code e;
+      const auto peer = socket.remote_endpoint(e);
+      std::string address = e ? std::string("?") : peer.address().to_string();
+      const bool over_address = self->per_address_[address] >= self->limits_.max_per_address;
+      if ((self->connections_ >= self->limits_.max_connections || over_address) &&
+          !self->evict_waiting(over_address ? &address : nullptr)) {
         beast::error_code ignored;
-        socket.close(ignored);  // over the limit: no answer, no wait
+        socket.close(ignored);  // over the limit, and every connection is being answered: no answer, no wait
       } else {
-        std::make_shared<Session>(std::move(socket), self)->run();
+        auto session = std::make_shared<Session>(std::move(socket), std::move(address), self);
+        self->waiting_.push_back(session);
+        session->run();
       }
       self->accept();
+    });
+  }
+  // Closes the oldest connection still waiting for its request (from `address` only, when given): true when
+  // there was one. Its session goes once its read is cancelled; the new one may meanwhile exceed the limit by
+  // as many as were closed in that instant.
+  bool evict_waiting(const std::string* address) {
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      auto s = it->lock();
+      if (!s) {
+        it = waiting_.erase(it);
+        continue;
+      }
+      if (address == nullptr || s->address() == *address) {
+        waiting_.erase(it);
+        s->close();
+        ++evicted_;
+        return true;
+      }
+      ++it;
+    }
+    return false;
+  }
+  void request_read(const Session* s) {
+    waiting_.remove_if([s](const std::weak_ptr<Session>& w) {
+      auto l = w.lock();
+      return !l || l.get() == s;
     });
   }
   unsigned short port() const override { return port_; }
@@ -134,6 +172,9 @@ class Server : public HttpServer, public std::enable_shared_from_this<Server> {
   }
   const HttpLimits& limits() const { return limits_; }
   int connections_ = 0;
+  std::map<std::string, int> per_address_;      // open connections by client address
+  std::list<std::weak_ptr<Session>> waiting_;   // connections whose request has not arrived, oldest first
+  std::uint64_t evicted_ = 0;
 
  private:
   tcp::acceptor acceptor_;
@@ -143,31 +184,36 @@ class Server : public HttpServer, public std::enable_shared_from_this<Server> {
   unsigned short port_ = 0;
 };
 
-std::chrono::milliseconds timeout_of(const HttpLimits& l) {
-  return std::chrono::milliseconds(static_cast<long long>(l.timeout_s * 1000));
-}
+std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); }
 
-Session::Session(tcp::socket socket, std::shared_ptr<Server> server)
-    : stream_(std::move(socket)), server_(std::move(server)) {
+Session::Session(tcp::socket socket, std::string address, std::shared_ptr<Server> server)
+    : stream_(std::move(socket)), address_(std::move(address)), server_(std::move(server)) {
   ++server_->connections_;
+  ++server_->per_address_[address_];
 }
 
-Session::~Session() { --server_->connections_; }
+Session::~Session() {
+  --server_->connections_;
+  if (auto it = server_->per_address_.find(address_); it != server_->per_address_.end() && --it->second <= 0) {
+    server_->per_address_.erase(it);
+  }
+}
 
 void Session::run() {
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(server_->limits().header_bytes));
   parser_->body_limit(server_->limits().body_bytes);
-  stream_.expires_after(timeout_of(server_->limits()));
+  stream_.expires_after(ms(server_->limits().request_timeout_s));  // the whole request, however it trickles in
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
 }
 
 void Session::on_read(beast::error_code ec) {
+  server_->request_read(this);
   if (ec == http::error::header_limit) return reply({431, "text/plain; charset=utf-8", "request header too large\n"});
   if (ec == http::error::body_limit) return reply({413, "text/plain; charset=utf-8", "request body too large\n"});
   if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
-      ec == asio::error::eof) {
+      ec == asio::error::eof || ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) {
     return close();  // a slow, silent or gone client: cut off
   }
   if (ec) return reply({400, "text/plain; charset=utf-8", "bad request\n"});
@@ -191,7 +237,7 @@ void Session::reply(const HttpResponse& r) {
   response_.keep_alive(false);
   response_.body() = r.body;
   response_.prepare_payload();
-  stream_.expires_after(timeout_of(server_->limits()));
+  stream_.expires_after(ms(server_->limits().timeout_s));
   http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, std::size_t) { self->close(); });
 }
 

@@ -1,8 +1,12 @@
 // The master's HTTP endpoint (Boost.Beast on the master's own Asio loop, one thread): GET requests in, the
-// handler's answer out, one request per connection. Nothing a client does can hold the loop: every read and
-// write is asynchronous and bounded in time (a slow or silent client is cut off), a request larger than the
-// limits is answered 431/413 and closed, and connections beyond the limit are closed at once. The handler
-// runs on the loop and must itself be quick (the master's handlers read a few Redis keys).
+// handler's answer out, one request per connection. Nothing a client does can hold the loop or the endpoint:
+// every read and write is asynchronous and bounded in time (a whole request must arrive within
+// request_timeout_s: a slow or silent client, slowloris, is cut off), a request larger than the limits is
+// answered 431/413 and closed, and connections are limited in total and per client address. A connection
+// beyond a limit makes room by closing the oldest connection (of that address, when its limit is the one
+// reached) still waiting for its request; only when none is waiting is the new one closed. So clients that
+// hold connections open without asking anything cannot keep a prober (/healthz) out. The handler runs on the
+// loop and must itself be quick (the master's handlers read a few Redis keys).
 #pragma once
 
 #include <cstddef>
@@ -35,8 +39,10 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 struct HttpLimits {
   std::size_t header_bytes = 8 * 1024;  // the request line and headers
   std::size_t body_bytes = 8 * 1024;    // a GET carries none; more is refused
-  double timeout_s = 10;                // to read a request, and to write the answer
-  int max_connections = 64;             // open at once; more are closed on accept
+  double request_timeout_s = 2;         // to read a whole request, from the connection's accept
+  double timeout_s = 10;                // to write the answer
+  int max_connections = 64;             // open at once
+  int max_per_address = 16;             // open at once from one client address
 };
 
 // "ADDR:PORT" (IPv4 or [IPv6]), or ":PORT" / "PORT" for 127.0.0.1; nullopt with *error when not one.
