@@ -162,10 +162,12 @@ HttpResponse Master::http(const HttpRequest& r) {
       }
       job = cfg_.job;
     }
-    const std::string name = sanitize_job_name(job);
-    if (name != job) return {400, kText, "not a job name\n"};
+    if (!job_name_error(job).empty()) return {400, kText, "not a job name\n"};
+    // Only a job this master serves: any other name (a planted one, a scanner's) would cost the loop the reads
+    // of a job nobody looks after.
+    if (drivers_.count(job) == 0) return {404, kText, "not a job this master serves: " + job + "\n"};
     if (!redis_.ensure_connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
-    store::JobStore st(redis_, name);
+    store::JobStore st(redis_, job);
     auto status = store::job_status(st, unix_ms_now());
     if (!status) return {503, kText, status.error() + "\n"};
     return {200, "application/json", status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};

@@ -158,9 +158,9 @@ class MasterHttp(unittest.TestCase):
             self.assertEqual(last[0], last[1])
             self.assertEqual(last[0]["job"], JOB)
             self.assertEqual(len(last[0]["ranks"]), 8)
-            code, body = get(port, "/status?job=other")  # any job the store knows of (here: nothing)
-            self.assertEqual(code, 200)
-            self.assertEqual(json.loads(body)["ranks"], [])
+            code, body = get(port, "/status?job=other")  # not a job this master serves: no reads for it
+            self.assertEqual(code, 404, body)
+            self.assertIn("not a job this master serves", body)
             code, body = get(port, "/status?job=a%20b")  # not a job name
             self.assertEqual(code, 400, body)
 
