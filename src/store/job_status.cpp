@@ -115,18 +115,36 @@ json build(JobStore& st, std::int64_t now_ms, Reader& reader) {
   const std::optional<PreflightReport> preflight = reader.take(st.preflight_result());
   out["preflight"] = preflight ? to_json(*preflight) : json(nullptr);
 
-  // Ranks with their registration and current iteration time.
+  // Ranks with their registration and current iteration time: the job's (below its layout's world, when it
+  // published one; else the first kMaxStatusRanks), read in pipelined batches. Members beyond (a planted set)
+  // are counted, not read: they cost the reader nothing.
   out["ranks"] = json::array();
-  for (int r : reader.list(st.ranks())) {
+  const std::optional<JobLayout> layout = reader.take(st.layout());
+  std::vector<int> ranks;
+  auto below = layout ? st.ranks_below(layout->world) : Result<std::pair<std::vector<int>, std::int64_t>>::failure("");
+  if (below) {
+    ranks = std::move(below->first);
+    out["ranks_ignored"] = below->second - static_cast<std::int64_t>(ranks.size());
+  } else {
+    // No layout, or a Redis without SMISMEMBER (before 6.2): the members, read whole (the set script's bound).
+    if (layout && below.code() == Errc::kUnavailable) throw Unavailable{below.error()};
+    ranks = reader.list(st.ranks());
+    const auto beyond = std::lower_bound(ranks.begin(), ranks.end(), layout ? layout->world : kMaxStatusRanks);
+    out["ranks_ignored"] = static_cast<std::int64_t>(ranks.end() - beyond);
+    ranks.erase(beyond, ranks.end());
+  }
+  const auto rows = reader.list(st.rank_rows(ranks));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const int r = ranks[i];
     json row = {{"rank", r}};
     std::string err;
-    if (auto reg = reader.take(st.rank(r), &err)) {
+    if (auto reg = reader.take(rows[i].registration, &err)) {
       row.update(to_json(*reg));
     } else if (!err.empty()) {
       row["malformed"] = err;
     }
     err.clear();
-    if (auto u = reader.take(st.iteration(r), &err)) {
+    if (auto u = reader.take(rows[i].iteration, &err)) {
       row["iteration"] = u->index;
       row["iter_ms"] = u->iter_ms;
       row["period"] = u->period;

@@ -1,6 +1,6 @@
 // A job's status as operators read it: what `greyhoundctl status --json` prints and the master's HTTP
 // `/status` serves, built in one place from the job store. The master's state and recent incidents; every
-// rank with its registration and latest iteration; every node with its agent's heartbeat (absent: the agent
+// rank with its registration and latest iteration (pipelined reads, bounded by the job's world); every node with its agent's heartbeat (absent: the agent
 // is gone); every communication group with its members and what it moves.
 #pragma once
 
@@ -14,6 +14,10 @@
 #include "store/job_store.h"
 
 namespace greyhound::store {
+
+// The ranks a status reads when the job published no layout (with one: its world). Members of the job's
+// `ranks` set beyond are counted ("ranks_ignored"), not read: a planted set costs nothing.
+inline constexpr int kMaxStatusRanks = 1 << 16;
 
 // Called once per value that could not be read as what it should be: where (a key or entry) and why.
 using StatusNote = std::function<void(const std::string& where, const std::string& why)>;

@@ -583,6 +583,73 @@ Status JobStore::publish(const AgentUpdate& u) {
 Result<std::vector<int>> JobStore::ranks() { return int_members(keys::ranks(job_)); }
 Result<std::vector<int>> JobStore::agents() { return int_members(keys::agents(job_)); }
 
+namespace {
+
+// A GETRANGE reply (at most one byte more than a message, as get() reads) as the typed value, or why not.
+template <class T, class Parse>
+Result<std::optional<T>> typed_value(const std::string& key, const RedisReply& r, Parse parse) {
+  if (r.type == Type::kError) return Result<std::optional<T>>::failure_about(key, printable(r.str, 128), Errc::kRefused);
+  if (r.type != Type::kString) return Result<std::optional<T>>::failure_about(key, "not a string value");
+  if (r.str.empty()) return std::optional<T>();
+  std::string err;
+  auto v = parse(r.str, &err);
+  if (!v) return Result<std::optional<T>>::failure_about(key, err);
+  return std::optional<T>(std::move(*v));
+}
+
+constexpr std::size_t kRowBatch = 256;  // ranks per round trip (two keys each)
+
+}  // namespace
+
+Result<std::pair<std::vector<int>, std::int64_t>> JobStore::ranks_below(int world) {
+  using R = Result<std::pair<std::vector<int>, std::int64_t>>;
+  const std::string key = keys::ranks(job_);
+  auto card = run({"SCARD", key});
+  if (!card) return card.status();
+  if (card->type != Type::kInteger) return R::failure_about(key, "not a set");
+  std::vector<int> found;
+  constexpr int kBatch = 1024;
+  for (int first = 0; first < world; first += kBatch) {
+    std::vector<std::string> cmd = {"SMISMEMBER", key};
+    const int last = std::min(world, first + kBatch);
+    for (int r = first; r < last; ++r) cmd.push_back(std::to_string(r));
+    auto in = run(cmd);
+    if (!in) return in.status();
+    if (in->type == Type::kError) return R::failure_about(key, printable(in->str, 128), Errc::kRefused);
+    if (in->type != Type::kArray || in->elements.size() != static_cast<std::size_t>(last - first)) {
+      return R::failure_about(key, "not a set");
+    }
+    for (int r = first; r < last; ++r) {
+      if (in->elements[r - first].integer == 1) found.push_back(r);
+    }
+  }
+  return std::make_pair(std::move(found), static_cast<std::int64_t>(card->integer));
+}
+
+Result<std::vector<JobStore::RankRow>> JobStore::rank_rows(const std::vector<int>& ranks) {
+  std::vector<RankRow> out;
+  out.reserve(ranks.size());
+  const std::string range = std::to_string(kMaxMessageBytes);
+  for (std::size_t at = 0; at < ranks.size(); at += kRowBatch) {
+    const std::size_t n = std::min(kRowBatch, ranks.size() - at);
+    std::vector<std::vector<std::string>> cmds;
+    cmds.reserve(2 * n);
+    for (std::size_t i = at; i < at + n; ++i) {
+      cmds.push_back({"GETRANGE", keys::rank(job_, ranks[i]), "0", range});
+      cmds.push_back({"GETRANGE", keys::iter(job_, ranks[i]), "0", range});
+    }
+    auto replies = pipeline_on(client_, cmds);
+    if (!replies) return replies.status();
+    if (replies->size() != cmds.size()) return Result<std::vector<RankRow>>::failure("rank rows: short reply", Errc::kUnavailable);
+    for (std::size_t i = 0; i < n; ++i) {
+      const int r = ranks[at + i];
+      out.push_back({typed_value<RankRegistration>(keys::rank(job_, r), (*replies)[2 * i], parse_rank_registration),
+                     typed_value<IterationUpdate>(keys::iter(job_, r), (*replies)[2 * i + 1], parse_iteration_update)});
+    }
+  }
+  return out;
+}
+
 Result<std::optional<RankRegistration>> JobStore::rank(int r) {
   return get_as<RankRegistration>(keys::rank(job_, r), parse_rank_registration);
 }

@@ -105,6 +105,16 @@ class JobStore {
   AgentUpdate agent_update() const { return AgentUpdate(job_); }
   Status publish(const AgentUpdate& u);
   Result<std::vector<int>> ranks();   // sorted; members that are not ranks are skipped
+  // The ranks below `world` in the job's ranks set, sorted, and how many members the set has in all: at a
+  // cost that follows `world`, not the set (SMISMEMBER in batches, SCARD).
+  Result<std::pair<std::vector<int>, std::int64_t>> ranks_below(int world);
+  // Each rank's registration and current iteration, read in pipelined batches (one round trip per
+  // kRowBatch ranks rather than two per rank): what a status of many ranks costs.
+  struct RankRow {
+    Result<std::optional<RankRegistration>> registration;
+    Result<std::optional<IterationUpdate>> iteration;
+  };
+  Result<std::vector<RankRow>> rank_rows(const std::vector<int>& ranks);
   Result<std::vector<int>> agents();  // nodes that ever had an agent, sorted
   Result<std::optional<RankRegistration>> rank(int r);
   Result<std::optional<IterationUpdate>> iteration(int r);
