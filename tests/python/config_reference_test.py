@@ -1,4 +1,4 @@
-"""docs/configuration.md and README's environment table held to the code.
+"""docs/configuration.md and its environment table held to the code.
 
 usage: /usr/bin/python3 config_reference_test.py BIN_DIR
 
@@ -6,7 +6,7 @@ usage: /usr/bin/python3 config_reference_test.py BIN_DIR
   command) is in its section of docs/configuration.md, and every flag there is in its --help.
 - The master's defaults in the page are those its --help prints (read from its config structs).
 - Every GREYHOUND_* variable the code reads (a string literal in C++ or Python, $VAR in a script) is in
-  README's "Configuration" table, and every variable the table names is read somewhere (GREYHOUND_SIM_* are
+  docs/configuration.md's "Environment variables" table, and every variable the table names is read somewhere (GREYHOUND_SIM_* are
   the stand-ins', documented in docs/simulation.md and by one row).
 """
 import os
@@ -91,14 +91,14 @@ class ConfigReference(unittest.TestCase):
                         names |= set(re.findall(r"[\"'](GREYHOUND_[A-Z0-9_]+)[\"']", text))
                     for n in names:
                         read.setdefault(n, path)
-        with open(os.path.join(ROOT, "README.md")) as f:
-            readme = f.read()
-        table = readme[readme.index("\n## Configuration"):]
+        with open(os.path.join(ROOT, "docs", "configuration.md")) as f:
+            doc = f.read()
+        table = doc[doc.index("\n## Environment variables"):]
         documented = set(re.findall(r"`(GREYHOUND_[A-Z0-9_]+)`", table))
         self.assertIn("GREYHOUND_REDIS", read)
         missing = {n: p for n, p in read.items() if n not in documented and not n.startswith("GREYHOUND_SIM_")}
-        self.assertEqual(missing, {}, "read by the code, not in README's Configuration table")
-        self.assertEqual(documented - set(read), set(), "in README's table, read nowhere")
+        self.assertEqual(missing, {}, "read by the code, not in docs/configuration.md's table")
+        self.assertEqual(documented - set(read), set(), "in docs/configuration.md's table, read nowhere")
 
 
 if __name__ == "__main__":
