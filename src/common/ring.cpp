@@ -34,14 +34,17 @@ void copy_cstr(char* dst, std::size_t cap, std::string_view src) {
   dst[n] = '\0';
 }
 
+// A character job names take as they are: [A-Za-z0-9_.-].
+bool job_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+}
+
 }  // namespace
 
 std::string sanitize_job_name(std::string_view job) {
   std::string out;
   for (char c : job.substr(0, kRingJobMax - 1)) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
-    out.push_back(ok ? c : '_');
+    out.push_back(job_name_char(c) ? c : '_');
   }
   if (out.empty()) out = "default";
   return out;
@@ -54,9 +57,7 @@ std::string job_name_error(std::string_view job) {
   }
   for (std::size_t i = 0; i < job.size(); ++i) {
     const char c = job[i];
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '.' || c == '-';
-    if (!ok) {
+    if (!job_name_char(c)) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(c));
       return "the job name has " + (c > ' ' && c < 0x7f ? "'" + std::string(1, c) + "'" : std::string(hex)) +

@@ -22,16 +22,7 @@ class JobDriverTest : public test_support::StoreFixture {
   void SetUp() override {
     StoreFixture::SetUp();
     if (HasFatalFailure()) return;
-    JobLayout l;
-    l.tp = 1;
-    l.dp = 2;
-    l.pp = 2;
-    l.world = 4;
-    l.microbatches = {4, 4};
-    l.initial_microbatches = {4, 4};
-    l.capabilities = {"S2"};
-    l.gpus_per_node = 2;
-    ASSERT_TRUE(store_->write_layout(l));
+    ASSERT_TRUE(store_->write_layout(two_node_layout()));
     start_driver("run-test");
   }
   // A master's driver for the job (a new one: as after a restart), mitigating, with a plan lease of 2 s.

@@ -529,14 +529,7 @@ TEST_F(JobStoreTest, AStaleLeadersWritesAreRefusedAndChangeNothing) {
 // read two keys per member, one after the other: 23 s on this machine); without a layout, the first
 // kMaxStatusRanks, pipelined.
 TEST_F(JobStoreTest, AStatusReadsOnlyTheJobsRanksWhateverTheRanksSetHolds) {
-  JobLayout l;
-  l.tp = 1;
-  l.dp = 2;
-  l.pp = 2;
-  l.world = 4;
-  l.microbatches = {4, 4};
-  l.initial_microbatches = {4, 4};
-  ASSERT_TRUE(store_->write_layout(l));
+  ASSERT_TRUE(store_->write_layout(two_node_layout()));
   for (int at = 0; at < 200000; at += 10000) {
     std::vector<std::string> cmd = {"SADD", keys::ranks(job_)};
     for (int r = at; r < at + 10000; ++r) cmd.push_back(std::to_string(r));

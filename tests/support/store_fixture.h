@@ -19,6 +19,19 @@ namespace greyhound::test_support {
 
 class StoreFixture : public ::testing::Test {
  protected:
+  // TP 1 x DP 2 x PP 2 on two nodes of two GPUs, 4 and 4 micro-batches, S2 advertised: the tests' usual job.
+  static JobLayout two_node_layout() {
+    JobLayout l;
+    l.tp = 1;
+    l.dp = 2;
+    l.pp = 2;
+    l.world = 4;
+    l.microbatches = {4, 4};
+    l.initial_microbatches = {4, 4};
+    l.capabilities = {"S2"};
+    l.gpus_per_node = 2;
+    return l;
+  }
   void SetUp() override {
     char tmpl[] = "/tmp/gh-store-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
