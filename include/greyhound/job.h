@@ -17,6 +17,9 @@
  *    for a rejected, unsupported or stale plan: the reason).
  *  - Redis is reached with short timeouts (connect 200 ms, command 300 ms) and reconnects by itself with
  *    backoff; GREYHOUND_JOB_ERR_UNAVAILABLE is worth retrying later, never a reason to stop training.
+ *  - A client opened with GREYHOUND_JOB_OPEN_BACKGROUND (greyhound_job_open_v2) does all of that on a thread
+ *    of its own, so that the training thread never waits on Redis: publish, ack and poll only check their
+ *    arguments and move data in memory (see greyhound_job_open_v2). What a framework should use.
  *  - A client is not thread-safe: use one per thread. Different clients are independent.
  *  - Strings and arrays passed in are copied; arrays handed out (in greyhound_job_plan) belong to the client
  *    and stay valid until the next call that fills a plan of the same kind (poll / last) or close.
@@ -58,6 +61,9 @@ enum {
   GREYHOUND_JOB_ERR_REFUSED = -3,      /* Redis answered with an error */
   GREYHOUND_JOB_ERR_INTERNAL = -4      /* a bug or out of memory */
 };
+
+/* greyhound_job_open_v2 flags. */
+enum { GREYHOUND_JOB_OPEN_BACKGROUND = 1u << 0 };
 
 /* Capabilities a job advertises (bit mask). S1 (ignore) and reverts need none. */
 enum {
@@ -128,6 +134,21 @@ GREYHOUND_JOB_EXPORT const char* greyhound_job_status_name(int status);
  * holds the reason, truncated to error_len. */
 GREYHOUND_JOB_EXPORT int greyhound_job_open_v1(const char* job, const char* redis_url, greyhound_job_client** out,
                                                char* error, size_t error_len);
+/* The same, with `flags` (0: as greyhound_job_open_v1; other bits than GREYHOUND_JOB_OPEN_* are ERR_INVALID).
+ * GREYHOUND_JOB_OPEN_BACKGROUND: every Redis read and write runs on a thread the client starts, and no call on
+ * the training thread waits on Redis (the job never waits on greyhound, whatever Redis does):
+ *  - publish_layout checks the layout (ERR_INVALID as before) and returns OK: the thread writes it (the latest
+ *    one, retried while Redis is away) and judges plans against it from then on;
+ *  - ack checks its arguments (ERR_INVALID as before) and returns OK: the thread writes the acknowledgements in
+ *    order (retried; at most 4096 wait, past that the oldest is dropped);
+ *  - poll_plan hands out the next plan the thread read and judged (every 100 ms while none waits to be taken;
+ *    after a plan is taken, once the next layout is published or 2 s have passed), with the same codes and
+ *    verdicts; ERR_UNAVAILABLE / ERR_REFUSED once for each read or write of the thread that failed, at once;
+ *  - request_restart and restart_placement stay synchronous (they first write what waits);
+ *  - close writes what waits (giving up at the first write Redis does not take) and stops the thread.
+ * A plan therefore reaches the job up to one poll interval later than a synchronous poll would read it. */
+GREYHOUND_JOB_EXPORT int greyhound_job_open_v2(const char* job, const char* redis_url, uint32_t flags,
+                                               greyhound_job_client** out, char* error, size_t error_len);
 GREYHOUND_JOB_EXPORT void greyhound_job_close_v1(greyhound_job_client* client); /* NULL: no-op */
 /* Why the client's last call did not succeed ("" when it did). Valid until the next call on the client. */
 GREYHOUND_JOB_EXPORT const char* greyhound_job_last_error_v1(const greyhound_job_client* client);

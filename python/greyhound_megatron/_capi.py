@@ -3,8 +3,10 @@
 Nothing here reads or writes a plan itself; it declares the C API's structs and signatures and wraps a client
 in a small class whose methods return (status, value) and never raise on a Redis problem.
 """
+import atexit
 import ctypes
 import os
+import weakref
 
 API_VERSION = 1
 
@@ -13,6 +15,7 @@ OK, NO_PLAN, PLAN_REJECTED, PLAN_UNSUPPORTED, PLAN_STALE = 0, 1, 2, 3, 4
 ERR_INVALID, ERR_UNAVAILABLE, ERR_REFUSED, ERR_INTERNAL = -1, -2, -3, -4
 
 CAP_S2, CAP_S3, CAP_S4, CAP_S3_BY_RESTART = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+OPEN_BACKGROUND = 1 << 0  # greyhound_job_open_v2
 # greyhound_megatron applies S3 by a checkpoint-restart (the model is built for one placement).
 CAPABILITY_BITS = {"S2": CAP_S2, "S3": CAP_S3_BY_RESTART, "S4": CAP_S4}
 
@@ -144,6 +147,7 @@ def _declare(lib):
     lib.greyhound_job_status_name.restype = cp
     lib.greyhound_job_status_name.argtypes = [ctypes.c_int]
     lib.greyhound_job_open_v1.argtypes = [cp, cp, ctypes.POINTER(vp), cp, sz]
+    lib.greyhound_job_open_v2.argtypes = [cp, cp, ctypes.c_uint32, ctypes.POINTER(vp), cp, sz]
     lib.greyhound_job_close_v1.argtypes = [vp]
     lib.greyhound_job_close_v1.restype = None
     lib.greyhound_job_last_error_v1.argtypes = [vp]
@@ -170,19 +174,33 @@ def status_name(status, lib=None):
     return _text((lib or load()).greyhound_job_status_name(status))
 
 
-class JobClient:
-    """One libgreyhound_job client (not thread-safe: one per thread, as the C API says)."""
+# Clients still open when the interpreter exits are closed first: a background client writes what waits (an
+# acknowledgement given just before the process ends) only when it is closed.
+_OPEN = weakref.WeakSet()
 
-    def __init__(self, job=None, redis_url=None, lib=None):
+
+@atexit.register
+def _close_open_clients():
+    for client in list(_OPEN):
+        client.close()
+
+
+class JobClient:
+    """One libgreyhound_job client (not thread-safe: one per thread, as the C API says). background: its Redis
+    I/O on a thread of its own (GREYHOUND_JOB_OPEN_BACKGROUND): no call waits on Redis."""
+
+    def __init__(self, job=None, redis_url=None, lib=None, background=False):
         self._lib = lib or load()
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(512)
-        rc = self._lib.greyhound_job_open_v1(job.encode() if job else None,
-                                             redis_url.encode() if redis_url else None, ctypes.byref(handle), err,
+        rc = self._lib.greyhound_job_open_v2(job.encode() if job else None,
+                                             redis_url.encode() if redis_url else None,
+                                             OPEN_BACKGROUND if background else 0, ctypes.byref(handle), err,
                                              len(err))
         if rc != OK:
             raise ValueError("greyhound_megatron: cannot open the job client: %s" % _text(err.value))
         self._handle = handle
+        _OPEN.add(self)
 
     def close(self):
         if self._handle is not None and self._handle.value:

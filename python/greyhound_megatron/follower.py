@@ -50,12 +50,16 @@ class PlanFollower:
     runs, [(rank, tp, dp, pp)] by launch rank (default: what greyhound_megatron.place_rank() took in this
     process, else Megatron's), published as the one it started with. accept_placement: a further check of an
     S3 plan's placement on rank 0, callable(placement) -> "" or why the job cannot restart with it.
+    background: the job client does its Redis reads and writes on a thread of its own (the default), so that no
+    iteration waits on Redis whatever Redis does; a plan is then taken at the first poll after the client read
+    it (every 0.1 s). False: every poll of rank 0 reads Redis itself, with its timeouts (a test that needs a
+    plan at a given poll).
     """
 
     def __init__(self, job, dp_size, dp_rank, microbatches, capabilities=("S2",), redis_url=None, *, rank=None,
                  world_size=None, tp_size=None, pp_size=1, gpus_per_node=0, group=None, lib_path=None,
                  schedule=None, poll_every=1, accept=None, microbatch_multiple=0, placement=None,
-                 accept_placement=None):
+                 accept_placement=None, background=True):
         dist = _dist()
         if rank is None:
             rank = dist.get_rank() if dist is not None else 0
@@ -123,7 +127,7 @@ class PlanFollower:
         self._restart_plan = None       # rank 0: that plan (exclusions or placement, reason)
         self._rank0_reason = ""         # rank 0: why the plan it read last is not taken
         self._lib = _capi.load(lib_path)
-        self._client = _capi.JobClient(job, redis_url, self._lib)
+        self._client = _capi.JobClient(job, redis_url, self._lib, background=background)
         self.job = self._client.name
         rc, err = self._client.set_microbatch_multiple(microbatch_multiple)
         if rc != _capi.OK:
@@ -310,7 +314,7 @@ class PlanFollower:
 
     def _ack(self, epoch, iteration, status, detail, apply_s=0.0):
         rc, err = self._client.ack(self.rank, epoch, iteration, status, detail, apply_s)
-        if rc != _capi.OK:  # not retried: the master times the plan out, training goes on
+        if rc != _capi.OK:  # refused (the client queues what it takes): the master times the plan out
             log.warning("greyhound_megatron: rank %d could not acknowledge plan %d: %s", self.rank, epoch, err)
 
     def _publish_layout(self):

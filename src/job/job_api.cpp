@@ -7,12 +7,14 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "greyhound/config.h"
 #include "greyhound/vocabulary.h"
+#include "job/background_client.h"
 #include "job/job_client.h"
 
 static_assert(std::is_same_v<int32_t, int>, "the C API hands out std::vector<int> storage as int32_t arrays");
@@ -25,7 +27,25 @@ struct greyhound_job_client {
     std::vector<greyhound_job_placement> placement;
     std::string verdict;
   };
+  // One of the two: the synchronous client (greyhound_job_open_v1), or the one whose Redis I/O runs on its
+  // own thread (greyhound_job_open_v2 with GREYHOUND_JOB_OPEN_BACKGROUND).
   std::unique_ptr<greyhound::job::JobClient> impl;
+  std::unique_ptr<greyhound::job::BackgroundJobClient> bg;
+  const std::string& job() const { return bg ? bg->job() : impl->job(); }
+  greyhound::Status publish_layout(const greyhound::JobLayout& l) {
+    return bg ? bg->publish_layout(l) : impl->publish_layout(l);
+  }
+  greyhound::Result<greyhound::job::PlanPoll> poll_plan() { return bg ? bg->poll_plan() : impl->poll_plan(); }
+  const std::optional<greyhound::job::PlanPoll>& last_good() const {
+    return bg ? bg->last_good() : impl->last_good();
+  }
+  greyhound::Status acknowledge(const greyhound::PlanAck& a) { return bg ? bg->acknowledge(a) : impl->acknowledge(a); }
+  greyhound::Status request_restart(const greyhound::RestartRequest& r) {
+    return bg ? bg->request_restart(r) : impl->request_restart(r);
+  }
+  greyhound::Result<std::optional<greyhound::RestartRequest>> restart_request() {
+    return bg ? bg->restart_request() : impl->restart_request();
+  }
   std::string last_error;
   double s3_estimate_s = 0, s4_estimate_s = 0;  // greyhound_job_set_cost_estimate_v1, sent with every layout
   int32_t microbatch_multiple = 0;  // greyhound_job_set_microbatch_multiple_v1, sent with every layout
@@ -132,6 +152,11 @@ const char* greyhound_job_status_name(int status) {
 
 int greyhound_job_open_v1(const char* job, const char* redis_url, greyhound_job_client** out, char* error,
                           size_t error_len) {
+  return greyhound_job_open_v2(job, redis_url, 0, out, error, error_len);
+}
+
+int greyhound_job_open_v2(const char* job, const char* redis_url, uint32_t flags, greyhound_job_client** out,
+                          char* error, size_t error_len) {
   std::string why;
   auto report = [&](int code) {
     if (error != nullptr && error_len > 0) {
@@ -146,6 +171,10 @@ int greyhound_job_open_v1(const char* job, const char* redis_url, greyhound_job_
     return report(GREYHOUND_JOB_ERR_INVALID);
   }
   *out = nullptr;
+  if ((flags & ~static_cast<uint32_t>(GREYHOUND_JOB_OPEN_BACKGROUND)) != 0) {
+    why = "flags: unknown bits";
+    return report(GREYHOUND_JOB_ERR_INVALID);
+  }
   try {
     const std::string name = job != nullptr ? std::string(job) : greyhound::read_env_config().job;
     auto opened = greyhound::job::JobClient::open(name, redis_url != nullptr ? redis_url : "");
@@ -154,7 +183,12 @@ int greyhound_job_open_v1(const char* job, const char* redis_url, greyhound_job_
       return report(code_of(opened.code()));
     }
     auto c = std::make_unique<greyhound_job_client>();
-    c->impl = std::move(opened.value());
+    if ((flags & GREYHOUND_JOB_OPEN_BACKGROUND) != 0) {
+      c->bg = std::make_unique<greyhound::job::BackgroundJobClient>(std::move(opened.value()),
+                                                                    greyhound::job::BackgroundJobClient::Options{});
+    } else {
+      c->impl = std::move(opened.value());
+    }
     *out = c.release();
     why.clear();
     return report(GREYHOUND_JOB_OK);
@@ -173,7 +207,7 @@ const char* greyhound_job_last_error_v1(const greyhound_job_client* client) {
 }
 
 const char* greyhound_job_name_v1(const greyhound_job_client* client) {
-  return client != nullptr ? client->impl->job().c_str() : "";
+  return client != nullptr ? client->job().c_str() : "";
 }
 
 int greyhound_job_publish_layout_v1(greyhound_job_client* client, const greyhound_job_layout* layout) {
@@ -219,7 +253,7 @@ int greyhound_job_publish_layout_v2(greyhound_job_client* client, const greyhoun
     l.s3_by_restart = (layout->capabilities & GREYHOUND_JOB_CAP_S3_BY_RESTART) != 0;
     if (layout->capabilities & ~known) return fail(client, GREYHOUND_JOB_ERR_INVALID, "capabilities: unknown bits");
     l.placement = entries_of(placement, placement_len);
-    return done(client, client->impl->publish_layout(l));
+    return done(client, client->publish_layout(l));
   });
 }
 
@@ -264,7 +298,7 @@ int greyhound_job_poll_plan_v1(greyhound_job_client* client, greyhound_job_plan*
   if (client == nullptr) return GREYHOUND_JOB_ERR_INVALID;
   return guarded(client, [&]() -> int {
     if (out == nullptr) return fail(client, GREYHOUND_JOB_ERR_INVALID, "out: must not be NULL");
-    auto poll = client->impl->poll_plan();
+    auto poll = client->poll_plan();
     if (!poll) return done(client, poll);
     client->last_error = poll->reason;
     int code = GREYHOUND_JOB_NO_PLAN;
@@ -285,7 +319,7 @@ int greyhound_job_last_plan_v1(greyhound_job_client* client, greyhound_job_plan*
   return guarded(client, [&]() -> int {
     if (out == nullptr) return fail(client, GREYHOUND_JOB_ERR_INVALID, "out: must not be NULL");
     client->last_error.clear();
-    const auto& last = client->impl->last_good();
+    const auto& last = client->last_good();
     if (!last) return GREYHOUND_JOB_NO_PLAN;
     fill(client->last, *last, out);
     return GREYHOUND_JOB_OK;
@@ -314,7 +348,7 @@ int greyhound_job_ack_v2(greyhound_job_client* client, int32_t rank, int64_t epo
     a.status = static_cast<greyhound::AckStatus>(status);
     a.detail = detail != nullptr ? detail : "";
     a.apply_s = apply_s;
-    return done(client, client->impl->acknowledge(a));
+    return done(client, client->acknowledge(a));
   });
 }
 
@@ -340,7 +374,7 @@ int greyhound_job_request_restart_v2(greyhound_job_client* client, int32_t rank,
       return fail(client, GREYHOUND_JOB_ERR_INVALID, "restart: a NULL array with a non-zero length");
     }
     r.placement = entries_of(placement, placement_len);
-    return done(client, client->impl->request_restart(r));
+    return done(client, client->request_restart(r));
   });
 }
 
@@ -352,7 +386,7 @@ int greyhound_job_restart_placement_v1(greyhound_job_client* client, greyhound_j
   }
   *len = 0;
   return guarded(client, [&]() -> int {
-    auto request = client->impl->restart_request();
+    auto request = client->restart_request();
     if (!request) return done(client, request);
     if (!*request || (*request)->placement.empty()) {
       client->last_error.clear();

@@ -201,12 +201,17 @@ Status JobClient::revert_on_lapse() {
   return ok_status();
 }
 
+std::string JobClient::ack_error(const PlanAck& ack) {
+  if (ack.rank < 0 || ack.rank > kMaxRank) return "ack: rank " + std::to_string(ack.rank) + " out of range";
+  if (ack.epoch < 1 || ack.epoch > kMaxCount) return "ack: epoch must be within 1..2^53";
+  if (ack.iteration < -1 || ack.iteration > kMaxCount) return "ack: iteration must be within 0..2^53 (or -1: unknown)";
+  if (!(ack.apply_s >= 0) || !std::isfinite(ack.apply_s)) return "ack: apply_s must be a finite number >= 0";
+  if (auto why = text_error(ack.detail); !why.empty()) return "ack: detail " + why;
+  return {};
+}
+
 Status JobClient::acknowledge(const PlanAck& ack) {
-  if (ack.rank < 0 || ack.rank > kMaxRank) return Status::failure("ack: rank " + std::to_string(ack.rank) + " out of range");
-  if (ack.epoch < 1 || ack.epoch > kMaxCount) return Status::failure("ack: epoch must be within 1..2^53");
-  if (ack.iteration < -1 || ack.iteration > kMaxCount) return Status::failure("ack: iteration must be within 0..2^53 (or -1: unknown)");
-  if (!(ack.apply_s >= 0) || !std::isfinite(ack.apply_s)) return Status::failure("ack: apply_s must be a finite number >= 0");
-  if (auto why = text_error(ack.detail); !why.empty()) return Status::failure("ack: detail " + why);
+  if (auto why = ack_error(ack); !why.empty()) return Status::failure(why);
   PlanAck a = ack;
   if (a.t_unix_ms == 0) a.t_unix_ms = unix_ms_now();
   return store_.write_ack(a);

@@ -75,6 +75,8 @@ class JobClient {
   std::int64_t last_epoch() const { return last_epoch_; }
 
   Status acknowledge(const PlanAck& ack);
+  // Why acknowledge() refuses `ack` without writing it ("" when it takes it): what the master's readers refuse.
+  static std::string ack_error(const PlanAck& ack);
   // An S4 restart, or an S3 one (a placement, checked against the layout published last; no exclusions).
   Status request_restart(const RestartRequest& request);
   // The job's latest restart request (nullopt: none): its placement is what a restarted job launches with.

@@ -23,8 +23,9 @@ std::vector<ChaosAction> parse_chaos(const nlohmann::json& j, int nodes) {
     }
     c.at_s = a["at_s"].get<double>();
     if (!a.contains("action") || !a["action"].is_string() ||
-        (a["action"] != "kill" && a["action"] != "start" && a["action"] != "stop" && a["action"] != "cont")) {
-      throw std::invalid_argument(where + ".action: must be \"kill\", \"start\", \"stop\" or \"cont\"");
+        (a["action"] != "kill" && a["action"] != "start" && a["action"] != "stop" && a["action"] != "cont" &&
+         a["action"] != "busy")) {
+      throw std::invalid_argument(where + ".action: must be \"kill\", \"start\", \"stop\", \"cont\" or \"busy\"");
     }
     c.action = a["action"].get<std::string>();
     if (!a.contains("target") || !a["target"].is_string()) throw std::invalid_argument(where + ".target: missing");
@@ -32,8 +33,13 @@ std::vector<ChaosAction> parse_chaos(const nlohmann::json& j, int nodes) {
     if (c.target != "redis" && c.target != "master" && c.target != "leader" && c.target.rfind("agent:", 0) != 0) {
       throw std::invalid_argument(where + ".target: must be \"redis\", \"master\", \"leader\" or \"agent:<node>\"");
     }
-    if ((c.action == "stop" || c.action == "cont") && c.target == "redis") {
-      throw std::invalid_argument(where + ".action: Redis is killed and started, not stopped");
+    if (c.action == "busy") {
+      if (c.target != "redis") throw std::invalid_argument(where + ".action: only Redis is made busy");
+      if (!a.contains("for_s") || !a["for_s"].is_number() || !(a["for_s"].get<double>() > 0) ||
+          a["for_s"].get<double>() > 600) {
+        throw std::invalid_argument(where + ".for_s: a busy Redis needs a duration in (0, 600] s");
+      }
+      c.for_s = a["for_s"].get<double>();
     }
     if (c.target == "leader" && c.action != "kill") {
       throw std::invalid_argument(where + ".action: the leader can only be killed (\"start\" it as \"master\")");

@@ -107,7 +107,7 @@ TEST(Reduce, Fp8DecodesAsCublasLtDefinesIt) {
   }
 }
 
-TEST(ChaosSchedule, StopAndContStarveAServiceAndRedisIsOnlyKilledOrStarted) {
+TEST(ChaosSchedule, StopAndContStarveAServiceOrHangRedisAndRedisCanBeBusy) {
   const auto c = parse_chaos_text(R"([{"at_s":9,"action":"cont","target":"agent:1"},
                                       {"at_s":4,"action":"stop","target":"agent:1"},
                                       {"at_s":5,"action":"stop","target":"master"}])",
@@ -125,12 +125,23 @@ TEST(ChaosSchedule, StopAndContStarveAServiceAndRedisIsOnlyKilledOrStarted) {
     }
     return std::string("accepted");
   };
-  EXPECT_EQ(refused(R"([{"at_s":1,"action":"stop","target":"redis"}])"),
-            "--chaos[0].action: Redis is killed and started, not stopped");
+  EXPECT_EQ(parse_chaos_text(R"([{"at_s":1,"action":"stop","target":"redis"}])", 2)[0].target, "redis");  // hung
   EXPECT_EQ(refused(R"([{"at_s":1,"action":"pause","target":"agent:0"}])"),
-            "--chaos[0].action: must be \"kill\", \"start\", \"stop\" or \"cont\"");
+            "--chaos[0].action: must be \"kill\", \"start\", \"stop\", \"cont\" or \"busy\"");
   EXPECT_EQ(refused(R"([{"at_s":1,"action":"stop","target":"leader"}])"),
             "--chaos[0].action: the leader can only be killed (\"start\" it as \"master\")");
+  // A busy Redis, for a while.
+  const auto busy = parse_chaos_text(R"([{"at_s":3,"action":"busy","target":"redis","for_s":8}])", 2);
+  ASSERT_EQ(busy.size(), 1u);
+  EXPECT_EQ(busy[0].action, "busy");
+  EXPECT_DOUBLE_EQ(busy[0].for_s, 8);
+  EXPECT_EQ(refused(R"([{"at_s":1,"action":"busy","target":"master","for_s":1}])"),
+            "--chaos[0].action: only Redis is made busy");
+  for (const char* bad : {R"([{"at_s":1,"action":"busy","target":"redis"}])",
+                          R"([{"at_s":1,"action":"busy","target":"redis","for_s":0}])",
+                          R"([{"at_s":1,"action":"busy","target":"redis","for_s":601}])"}) {
+    EXPECT_EQ(refused(bad), "--chaos[0].for_s: a busy Redis needs a duration in (0, 600] s") << bad;
+  }
 }
 
 TEST(FaultSchedule, ParsesTheDocumentedExample) {

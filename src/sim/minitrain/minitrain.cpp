@@ -216,8 +216,8 @@ struct Layout {
 };
 
 // Greyhound's plans (--plan) through the job client (greyhound/job.h), which checks every plan against the
-// layout: rank 0 publishes the layout (at start and after each applied plan) and reads the latest plan;
-// every rank acknowledges. The decision reaches all ranks in one NCCL broadcast of
+// layout and does its Redis I/O on a thread of its own: rank 0 publishes the layout (at start and after each
+// applied plan) and takes the latest plan the client read; every rank acknowledges. The decision reaches all ranks in one NCCL broadcast of
 //   [epoch, m_0 .. m_{D-1}, role_0 .. role_{W-1}]
 // (m_d: micro-batches of DP replica d; role_r: the global rank, in Megatron order, whose (tp, dp, pp) launch
 // rank r holds), always the whole configuration to be in force, with a marker in place of m_0 for a plan
@@ -232,7 +232,9 @@ class PlanChannel {
   static std::unique_ptr<PlanChannel> open(const std::string& job, const std::string& redis_url, std::string* error) {
     char err[512] = "";
     greyhound_job_client* c = nullptr;
-    if (greyhound_job_open_v1(job.c_str(), redis_url.c_str(), &c, err, sizeof err) != GREYHOUND_JOB_OK) {
+    // Its Redis I/O on the client's own thread: no iteration waits on Redis, whatever Redis does.
+    if (greyhound_job_open_v2(job.c_str(), redis_url.c_str(), GREYHOUND_JOB_OPEN_BACKGROUND, &c, err, sizeof err) !=
+        GREYHOUND_JOB_OK) {
       *error = err;
       return nullptr;
     }
@@ -336,7 +338,7 @@ class PlanChannel {
     return false;
   }
 
-  // Every rank, once per new epoch. A lost ack is not retried (the master times the plan out).
+  // Every rank, once per new epoch: queued, and written by the client (retried while Redis is away).
   void ack(int rank, std::int64_t epoch, std::uint64_t iter, int status, const char* detail, double apply_s) {
     greyhound_job_ack_v2(client_, rank, epoch, static_cast<std::int64_t>(iter), status, detail, apply_s);
   }

@@ -26,6 +26,16 @@ namespace {
 
 bool alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
 
+// A chaos "busy" script: holds Redis for 0.25 s (Redis runs one script at a time, nothing else meanwhile).
+constexpr const char* kBusyScript = R"lua(
+local t = redis.call('TIME')
+local start = tonumber(t[1]) * 1000000 + tonumber(t[2])
+repeat
+  local n = redis.call('TIME')
+until tonumber(n[1]) * 1000000 + tonumber(n[2]) - start >= 250000
+return 1
+)lua";
+
 void reap(pid_t pid) {
   int status = 0;
   if (pid > 0) waitpid(pid, &status, WNOHANG);
@@ -177,7 +187,26 @@ void ClusterServices::on_tick(double t_s) {
     std::string err;
     std::string which;  // "leader": the master it was
     bool ok = true;
-    if (c.target == "redis" && opt_.external_redis.empty()) {
+    if (c.target == "redis" && c.action == "busy") {
+      // Back-to-back scripts of 0.25 s on one connection: every other client's command waits behind one.
+      if (busy_.joinable()) busy_.join();
+      busy_stop_ = false;
+      const double for_s = c.for_s;
+      busy_ = std::thread([this, for_s] {
+        RedisClient::Options o;
+        o.endpoint = parse_redis_url(redis_url_);
+        o.command_timeout = std::chrono::milliseconds(2000);
+        RedisClient client(o);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(for_s);
+        while (!busy_stop_ && std::chrono::steady_clock::now() < until) {
+          auto r = client.command({"EVAL", kBusyScript, "0"});
+          if (!r) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Redis away: try again
+        }
+      });
+    } else if (c.target == "redis" && opt_.external_redis.empty() && (c.action == "stop" || c.action == "cont")) {
+      ok = redis_ && redis_->running() && kill(redis_->pid(), c.action == "stop" ? SIGSTOP : SIGCONT) == 0;
+      if (!ok) err = "Redis is not running";
+    } else if (c.target == "redis" && opt_.external_redis.empty()) {
       if (c.action == "kill") {
         if (redis_) redis_->kill_hard();
       } else if (!redis_) {
@@ -313,11 +342,14 @@ nlohmann::json ClusterServices::events() {
 }
 
 void ClusterServices::stop_all() {
+  busy_stop_ = true;
+  if (busy_.joinable()) busy_.join();
   for (std::size_t n = 0; n < opt_.node_shm_dirs.size(); ++n) terminate(agent_pid(static_cast<int>(n)), 2.0);
   for (pid_t e : extra_agents_) terminate(e, 2.0);
   extra_agents_.clear();
   for (pid_t p : master_pids_) terminate(p, 2.0);
   master_pids_.clear();
+  if (redis_ && redis_->running()) kill(redis_->pid(), SIGCONT);  // one a chaos "stop" left hung
   if (redis_) redis_->stop();
   redis_.reset();
 }

@@ -7,8 +7,10 @@
 
 #include <map>
 #include <memory>
+#include <atomic>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -80,6 +82,9 @@ class ClusterServices {
   std::vector<pid_t> master_pids_;  // by index (m0, m1, ...); -1: not running
   std::vector<pid_t> extra_agents_;
   std::vector<std::string> chaos_log_;
+  // A chaos "busy" on Redis: the thread running its scripts until the time is up or stop_all().
+  std::thread busy_;
+  std::atomic<bool> busy_stop_{false};
 };
 
 }  // namespace greyhound::sim

@@ -5,6 +5,8 @@ usage: /usr/bin/python3 allocation_test.py (python/ on sys.path from the reposit
 from GREYHOUND_JOB_LIB or the build directory)
 """
 import logging
+import socket
+import time
 import unittest
 
 import support  # also puts python/ on sys.path
@@ -129,7 +131,7 @@ class FollowerWithoutRedis(unittest.TestCase):
 
     def test_an_absent_redis_leaves_training_alone(self):
         with self.assertLogs("greyhound_megatron", level=logging.WARNING) as logs:
-            f = PlanFollower("t", 1, 0, [3], redis_url=closed_url(), rank=0, world_size=1)
+            f = PlanFollower("t", 1, 0, [3], redis_url=closed_url(), rank=0, world_size=1, background=False)
             for it in range(5):
                 self.assertFalse(f.poll(it))
         self.assertEqual((f.allocation, f.num_microbatches(), f.microbatch_offset(), f.loss_scale()),
@@ -138,6 +140,31 @@ class FollowerWithoutRedis(unittest.TestCase):
         self.assertIn("layout not published yet", text)
         self.assertEqual(text.count("layout not published yet"), 1, "once per reason, not once per poll")
         f.close()
+
+    def test_no_poll_waits_on_an_absent_or_hung_redis(self):
+        # The follower's default client does its Redis I/O on its own thread: with nothing listening, and with a
+        # server that accepts connections but never answers (the client's command timeout is 300 ms, its connect
+        # timeout 200 ms), no poll takes either.
+        hung = socket.socket()
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(64)  # the kernel completes the handshakes; nothing reads or answers
+        try:
+            for url in (closed_url(), "redis://127.0.0.1:%d/0" % hung.getsockname()[1]):
+                with self.assertLogs("greyhound_megatron", level=logging.WARNING) as logs:
+                    f = PlanFollower("t", 1, 0, [3], redis_url=url, rank=0, world_size=1)
+                    slowest = 0.0
+                    for it in range(40):
+                        t0 = time.monotonic()
+                        self.assertFalse(f.poll(it))
+                        slowest = max(slowest, time.monotonic() - t0)
+                        time.sleep(0.02)
+                self.assertLess(slowest, 0.15, url)
+                text = "\n".join(logs.output)
+                self.assertEqual(text.count("cannot read the plan"), 1, "reported once per reason: " + text)
+                self.assertEqual(f.allocation, [3])
+                f.close()
+        finally:
+            hung.close()
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ class PollEvery(unittest.TestCase):
         from greyhound_megatron import PlanFollower
         redis = support.RedisServer()
         try:
-            f = PlanFollower("every", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, poll_every=3)
+            f = PlanFollower("every", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, background=False, poll_every=3)
             self.assertFalse(f.poll(0))
             redis.client.set("gh:v1:{every}:plan", support.plan_json(1, [4], strategy="S1"))
             self.assertFalse(f.poll(1))
@@ -148,7 +148,7 @@ class Accept(unittest.TestCase):
         from greyhound_megatron import PlanFollower
         redis = support.RedisServer()
         try:
-            f = PlanFollower("accept", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1,
+            f = PlanFollower("accept", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, background=False,
                              accept=lambda counts: "the schedule needs a multiple of 3, not %d" % counts[0])
             self.assertFalse(f.poll(0))
             redis.client.set("gh:v1:{accept}:plan", support.plan_json(1, [4], strategy="S1"))
@@ -166,13 +166,13 @@ class Accept(unittest.TestCase):
         redis = support.RedisServer()
         try:
             with self.assertRaises(ValueError):  # the count it starts from is not a multiple
-                PlanFollower("mult", 1, 0, [3], redis_url=redis.url, rank=0, world_size=1, microbatch_multiple=2)
+                PlanFollower("mult", 1, 0, [3], redis_url=redis.url, rank=0, world_size=1, background=False, microbatch_multiple=2)
             with self.assertRaises(ValueError):
-                PlanFollower("mult", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, microbatch_multiple=-1)
-            f = PlanFollower("mult", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, microbatch_multiple=2)
+                PlanFollower("mult", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, background=False, microbatch_multiple=-1)
+            f = PlanFollower("mult", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, background=False, microbatch_multiple=2)
             self.assertEqual(json.loads(redis.client.get("gh:v1:{mult}:layout"))["microbatch_multiple"], 2)
             f.close()
-            f = PlanFollower("mult", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1)
+            f = PlanFollower("mult", 1, 0, [4], redis_url=redis.url, rank=0, world_size=1, background=False)
             self.assertEqual(json.loads(redis.client.get("gh:v1:{mult}:layout"))["microbatch_multiple"], 0)
             f.close()
         finally:
@@ -189,7 +189,7 @@ class Restart(unittest.TestCase):
         from greyhound_megatron import PlanFollower
         redis = support.RedisServer()
         try:
-            f = PlanFollower("s4", 1, 0, [4], ("S2", "S4"), redis.url, rank=0, world_size=1)
+            f = PlanFollower("s4", 1, 0, [4], ("S2", "S4"), redis.url, rank=0, world_size=1, background=False)
             self.assertEqual(json.loads(redis.client.get("gh:v1:{s4}:layout"))["capabilities"], ["S2", "S4"])
             self.s4_plan(redis.client, "s4", 1)
             self.assertFalse(f.poll(5))
@@ -213,7 +213,7 @@ class Restart(unittest.TestCase):
         redis = support.RedisServer()
         stopped = False
         try:
-            f = PlanFollower("s4f", 1, 0, [4], ("S4",), redis.url, rank=0, world_size=1)
+            f = PlanFollower("s4f", 1, 0, [4], ("S4",), redis.url, rank=0, world_size=1, background=False)
             self.s4_plan(redis.client, "s4f", 1)
             self.assertFalse(f.poll(0))
             self.assertEqual(f.restart_due, 1)
@@ -241,7 +241,8 @@ class RestartS3(unittest.TestCase):
         d = tempfile.mkdtemp(prefix="gh-s3f-")
         dist.init_process_group("gloo", init_method="file://" + os.path.join(d, "init"), rank=0, world_size=1)
         try:
-            f = PlanFollower("s3f", 2, 0, [4, 4], ("S2", "S3"), redis.url, rank=0, world_size=2, gpus_per_node=1)
+            f = PlanFollower("s3f", 2, 0, [4, 4], ("S2", "S3"), redis.url, rank=0, world_size=2, gpus_per_node=1,
+                             background=False)
             layout = json.loads(redis.client.get("gh:v1:{s3f}:layout"))
             self.assertEqual((layout["capabilities"], layout["s3_by_restart"]), (["S2", "S3"], True))
             swap = [{"rank": 0, "tp": 0, "dp": 1, "pp": 0}, {"rank": 1, "tp": 0, "dp": 0, "pp": 0}]
@@ -271,7 +272,7 @@ class RestartS3(unittest.TestCase):
             self.assertEqual(support.acks(redis.client, "s3f")[0]["status"], "applied")
             f.close()
             # Without S3 advertised the same plan is refused by the job client, not restarted for.
-            g = PlanFollower("s3g", 2, 0, [4, 4], ("S2",), redis.url, rank=0, world_size=2)
+            g = PlanFollower("s3g", 2, 0, [4, 4], ("S2",), redis.url, rank=0, world_size=2, background=False)
             redis.client.set("gh:v1:{s3g}:plan", redis.client.get("gh:v1:{s3f}:plan"))
             with self.assertLogs("greyhound_megatron", level=logging.WARNING):
                 self.assertFalse(g.poll(0))

@@ -2,8 +2,9 @@
 conformance_test.py).
 
 usage: conformance_rank.py SRC RANK WORLD INIT_FILE JOB REDIS_URL OUT_DIR OPTIONS_JSON
-OPTIONS_JSON: "plan": the S2 counts rank 0 writes to Redis at the boundary before iteration "plan_at" (the
-test playing the master; none: a uniform run); "loss": "token_mean" (pretrain_gpt.py's loss: the masked sum,
+OPTIONS_JSON: "plan": the S2 counts rank 0 writes to Redis after iteration "plan_at" - 1 (the test playing the
+master; none: a uniform run), then waits half a second, so that the job client's Redis thread (it reads every
+0.1 s) has it when the boundary before iteration "plan_at" polls; "loss": "token_mean" (pretrain_gpt.py's loss: the masked sum,
 divided by its tokens in the schedule) or "per_token" (--calculate-per-token-loss); "args": more of Megatron's
 arguments (e.g. step_batch_size_schedule; the calculator is initialised from them).
 
@@ -23,6 +24,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 import types
 from collections import defaultdict
 
@@ -389,11 +391,6 @@ def main():
     for iteration in range(ITERS):
         m.calc.update_num_microbatches(a.consumed_train_samples, consistency_check=False, verbose=True)
         m.calc.update_num_microbatches(a.consumed_train_samples, consistency_check=True, verbose=True)
-        if redis_client is not None and iteration == options["plan_at"]:
-            redis_client.set("gh:v1:{%s}:plan" % job, json.dumps({
-                "epoch": 1, "strategy": "S2", "action": "apply", "incident": 1, "reason": "conformance",
-                "microbatches": options["plan"], "placement": None, "exclude_nodes": [], "exclude_ranks": [],
-                "predicted_iteration_s": 0.0, "t_unix_ms": 0}))
         a.curr_iteration = iteration
         ran = []
 
@@ -410,6 +407,12 @@ def main():
                      "loss": float(loss_dict["lm loss"])})
         a.consumed_train_samples += m.samplers.mpu.get_data_parallel_world_size() * a.micro_batch_size * \
             m.calc.get_num_microbatches()
+        if redis_client is not None and iteration + 1 == options["plan_at"]:
+            redis_client.set("gh:v1:{%s}:plan" % job, json.dumps({
+                "epoch": 1, "strategy": "S2", "action": "apply", "incident": 1, "reason": "conformance",
+                "microbatches": options["plan"], "placement": None, "exclude_nodes": [], "exclude_ranks": [],
+                "predicted_iteration_s": 0.0, "t_unix_ms": 0}))
+            time.sleep(0.5)  # the other ranks wait for rank 0's next poll meanwhile
     if rank == 0:
         torch.save([p.detach().clone() for p in model[0].parameters()], os.path.join(out, "params.pt"))
         with open(os.path.join(out, "stubbed.json"), "w") as f:
