@@ -9,6 +9,9 @@
 namespace greyhound::master {
 namespace {
 constexpr std::size_t kLoggedDetailBytes = 1024;
+// The newest plan epoch a loading master continues from: half of what readers take (2^53), more plans than
+// any job sees; a latest plan beyond it is planted or corrupt.
+constexpr std::int64_t kMaxContinuedEpoch = kMaxCount / 2;
 }  // namespace
 
 EventLog::EventLog(const std::string& path) {
@@ -122,7 +125,7 @@ Result<std::optional<IterationUpdate>> JobDriver::read_pace() {
   }
   if (!pace_search_.due(mono_s)) return p;
   pace_search_.started(mono_s);
-  auto ranks = store_.ranks();
+  auto ranks = registered_ranks();
   if (!ranks) return p;
   std::vector<IterationUpdate> readings;
   for (int r : pace_candidates(*ranks, pace_rank_, kPaceCandidates, pace_search_.misses())) {
@@ -195,6 +198,14 @@ bool JobDriver::load(const Now& now) {
   if (!plan && plan.code() == Errc::kUnavailable) return false;
   if (!plan) warn_once("plan", "the latest plan is malformed (" + plan.error() + ")");
   if (plan && *plan) epoch = (*plan)->epoch;
+  if (epoch > kMaxContinuedEpoch) {
+    // No master publishes that many plans: a planted or corrupt key. Continuing after it would publish epochs
+    // no job reads (they stop at 2^53); the master's own count goes on instead (a taken epoch is stepped over).
+    warn_once("plan", "the latest plan names epoch " + std::to_string(epoch) +
+                          ", beyond any a master reaches: not continued from");
+    epoch = 0;
+    plan = std::optional<Plan>{};  // nor recorded as a plan of the job's
+  }
   if ((!st || !*st) && epoch > 0) state.plans_recorded = -1;  // no state to say which plans have their events
   if (epoch > 0) state.plans_recorded = std::min(state.plans_recorded, epoch);  // none beyond the latest
   ctl_.load(state, open, epoch, *last, now);
@@ -299,12 +310,24 @@ int JobDriver::tick() {
   return consumed;
 }
 
+Result<std::vector<int>> JobDriver::registered_ranks() {
+  auto layout = store_.layout();
+  if (!layout && layout.code() == Errc::kUnavailable) return layout.status();
+  if (layout && *layout) {
+    auto below = store_.ranks_below((*layout)->world);
+    if (below) return std::move(below->first);
+    if (below.code() == Errc::kUnavailable) return below.status();
+    // A Redis without SMISMEMBER (before 6.2): the members, read whole (the set reader's bound).
+  }
+  return store_.ranks();
+}
+
 JobInputs JobDriver::read_inputs(const Needs& needs, std::optional<IterationUpdate> pace) {
   JobInputs in;
   in.pace = std::move(pace);
   if (needs.registry) {  // both or neither: a window with no expected ranks would be complete at once
     auto a = store_.agents();
-    auto r = store_.ranks();
+    auto r = registered_ranks();
     if (a && r) {
       in.agents = *a;
       in.ranks = *r;

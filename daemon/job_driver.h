@@ -65,6 +65,10 @@ class JobDriver {
   // Unavailable: Redis is.
   Result<std::optional<IterationUpdate>> read_pace();
   JobInputs read_inputs(const Needs& needs, std::optional<IterationUpdate> pace);
+  // The job's registered ranks: those below the layout's world when the job published one (at a cost that
+  // follows the world, not the ranks set: a set planted with 200,000 members costs nothing more), else the
+  // set's members that are ranks (up to the set reader's bound).
+  Result<std::vector<int>> registered_ranks();
   void carry_out(Intents intents, const Now& now);
   template <class T>
   void write_answer(std::optional<T>& fresh, std::optional<T>& unsent, Status (store::JobStore::*write)(const T&),

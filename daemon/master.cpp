@@ -2,6 +2,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -18,8 +19,14 @@ namespace {
 
 // A registered job without a live agent is looked at again after this long.
 constexpr double kDormantRecheckS = 30.0;
-// /metrics answers younger than this are served again (each costs a few Redis reads per rank and node).
+// /metrics answers younger than this are served again.
 constexpr double kHttpCacheS = 1.0;
+// The jobs' status snapshots: read while a request wanted them this recently, at most this often, and
+// spaced so that reading them takes at most kStatusLoopShare of the loop's time (a planted ranks set costs
+// the reading more, and the loop no more).
+constexpr double kStatusWantedS = 30.0;
+constexpr double kStatusEveryS = 1.0;
+constexpr double kStatusLoopShare = 0.1;
 
 // This run's tag in profile request ids: its start time, base 36.
 std::string run_tag() {
@@ -138,7 +145,7 @@ void Master::discover(double now_s) {
 HttpResponse Master::http(const HttpRequest& r) {
   const char* kText = "text/plain; charset=utf-8";
   if (r.path == "/healthz") {
-    if (!redis_.ensure_connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
+    if (!redis_.connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
     if (cfg_.ha) {
       if (lease_epoch_ > 0) {
         for (const auto& [job, served] : drivers_) {
@@ -166,30 +173,29 @@ HttpResponse Master::http(const HttpRequest& r) {
     // Only a job this master serves: any other name (a planted one, a scanner's) would cost the loop the reads
     // of a job nobody looks after.
     if (drivers_.count(job) == 0) return {404, kText, "not a job this master serves: " + job + "\n"};
-    if (!redis_.ensure_connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
-    store::JobStore st(redis_, job);
-    auto status = store::job_status(st, unix_ms_now());
-    if (!status) return {503, kText, status.error() + "\n"};
-    return {200, "application/json", status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+    statuses_wanted_until_s_ = steady_s() + kStatusWantedS;
+    const auto it = statuses_.find(job);
+    if (it == statuses_.end() || it->second.is_null()) {
+      if (!redis_.connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
+      return {503, kText, "the status of job " + job + " is being read: try again in a second\n"};
+    }
+    return {200, "application/json", it->second.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
   }
   if (r.path == "/metrics") {
-    // Many scrapers, one set of reads: an exposition younger than a second is served again.
+    // Many scrapers, one exposition: one younger than a second is served again.
     const double t = steady_s();
+    statuses_wanted_until_s_ = t + kStatusWantedS;
     if (!metrics_cache_.empty() && t - metrics_cache_at_s_ < kHttpCacheS) {
       return {200, "text/plain; version=0.0.4; charset=utf-8", metrics_cache_};
     }
     Exposition out;
     std::uint64_t taken_over = lease_values_taken_over_ + leader_values_taken_over_done_;
     for (const auto& [job, served] : drivers_) taken_over += served.driver->leader_values_taken_over();
-    master_metrics(out, {drivers_.size(), redis_.reconnects(), taken_over});
-    const bool up = redis_.ensure_connected();
+    master_metrics(out, {drivers_.size(), redis_.reconnects(), taken_over, statuses_read_s_});
+    static const nlohmann::json kUnknown;  // not read yet, or Redis could not say
     for (const auto& [job, served] : drivers_) {
-      nlohmann::json status;  // null when Redis cannot say
-      if (up) {
-        store::JobStore st(redis_, job);
-        if (auto s = store::job_status(st, unix_ms_now()); s) status = std::move(*s);
-      }
-      job_metrics(out, job, served.driver->controller(), status);
+      const auto it = statuses_.find(job);
+      job_metrics(out, job, served.driver->controller(), it != statuses_.end() ? it->second : kUnknown);
     }
     metrics_cache_ = out.text();
     metrics_cache_at_s_ = t;
@@ -203,6 +209,19 @@ bool Master::pause_standing() const {
     if (served.driver->controller().pause_standing()) return true;
   }
   return false;
+}
+
+void Master::read_statuses(double now_s) {
+  if (now_s >= statuses_wanted_until_s_ || now_s < next_statuses_s_) return;
+  std::map<std::string, nlohmann::json> read;
+  for (const auto& [job, served] : drivers_) {
+    store::JobStore st(redis_, job);
+    auto s = store::job_status(st, unix_ms_now());
+    read[job] = s ? std::move(*s) : nlohmann::json();
+  }
+  statuses_ = std::move(read);
+  statuses_read_s_ = steady_s() - now_s;
+  next_statuses_s_ = now_s + std::max(kStatusEveryS, statuses_read_s_ / kStatusLoopShare);
 }
 
 int Master::tick() {
@@ -245,6 +264,7 @@ int Master::tick() {
       return n;
     }
   }
+  read_statuses(steady_s());
   return n;
 }
 

@@ -49,6 +49,9 @@ class Master {
   void stop();
   // The HTTP endpoint's answers (--http): /metrics (Prometheus text, every job served), /status?job=J (what
   // `greyhoundctl status --json` prints; the job may be left out when the master serves one), /healthz.
+  // Answered from memory, never reading Redis: the jobs' statuses are snapshots tick() reads while they are
+  // wanted (a request in the last kStatusWantedS), at most once a second and at most a tenth of the loop's
+  // time; /status before the first snapshot is 503 ("try again in a second").
   HttpResponse http(const HttpRequest& request);
   const JobDriver* driver(const std::string& job) const;
 
@@ -58,6 +61,8 @@ class Master {
   // --ha: renews or takes the lease when it is time; false while another master leads.
   bool hold_lease(double now_s);
   void stand_by(const std::string& why);
+  // The status snapshots, when wanted and due (above).
+  void read_statuses(double now_s);
 
   MasterConfig cfg_;
   RedisClient redis_;
@@ -81,6 +86,11 @@ class Master {
   double next_lease_s_ = 0;
   std::string metrics_cache_;  // the latest /metrics answer, and when it was made
   double metrics_cache_at_s_ = 0;
+  // Each served job's status (store::job_status; null when Redis could not say) as the loop read it last.
+  std::map<std::string, nlohmann::json> statuses_;
+  double statuses_wanted_until_s_ = -1;  // steady seconds: a request wanted them until then
+  double next_statuses_s_ = 0;
+  double statuses_read_s_ = 0;  // what the last reading cost the loop
 };
 
 }  // namespace greyhound::master

@@ -23,6 +23,8 @@ constexpr Spec kFamilies[] = {
     {"greyhound_master_redis_reconnects_total", "counter", "Reconnections of the master's Redis client"},
     {"greyhound_master_leader_values_taken_over_total", "counter",
      "Values in the masters' lease or a job's leader key that no master wrote (planted), taken over"},
+    {"greyhound_master_status_read_seconds", "gauge",
+     "What reading the served jobs' statuses (for /metrics and /status) cost the master's loop the last time"},
     {"greyhound_iteration_seconds", "gauge", "The job's latest iteration time (its pacing rank's, as the agents measure it)"},
     {"greyhound_rank_iteration_seconds", "gauge", "Each rank's latest iteration time"},
     {"greyhound_rank_iteration_age_seconds", "gauge", "Seconds since each rank's latest iteration was published"},
@@ -167,6 +169,7 @@ void master_metrics(Exposition& out, const MasterMetrics& m) {
   out.sample("greyhound_master_jobs", {}, static_cast<double>(m.jobs));
   out.sample("greyhound_master_redis_reconnects_total", {}, static_cast<double>(m.redis_reconnects));
   out.sample("greyhound_master_leader_values_taken_over_total", {}, static_cast<double>(m.leader_values_taken_over));
+  out.sample("greyhound_master_status_read_seconds", {}, m.status_read_s);
 }
 
 void job_metrics(Exposition& out, const std::string& job, const Controller& c, const json& status) {

@@ -42,6 +42,7 @@ struct MasterMetrics {
   std::size_t jobs = 0;                 // jobs served
   std::uint64_t redis_reconnects = 0;   // of the master's Redis client
   std::uint64_t leader_values_taken_over = 0;  // --ha: lease or leader-key values no master wrote, taken over
+  double status_read_s = 0;  // what reading the jobs' statuses for /metrics and /status cost the loop last
 };
 
 // Declares every family (so a master without jobs still describes them) and adds the master's own samples.

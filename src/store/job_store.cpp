@@ -750,7 +750,18 @@ Result<std::optional<Plan>> JobStore::plan(std::int64_t epoch) {
                       parse_plan);
 }
 
+namespace {
+// Writers refuse what readers refuse (parse_plan): an epoch outside 1..2^53 would be a plan no job reads.
+Status plan_epoch_writable(const Plan& p) {
+  if (p.epoch < 1 || p.epoch > kMaxCount) {
+    return Status::failure("publish plan: epoch " + std::to_string(p.epoch) + " is outside 1..2^53, which readers take");
+  }
+  return ok_status();
+}
+}  // namespace
+
 Result<bool> JobStore::publish_plan(const Plan& p) {
+  if (Status s = plan_epoch_writable(p); !s) return s.status();
   std::vector<RedisReply> exec;
   const Status s = transaction(
       {{"EVAL", kPublishPlanScript, "2", keys::plan_epoch(job_, p.epoch), keys::plan(job_), to_json(p).dump()}}, &exec);
@@ -782,6 +793,7 @@ Result<bool> JobStore::plan_lease_held(int* lease_ms) {
 }
 
 Result<bool> JobStore::publish_plan_unleased(const Plan& p) {
+  if (Status s = plan_epoch_writable(p); !s) return s.status();
   auto r = run({"EVAL", kPublishPlanScript, "3", keys::plan_epoch(job_, p.epoch), keys::plan(job_),
                 keys::plan_lease(job_), to_json(p).dump()});
   if (!r) return r.status();

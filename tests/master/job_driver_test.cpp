@@ -5,8 +5,11 @@
 #include "daemon/master.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -157,6 +160,35 @@ TEST_F(JobDriverTest, AMalformedPlanKeyDoesNotMakeTheMasterProposeATakenEpochFor
   EXPECT_EQ((*store_->plan(1))->microbatches, (std::vector<int>{6, 2}));
 }
 
+// A plan planted at the highest epoch a reader takes (2^53) before the master starts: continuing from it would
+// publish an epoch no job reads, for ever. The master does not continue from an epoch beyond any it reaches
+// (2^52), and no writer publishes an epoch a reader refuses.
+TEST_F(JobDriverTest, APlantedPlanAtTheTopEpochDoesNotDisableTheMastersPlans) {
+  driver_.reset();
+  Plan planted;
+  planted.epoch = kMaxCount;
+  planted.strategy = Strategy::kS2;
+  planted.microbatches = {7, 1};
+  ASSERT_TRUE(store_->publish_plan(planted));
+  ASSERT_EQ((*store_->latest_plan())->epoch, kMaxCount);
+  Plan beyond = planted;
+  beyond.epoch = kMaxCount + 1;
+  auto refused = store_->publish_plan(beyond);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.code(), Errc::kInvalid);
+  EXPECT_FALSE(store_->publish_plan_unleased(beyond));
+  beyond.epoch = 0;
+  EXPECT_FALSE(store_->publish_plan(beyond));
+
+  start_driver("run-test-2");
+  request("op-1", {6, 2});
+  auto a = answered("op-1");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->state, "published") << a->reason;
+  EXPECT_EQ(a->epoch, 1);  // plan:1 is free: the master's own count
+  EXPECT_EQ((*store_->latest_plan())->microbatches, (std::vector<int>{6, 2}));
+}
+
 // The same while the master lives on, stalled past its lease: the job took epoch 2. The driver notices the
 // lapse when it renews the lease, or at the latest when its plan 2 is refused, and publishes 3 instead.
 TEST_F(JobDriverTest, AMasterStalledPastItsLeaseContinuesAfterTheJobsOwnRevert) {
@@ -209,6 +241,70 @@ TEST_F(MasterJobsTest, AJobWhosePlanLeaseIsHeldIsServedBeforeItsAgentsAreBack) {
   m.tick();
   EXPECT_NE(m.driver("leased"), nullptr) << "a job with a remedy looked after: served, its lease renewed";
   EXPECT_EQ(m.driver("idle"), nullptr) << "a job of the past: dormant";
+}
+
+// The master's HTTP answers come from memory: a request reads nothing from Redis (with Redis hung, it is
+// answered at once), and the jobs' statuses are snapshots the loop reads while they are wanted, spaced so that
+// even a ranks set planted with 200,000 members (read up to 65,536 without a layout) takes at most a tenth of
+// the loop.
+TEST_F(MasterJobsTest, HttpAnswersReadNothingAndTheLoopReadsStatusesBoundedly) {
+  MasterConfig cfg;
+  cfg.job = job_;
+  cfg.redis = parse_redis_url(server_->url());
+  Master m(cfg);
+  auto get = [&](const std::string& path) {
+    HttpRequest r;
+    r.method = "GET";
+    r.path = path;
+    return m.http(r);
+  };
+  m.tick();
+  auto first = get("/status");
+  EXPECT_EQ(first.status, 503) << first.body;  // wanted from now on; not read by the request
+  EXPECT_NE(first.body.find("is being read: try again in a second"), std::string::npos) << first.body;
+  m.tick();
+  auto status = get("/status");
+  ASSERT_EQ(status.status, 200) << status.body;
+  EXPECT_EQ(nlohmann::json::parse(status.body)["job"], job_);
+
+  // Redis hung: answered from memory, none of the 1 s command timeouts of the master's client.
+  ASSERT_EQ(::kill(server_->pid(), SIGSTOP), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto metrics = get("/metrics");
+  const auto again = get("/status");
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::kill(server_->pid(), SIGCONT);
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_EQ(again.status, 200);
+  EXPECT_LT(took_s, 0.5);
+  EXPECT_NE(metrics.body.find("\ngreyhound_master_status_read_seconds "), std::string::npos) << metrics.body;
+
+  // A planted ranks set, the job without a layout: the reading costs what it costs, and the loop reads it
+  // again only after ten times that.
+  std::vector<std::string> sadd = {"SADD", store::keys::ranks(job_)};
+  for (int r = 0; r < 200000; ++r) sadd.push_back(std::to_string(r));
+  raw(sadd);
+  auto read_s = [&]() {
+    const std::string text = get("/metrics").body;
+    const std::string name = "\ngreyhound_master_status_read_seconds ";
+    const auto at = text.find(name);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size()));
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  m.tick();  // due: read
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the /metrics cache
+  const double cost = read_s();
+  ASSERT_GT(cost, 0);
+  const auto t1 = std::chrono::steady_clock::now();
+  int ticks = 0;
+  while (std::chrono::steady_clock::now() - t1 < std::chrono::milliseconds(std::max(200, static_cast<int>(cost * 3e3)))) {
+    m.tick();
+    ++ticks;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(read_s(), cost) << "read again within ten times its cost (" << ticks << " ticks)";
+  std::printf("status read with 200,000 planted members: %.3f s; not again for %.1f s\n", cost,
+              std::max(1.0, cost * 10));
 }
 
 // --ha with values planted where only masters write: the job's leader key and the masters' lease.
@@ -278,7 +374,7 @@ TEST_F(MasterHaTest, APlantedLeaderKeyNeitherFreezesNorFencesTheMasterForLong) {
   EXPECT_NE(healthz(m).find("ok: leading"), std::string::npos) << healthz(m);
 
   int n = 3;
-  for (const std::string& planted : {"nan", "1e308", "-5", "99999999999999999999"}) {
+  for (const char* planted : {"nan", "1e308", "-5", "99999999999999999999"}) {
     raw({"SET", store::keys::leader(job_), planted});
     const std::string id = "op-" + std::to_string(n++);
     const std::vector<int> split = n % 2 ? std::vector<int>{4, 4} : std::vector<int>{6, 2};
