@@ -9,9 +9,6 @@
 namespace greyhound::master {
 namespace {
 constexpr std::size_t kLoggedDetailBytes = 1024;
-// The newest plan epoch a loading master continues from: half of what readers take (2^53), more plans than
-// any job sees; a latest plan beyond it is planted or corrupt.
-constexpr std::int64_t kMaxContinuedEpoch = kMaxCount / 2;
 }  // namespace
 
 EventLog::EventLog(const std::string& path) {

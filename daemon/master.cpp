@@ -24,7 +24,7 @@ constexpr double kHttpCacheS = 1.0;
 // The jobs' status snapshots: read while a request wanted them this recently, at most this often, and
 // spaced so that reading them takes at most kStatusLoopShare of the loop's time (a planted ranks set costs
 // the reading more, and the loop no more).
-constexpr double kStatusWantedS = 30.0;
+constexpr double kStatusWantedS = 300.0;  // Prometheus scrapes every 15 s to a minute
 constexpr double kStatusEveryS = 1.0;
 constexpr double kStatusLoopShare = 0.1;
 
@@ -88,6 +88,7 @@ void Master::stand_by(const std::string& why) {
   for (const auto& [job, served] : drivers_) leader_values_taken_over_done_ += served.driver->leader_values_taken_over();
   // What it knew goes with it: a master that leads again reads every job's state back from Redis.
   drivers_.clear();
+  statuses_.clear();
   dormant_.clear();
 }
 
@@ -173,13 +174,14 @@ HttpResponse Master::http(const HttpRequest& r) {
     // Only a job this master serves: any other name (a planted one, a scanner's) would cost the loop the reads
     // of a job nobody looks after.
     if (drivers_.count(job) == 0) return {404, kText, "not a job this master serves: " + job + "\n"};
-    statuses_wanted_until_s_ = steady_s() + kStatusWantedS;
-    const auto it = statuses_.find(job);
-    if (it == statuses_.end() || it->second.is_null()) {
+    const double now_s = steady_s();
+    statuses_wanted_until_s_ = now_s + kStatusWantedS;
+    const nlohmann::json* status = fresh_status(job, now_s);
+    if (status == nullptr) {
       if (!redis_.connected()) return {503, kText, "redis unavailable: " + redis_.last_error() + "\n"};
       return {503, kText, "the status of job " + job + " is being read: try again in a second\n"};
     }
-    return {200, "application/json", it->second.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+    return {200, "application/json", status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
   }
   if (r.path == "/metrics") {
     // Many scrapers, one exposition: one younger than a second is served again.
@@ -192,10 +194,10 @@ HttpResponse Master::http(const HttpRequest& r) {
     std::uint64_t taken_over = lease_values_taken_over_ + leader_values_taken_over_done_;
     for (const auto& [job, served] : drivers_) taken_over += served.driver->leader_values_taken_over();
     master_metrics(out, {drivers_.size(), redis_.reconnects(), taken_over, statuses_read_s_});
-    static const nlohmann::json kUnknown;  // not read yet, or Redis could not say
+    static const nlohmann::json kUnknown;  // not read yet, too old, or Redis could not say
     for (const auto& [job, served] : drivers_) {
-      const auto it = statuses_.find(job);
-      job_metrics(out, job, served.driver->controller(), it != statuses_.end() ? it->second : kUnknown);
+      const nlohmann::json* status = fresh_status(job, t);
+      job_metrics(out, job, served.driver->controller(), status != nullptr ? *status : kUnknown);
     }
     metrics_cache_ = out.text();
     metrics_cache_at_s_ = t;
@@ -211,6 +213,13 @@ bool Master::pause_standing() const {
   return false;
 }
 
+const nlohmann::json* Master::fresh_status(const std::string& job, double now_s) const {
+  const auto it = statuses_.find(job);
+  if (it == statuses_.end() || it->second.is_null()) return nullptr;
+  const double spacing = std::max(kStatusEveryS, statuses_read_s_ / kStatusLoopShare);
+  return now_s - statuses_at_s_ <= std::max(3.0, 2 * spacing) ? &it->second : nullptr;
+}
+
 void Master::read_statuses(double now_s) {
   if (now_s >= statuses_wanted_until_s_ || now_s < next_statuses_s_) return;
   std::map<std::string, nlohmann::json> read;
@@ -220,6 +229,7 @@ void Master::read_statuses(double now_s) {
     read[job] = s ? std::move(*s) : nlohmann::json();
   }
   statuses_ = std::move(read);
+  statuses_at_s_ = now_s;
   statuses_read_s_ = steady_s() - now_s;
   next_statuses_s_ = now_s + std::max(kStatusEveryS, statuses_read_s_ / kStatusLoopShare);
 }

@@ -50,8 +50,9 @@ class Master {
   // The HTTP endpoint's answers (--http): /metrics (Prometheus text, every job served), /status?job=J (what
   // `greyhoundctl status --json` prints; the job may be left out when the master serves one), /healthz.
   // Answered from memory, never reading Redis: the jobs' statuses are snapshots tick() reads while they are
-  // wanted (a request in the last kStatusWantedS), at most once a second and at most a tenth of the loop's
-  // time; /status before the first snapshot is 503 ("try again in a second").
+  // wanted (a request in the last 5 minutes), at most once a second and at most a tenth of the loop's time;
+  // one older than twice that spacing (3 s at least: Redis away, or not wanted for a while) is not served:
+  // /status is then 503 ("try again in a second") and /metrics leaves the status's samples out.
   HttpResponse http(const HttpRequest& request);
   const JobDriver* driver(const std::string& job) const;
 
@@ -86,8 +87,11 @@ class Master {
   double next_lease_s_ = 0;
   std::string metrics_cache_;  // the latest /metrics answer, and when it was made
   double metrics_cache_at_s_ = 0;
-  // Each served job's status (store::job_status; null when Redis could not say) as the loop read it last.
+  // Each served job's status (store::job_status; null when Redis could not say) as the loop read it last,
+  // at statuses_at_s_; nullptr when it is too old to serve.
+  const nlohmann::json* fresh_status(const std::string& job, double now_s) const;
   std::map<std::string, nlohmann::json> statuses_;
+  double statuses_at_s_ = -1;
   double statuses_wanted_until_s_ = -1;  // steady seconds: a request wanted them until then
   double next_statuses_s_ = 0;
   double statuses_read_s_ = 0;  // what the last reading cost the loop

@@ -140,12 +140,15 @@ GREYHOUND_JOB_EXPORT int greyhound_job_open_v1(const char* job, const char* redi
  *  - publish_layout checks the layout (ERR_INVALID as before) and returns OK: the thread writes it (the latest
  *    one, retried while Redis is away) and judges plans against it from then on;
  *  - ack checks its arguments (ERR_INVALID as before) and returns OK: the thread writes the acknowledgements in
- *    order (retried; at most 4096 wait, past that the oldest is dropped);
+ *    order; while Redis cannot be reached they wait (at most 4096; past that the oldest is dropped), and one
+ *    Redis refuses (an error reply) is reported and dropped;
  *  - poll_plan hands out the next plan the thread read and judged (every 100 ms while none waits to be taken;
  *    after a plan is taken, once the next layout is published or 2 s have passed), with the same codes and
- *    verdicts; ERR_UNAVAILABLE / ERR_REFUSED once for each read or write of the thread that failed, at once;
- *  - request_restart and restart_placement stay synchronous (they first write what waits);
- *  - close writes what waits (giving up at the first write Redis does not take) and stops the thread.
+ *    verdicts, checked again against the latest layout when one was published since; ERR_UNAVAILABLE /
+ *    ERR_REFUSED, at once, for the thread's latest failed read or write, once;
+ *  - request_restart stays synchronous (it first writes what waits), restart_placement is one synchronous read;
+ *  - close writes what waits (trying Redis at once, giving up at the first write it does not take) and stops
+ *    the thread. A process that ends without closing the client (killed) loses what waits.
  * A plan therefore reaches the job up to one poll interval later than a synchronous poll would read it. */
 GREYHOUND_JOB_EXPORT int greyhound_job_open_v2(const char* job, const char* redis_url, uint32_t flags,
                                                greyhound_job_client** out, char* error, size_t error_len);

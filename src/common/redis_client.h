@@ -92,6 +92,9 @@ class RedisClient {
   // Connects if not connected and the backoff allows an attempt now. True when connected.
   bool ensure_connected();
   bool connected() const { return ctx_ != nullptr; }
+  // The next ensure_connected() (or command) tries at once, whatever the backoff says: for a caller about to
+  // give up (a client writing what waits before it closes).
+  void retry_now() { next_attempt_ = {}; }
   void disconnect();
 
   // One command. nullopt on a connection problem (then disconnected; last_error() says why). A server

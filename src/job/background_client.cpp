@@ -25,27 +25,30 @@ BackgroundJobClient::~BackgroundJobClient() {
 
 Status BackgroundJobClient::publish_layout(const JobLayout& layout) {
   if (auto why = check_layout(layout); !why.empty()) return Status::failure("layout: " + why);
+  JobLayout l = layout;
+  if (l.initial_microbatches.empty()) l.initial_microbatches = l.microbatches;  // as JobClient takes it
+  layout_ = l;
+  ++generation_;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    layout_queued_ = layout;  // a newer layout replaces one not yet written
-    layout_given_ = true;
+    layout_queued_ = std::move(l);  // a newer layout replaces one not yet written
+    generation_queued_ = generation_;
     await_layout_ = false;
   }
-  layout_published_ = true;
   wake_.notify_one();
   return ok_status();
 }
 
 Result<PlanPoll> BackgroundJobClient::poll_plan() {
   using R = Result<PlanPoll>;
-  if (!layout_published_) return R::failure("no layout published yet: plans cannot be checked");
-  PlanPoll out;
+  if (!layout_) return R::failure("no layout published yet: plans cannot be checked");
+  Outcome out;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!outcomes_.empty()) {
       out = std::move(outcomes_.front());
       outcomes_.pop_front();
-      if (out.kind == PlanPoll::Kind::kPlan) {
+      if (out.poll.kind == PlanPoll::Kind::kPlan) {
         await_layout_ = true;
         await_layout_since_s_ = steady_s();
       }
@@ -54,12 +57,24 @@ Result<PlanPoll> BackgroundJobClient::poll_plan() {
       io_failure_.reset();
       return R(std::move(e));
     } else {
-      return out;  // nothing new
+      return PlanPoll{};  // nothing new
     }
   }
   wake_.notify_one();  // the next read may start now
-  if (out.kind == PlanPoll::Kind::kPlan) last_good_ = out;
-  return out;
+  PlanPoll& poll = out.poll;
+  if (poll.kind == PlanPoll::Kind::kPlan && out.generation != generation_) {
+    // Judged against an older layout than the job's latest (published meanwhile): checked against the latest.
+    PlanCheck check = check_plan(*layout_, poll.plan, poll.plan.epoch - 1);
+    if (check.verdict == Verdict::kRejected || check.verdict == Verdict::kUnsupported) {
+      poll.kind = check.verdict == Verdict::kRejected ? PlanPoll::Kind::kRejected : PlanPoll::Kind::kUnsupported;
+      poll.reason = check.reason;
+      poll.placement.clear();
+    } else {
+      poll.placement = std::move(check.placement);
+    }
+  }
+  if (poll.kind == PlanPoll::Kind::kPlan) last_good_ = poll;
+  return std::move(poll);
 }
 
 Status BackgroundJobClient::acknowledge(const PlanAck& ack) {
@@ -101,12 +116,24 @@ std::size_t BackgroundJobClient::queued_writes() const {
 
 bool BackgroundJobClient::write_queued() {
   std::optional<JobLayout> layout;
+  std::uint64_t generation = 0;
   std::deque<PlanAck> acks;
   {
     std::lock_guard<std::mutex> lk(mu_);
     layout.swap(layout_queued_);
+    generation = generation_queued_;
     acks.swap(acks_queued_);
   }
+  // Put back, in order before what came meanwhile, what waits for Redis.
+  auto requeue = [&](std::optional<JobLayout> l, std::deque<PlanAck>& rest) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (l && !layout_queued_) layout_queued_ = std::move(l);  // unless a newer one came
+    acks_queued_.insert(acks_queued_.begin(), rest.begin(), rest.end());
+    while (acks_queued_.size() > kMaxQueuedAcks) {
+      acks_queued_.pop_front();
+      ++acks_dropped_;
+    }
+  };
   auto failed = [&](const Error& e) {
     std::lock_guard<std::mutex> lk(mu_);
     io_failure_ = e;
@@ -114,33 +141,21 @@ bool BackgroundJobClient::write_queued() {
   if (layout) {
     // The client takes it as the reference for plans even when the write fails (JobClient::publish_layout).
     Status s = client_->publish_layout(*layout);
-    if (!s && s.code() != Errc::kInvalid) {
-      failed(s.status());
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!layout_queued_) layout_queued_ = std::move(layout);  // retried, unless a newer one came
-      acks_queued_.insert(acks_queued_.begin(), acks.begin(), acks.end());
-      while (acks_queued_.size() > kMaxQueuedAcks) {
-        acks_queued_.pop_front();
-        ++acks_dropped_;
-      }
+    generation_judged_ = generation;
+    if (!s) failed(s.status());  // refused (or, not reached, invalid): reported and dropped
+    if (!s && s.code() == Errc::kUnavailable) {
+      requeue(std::move(layout), acks);
       return false;
     }
-    if (!s) failed(s.status());  // checked when queued: not reached
   }
   while (!acks.empty()) {
     Status s = client_->acknowledge(acks.front());
-    if (!s && s.code() != Errc::kInvalid) {
-      failed(s.status());
-      std::lock_guard<std::mutex> lk(mu_);
-      acks_queued_.insert(acks_queued_.begin(), acks.begin(), acks.end());  // in order, before newer ones
-      while (acks_queued_.size() > kMaxQueuedAcks) {
-        acks_queued_.pop_front();
-        ++acks_dropped_;
-      }
+    if (!s) failed(s.status());
+    if (!s && s.code() == Errc::kUnavailable) {
+      requeue(std::nullopt, acks);
       return false;
     }
-    if (!s) failed(s.status());  // checked when queued: not reached
-    acks.pop_front();
+    acks.pop_front();  // written, or refused: reported and dropped
   }
   return true;
 }
@@ -148,36 +163,37 @@ bool BackgroundJobClient::write_queued() {
 void BackgroundJobClient::run() {
   const auto interval = std::chrono::duration<double>(options_.poll_interval_s);
   double next_read_s = 0;   // steady seconds
-  double next_write_s = 0;  // after a write Redis did not take, the next try
+  double next_write_s = 0;  // after a write Redis could not take, the next try
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
+    if (stopping_) break;
     const double now = steady_s();
     const bool writes = (layout_queued_ || !acks_queued_.empty()) && now >= next_write_s;
     const bool layout_awaited = await_layout_ && now - await_layout_since_s_ < kLayoutWaitS;
-    const bool read = layout_given_ && outcomes_.empty() && !layout_awaited && now >= next_read_s;
-    if (stopping_) break;
-    if (!writes && !read) {
+    const bool read = generation_queued_ > 0 && outcomes_.empty() && !layout_awaited && now >= next_read_s;
+    // Read only once the latest layout is written (or refused): the plan is judged against it.
+    if (!writes && !(read && !layout_queued_)) {
       wake_.wait_for(lk, interval);
       continue;
     }
     lk.unlock();
     try {
       std::lock_guard<std::mutex> cl(client_mu_);
-      const bool written = write_queued();
-      if (!written) next_write_s = steady_s() + options_.poll_interval_s;
-      // Read only once the layout is written (or Redis refused it): the plan is judged against it.
-      if (read && written) {
+      if (writes && !write_queued()) next_write_s = steady_s() + options_.poll_interval_s;
+      bool layout_waits = false;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        layout_waits = layout_queued_.has_value();
+      }
+      if (read && !layout_waits) {
         auto polled = client_->poll_plan();
         next_read_s = steady_s() + options_.poll_interval_s;
         std::lock_guard<std::mutex> g(mu_);
         if (!polled) {
           io_failure_ = polled.status();
-        } else {
-          io_failure_.reset();
-          if (polled->kind != PlanPoll::Kind::kNone) outcomes_.push_back(std::move(*polled));
+        } else if (polled->kind != PlanPoll::Kind::kNone) {
+          outcomes_.push_back({std::move(*polled), generation_judged_});
         }
-      } else if (read) {
-        next_read_s = steady_s() + options_.poll_interval_s;
       }
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> g(mu_);
@@ -191,9 +207,11 @@ void BackgroundJobClient::run() {
     lk.lock();
   }
   lk.unlock();
-  // Closing: what is queued is written, up to the first write Redis does not take.
+  // Closing: what is queued is written, up to the first write Redis does not take, with a connection tried
+  // now rather than when the backoff would allow it.
   try {
     std::lock_guard<std::mutex> cl(client_mu_);
+    client_->retry_now();
     write_queued();
   } catch (...) {
   }

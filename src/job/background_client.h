@@ -11,15 +11,20 @@
 //  - acknowledge() checks the acknowledgement and queues it (at most kMaxQueuedAcks waiting; past that the
 //    oldest is dropped and counted);
 //  - poll_plan() hands out the next outcome the I/O thread judged (a plan, a plan turned down, a stale one),
-//    or kNone; the failure of the I/O thread's latest Redis attempt (kUnavailable while Redis is away) is
-//    reported once per attempt, as a poll of the synchronous client reports it, only without the wait.
-// The I/O thread reads the plan every poll_interval while no outcome waits to be taken, and after a plan is
-// taken it waits (up to kLayoutWaitS) for the job to publish the layout it now runs, so that the next plan is
-// judged against the configuration in force, as the synchronous client's caller orders it.
-// request_restart() and restart_request() stay synchronous (a job that restarts stops anyway; a launch reads
-// its placement once): they first write what is queued, then do their one call.
-// close (the destructor) writes what is queued, giving up at the first write Redis does not take, and joins
-// the thread: at most one connect and one command timeout per write.
+//    or kNone; the I/O thread's latest failed Redis attempt (kUnavailable while Redis is away, kRefused for a
+//    write Redis refused) is reported once, as a poll of the synchronous client reports it, only without the
+//    wait. A plan judged against an older layout than the latest published is checked again, on the training
+//    thread (the pure check_plan), against the latest.
+// Writes Redis could not take (kUnavailable) wait and are retried, in order; a write Redis refuses (an error
+// reply: a read-only replica, out of memory, a key of the wrong type) is reported and dropped, and blocks
+// nothing. The plan is read only once the latest layout is written (or dropped), every poll_interval while no
+// outcome waits to be taken; after a plan is taken the I/O thread waits (up to kLayoutWaitS) for the job to
+// publish the layout it now runs, so that the next plan is judged against the configuration in force.
+// request_restart() stays synchronous (a job that restarts stops anyway): it first writes what is queued;
+// restart_request() (a launch reads its placement once) is one synchronous read.
+// close (the destructor) writes what is queued, reaching for Redis at once whatever the reconnect backoff
+// says and giving up at the first write Redis does not take, and joins the thread: at most one connect and
+// one command timeout per write. A process that ends without closing its client (killed) loses what waits.
 // Not thread-safe, as JobClient: one training thread calls it.
 #pragma once
 
@@ -68,8 +73,14 @@ class BackgroundJobClient {
   std::size_t queued_writes() const;
 
  private:
+  // What the I/O thread judged, with the layout it judged it against (its generation).
+  struct Outcome {
+    PlanPoll poll;
+    std::uint64_t generation = 0;
+  };
   void run();
-  // The I/O thread's writes: false when Redis did not take one (it stays queued). Needs client_mu_.
+  // The I/O thread's writes: false when one waits for Redis (it stays queued, with what came after it).
+  // Needs client_mu_.
   bool write_queued();
 
   const std::string job_;
@@ -78,7 +89,8 @@ class BackgroundJobClient {
   std::mutex client_mu_;
 
   // Training thread only.
-  bool layout_published_ = false;
+  std::optional<JobLayout> layout_;  // the latest published, as the client takes it
+  std::uint64_t generation_ = 0;     // of layout_: one per publish_layout()
   std::optional<PlanPoll> last_good_;
 
   // Shared, under mu_ (held only to move data).
@@ -86,10 +98,11 @@ class BackgroundJobClient {
   std::condition_variable wake_;
   bool stopping_ = false;
   std::optional<JobLayout> layout_queued_;
-  bool layout_given_ = false;  // a layout was published: plans can be judged (none is read before)
+  std::uint64_t generation_queued_ = 0;  // of layout_queued_ (0: none was ever published: nothing is read)
+  std::uint64_t generation_judged_ = 0;  // I/O thread: of the layout the client judges against
   std::deque<PlanAck> acks_queued_;
   std::uint64_t acks_dropped_ = 0;
-  std::deque<PlanPoll> outcomes_;
+  std::deque<Outcome> outcomes_;
   std::optional<Error> io_failure_;  // the I/O thread's latest failed attempt, until reported
   bool await_layout_ = false;        // a plan was taken: the next read waits for the layout it brings
   double await_layout_since_s_ = 0;  // steady seconds

@@ -104,7 +104,7 @@ Result<PlanPoll> JobClient::poll_plan() {
     out.kind = PlanPoll::Kind::kRejected;
     out.plan.epoch = 0;
     out.reason = read.error();
-    if (named_epoch > last_epoch_ && !answered(named_epoch)) {
+    if (named_epoch > last_epoch_ && named_epoch <= kMaxContinuedEpoch && !answered(named_epoch)) {
       out.plan.epoch = named_epoch;
       newest_seen_ = std::max(newest_seen_, named_epoch);
     }
@@ -115,6 +115,14 @@ Result<PlanPoll> JobClient::poll_plan() {
   out.plan = std::move(**read);
   const auto already = std::find(answered_.begin(), answered_.end(), out.plan.epoch);
   if (already != answered_.end()) return PlanPoll{};  // turned down already (and acknowledged so)
+  if (out.plan.epoch > kMaxContinuedEpoch) {
+    // No master publishes that many plans: planted or corrupt. Turned down, and counted nowhere (the job's own
+    // revert, and the master's next plan, stay in the range readers take).
+    out.kind = PlanPoll::Kind::kRejected;
+    out.reason = "epoch " + std::to_string(out.plan.epoch) + " is beyond any a master publishes (2^52)";
+    answered(out.plan.epoch);
+    return out;
+  }
   PlanCheck check = check_plan(*layout_, out.plan, last_epoch_);
   out.reason = check.reason;
   switch (check.verdict) {

@@ -81,6 +81,8 @@ class JobClient {
   Status request_restart(const RestartRequest& request);
   // The job's latest restart request (nullopt: none): its placement is what a restarted job launches with.
   Result<std::optional<RestartRequest>> restart_request();
+  // The next call reaches for Redis at once, whatever the reconnect backoff says (a last write before close).
+  void retry_now() { redis_.retry_now(); }
 
  private:
   // The plan lease above: publishes the revert when due. kUnavailable when Redis is away.

@@ -608,6 +608,15 @@ Result<std::pair<std::vector<int>, std::int64_t>> JobStore::ranks_below(int worl
   if (!card) return card.status();
   if (card->type != Type::kInteger) return R::failure_about(key, "not a set");
   std::vector<int> found;
+  if (card->integer <= world && card->integer <= static_cast<long long>(kMaxSetMembers)) {
+    // A set no larger than the world (a layout planted with a huge world costs nothing either): read whole.
+    auto all = ranks();
+    if (!all) return all.status();
+    for (int r : *all) {
+      if (r < world) found.push_back(r);
+    }
+    return std::make_pair(std::move(found), static_cast<std::int64_t>(card->integer));
+  }
   constexpr int kBatch = 1024;
   for (int first = 0; first < world; first += kBatch) {
     std::vector<std::string> cmd = {"SMISMEMBER", key};

@@ -106,7 +106,8 @@ class JobStore {
   Status publish(const AgentUpdate& u);
   Result<std::vector<int>> ranks();   // sorted; members that are not ranks are skipped
   // The ranks below `world` in the job's ranks set, sorted, and how many members the set has in all: at a
-  // cost that follows `world`, not the set (SMISMEMBER in batches, SCARD).
+  // cost that follows the smaller of `world` and the set (SCARD, then the members when they are no more than
+  // `world`, else SMISMEMBER over 0..world-1 in batches).
   Result<std::pair<std::vector<int>, std::int64_t>> ranks_below(int world);
   // Each rank's registration and current iteration, read in pipelined batches (one round trip per
   // kRowBatch ranks rather than two per rank): what a status of many ranks costs.

@@ -37,6 +37,10 @@ inline constexpr std::int64_t kMaxRank = 1 << 24;
 // The largest count, id, epoch, index or time (ms) any reader accepts: room to add to it without overflow, and
 // exact as a double. Writers refuse more too.
 inline constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
+// The newest plan epoch a master or a job counts on after, and the newest a job takes: half of kMaxCount,
+// more plans than any job sees. A plan beyond it is planted or corrupt; counting on after it would leave no
+// epoch readers take (or make every later plan of a master stale to the job).
+inline constexpr std::int64_t kMaxContinuedEpoch = kMaxCount / 2;
 
 // Event types of the job's event stream.
 namespace event_type {

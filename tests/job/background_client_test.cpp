@@ -1,7 +1,8 @@
 // The job client opened with GREYHOUND_JOB_OPEN_BACKGROUND (greyhound/job.h) against a real redis-server on a
 // private port: it follows the plan protocol as the synchronous client does, and no call on the training
 // thread waits on Redis, whether Redis hangs (SIGSTOP: connections are accepted, nothing is answered), is
-// stopped or comes back; what the job wrote meanwhile reaches Redis, in order.
+// stopped or comes back; what the job wrote meanwhile reaches Redis, in order, and close writes what waits;
+// a write Redis refuses is reported once and holds nothing up; a plan is checked against the latest layout.
 #include "greyhound/job.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "../support/store_fixture.h"
+#include "two_node_layout.h"
 #include "store/job_store.h"
 
 namespace greyhound {
@@ -47,18 +49,11 @@ class BackgroundClientTest : public greyhound::test_support::StoreFixture {
     if (hung_) ::kill(server_->pid(), SIGCONT);
     hung_ = false;
   }
-  int publish_layout(greyhound_job_client* c, std::vector<int32_t> mb = {4, 4}) {
-    greyhound_job_layout l{};
-    l.tp = 1;
-    l.dp = 2;
-    l.pp = 2;
-    l.world = 4;
-    l.microbatches = mb.data();
-    l.microbatches_len = mb.size();
+  int publish_layout(greyhound_job_client* c, std::vector<int32_t> mb = {4, 4},
+                     uint32_t capabilities = GREYHOUND_JOB_CAP_S2) {
+    greyhound_job_layout l = test_support::two_node_c_layout(mb, capabilities);
     l.initial_microbatches = uniform_.data();
     l.initial_microbatches_len = uniform_.size();
-    l.capabilities = GREYHOUND_JOB_CAP_S2;
-    l.gpus_per_node = 2;
     return greyhound_job_publish_layout_v1(c, &l);
   }
   void publish(std::int64_t epoch, std::vector<int> mb) {
@@ -229,20 +224,58 @@ TEST_F(BackgroundClientTest, ARedisThatHangsOrStopsNeverHoldsTheTrainingThread) 
   EXPECT_EQ(p.epoch, epoch + 1);
 }
 
-TEST_F(BackgroundClientTest, CloseWritesWhatWaits) {
+TEST_F(BackgroundClientTest, CloseWritesWhatWaitsAsSoonAsRedisIsBack) {
   ASSERT_EQ(publish_layout(client_), GREYHOUND_JOB_OK);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  hang();
+  server_->stop();
   ASSERT_EQ(greyhound_job_ack_v1(client_, 2, 5, 40, GREYHOUND_JOB_ACK_APPLIED, "before close"), GREYHOUND_JOB_OK);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // the I/O thread's write timed out: it waits
-  resume();
-  greyhound_job_close_v1(client_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // tried and failed: the client backs off
+  std::string err;
+  ASSERT_TRUE(server_->restart(&err)) << err;
+  greyhound_job_close_v1(client_);  // at once: within the backoff, yet written
   client_ = nullptr;
-  auto acks = store_->plan_acks();
-  ASSERT_TRUE(acks) << acks.error();
-  bool found = false;
-  for (const auto& a : *acks) found = found || (a.value && a.value->rank == 2 && a.value->epoch == 5);
-  EXPECT_TRUE(found);
+  EXPECT_EQ(acked_epoch(2, 5), 5);
+}
+
+TEST_F(BackgroundClientTest, AWriteRedisRefusesIsReportedOnceAndHoldsNothingUp) {
+  ASSERT_EQ(publish_layout(client_), GREYHOUND_JOB_OK);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  raw({"SET", "gh:v1:{job1}:plan:acks", "not a hash"});  // every acknowledgement is refused (WRONGTYPE)
+  ASSERT_EQ(greyhound_job_ack_v1(client_, 0, 3, 1, GREYHOUND_JOB_ACK_APPLIED, ""), GREYHOUND_JOB_OK);
+  publish(1, {5, 3});
+  greyhound_job_plan p{};
+  int refused = 0, plans = 0;
+  const double until = now_s() + 5;
+  while (now_s() < until && (plans == 0 || refused == 0)) {
+    const int rc = greyhound_job_poll_plan_v1(client_, &p);
+    if (rc == GREYHOUND_JOB_ERR_REFUSED) {
+      ++refused;
+      EXPECT_NE(std::string(greyhound_job_last_error_v1(client_)).find("WRONGTYPE"), std::string::npos)
+          << greyhound_job_last_error_v1(client_);
+    }
+    if (rc == GREYHOUND_JOB_OK) ++plans;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int i = 0; i < 15; ++i) {  // and not again: dropped, not retried
+    EXPECT_NE(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_ERR_REFUSED);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(refused, 1);  // reported once
+  EXPECT_EQ(plans, 1);    // and the plan was read all the same
+  EXPECT_EQ(p.epoch, 1);
+}
+
+TEST_F(BackgroundClientTest, APlanJudgedAgainstAnOlderLayoutIsCheckedAgainstTheLatest) {
+  ASSERT_EQ(publish_layout(client_), GREYHOUND_JOB_OK);  // S2 advertised
+  publish(1, {5, 3});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // read and judged: it waits to be taken
+  ASSERT_EQ(publish_layout(client_, {4, 4}, /*capabilities=*/0), GREYHOUND_JOB_OK);  // S2 withdrawn
+  greyhound_job_plan p{};
+  EXPECT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_UNSUPPORTED);
+  EXPECT_EQ(p.epoch, 1);
+  EXPECT_NE(std::string(p.verdict), "");
+  greyhound_job_plan last{};
+  EXPECT_EQ(greyhound_job_last_plan_v1(client_, &last), GREYHOUND_JOB_NO_PLAN);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../support/store_fixture.h"
+#include "two_node_layout.h"
 #include "store/job_store.h"
 #include "store/keys.h"
 
@@ -35,26 +36,13 @@ class JobClientTest : public greyhound::test_support::StoreFixture {
   }
   // TP 1 x DP 2 x PP 2, 4 micro-batches per replica, S2 advertised.
   int publish_layout(std::vector<int32_t> mb = {4, 4}) {
-    greyhound_job_layout l = two_nodes(GREYHOUND_JOB_CAP_S2);
-    l.microbatches = mb.data();
-    l.microbatches_len = mb.size();
+    greyhound_job_layout l = test_support::two_node_c_layout(mb, GREYHOUND_JOB_CAP_S2);
     l.initial_microbatches = uniform_.data();
     l.initial_microbatches_len = uniform_.size();
     return greyhound_job_publish_layout_v1(client_, &l);
   }
   // TP 1 x DP 2 x PP 2 on two nodes of two GPUs, 4 and 4 micro-batches (in uniform_, which it points to).
-  greyhound_job_layout two_nodes(uint32_t capabilities) {
-    greyhound_job_layout l{};
-    l.tp = 1;
-    l.dp = 2;
-    l.pp = 2;
-    l.world = 4;
-    l.microbatches = uniform_.data();
-    l.microbatches_len = uniform_.size();
-    l.capabilities = capabilities;
-    l.gpus_per_node = 2;
-    return l;
-  }
+  greyhound_job_layout two_nodes(uint32_t capabilities) { return test_support::two_node_c_layout(uniform_, capabilities); }
   // `latest_only`: written over the latest plan key alone (an epoch already published cannot be again).
   void run_split_under_lease(int lease_ms);
   void publish(std::int64_t epoch, const std::string& strategy, std::vector<int> mb, bool latest_only = false) {
@@ -360,6 +348,14 @@ TEST_F(JobClientTest, APlanTurnedDownAtAHighEpochLeavesTheMastersNextPlanNew) {
     EXPECT_EQ(vec(p.microbatches, p.microbatches_len), (std::vector<int>{6, 2}));
   }
   greyhound_job_close_v1(restarted);
+  // A plan beyond any epoch a master publishes (2^52), even one that fits: turned down, and it
+  // raises nothing: the master's next plan is still new.
+  publish((std::int64_t{1} << 52) + 1, "S2", {4, 4}, /*latest_only=*/true);
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_PLAN_REJECTED);
+  EXPECT_STREQ(p.verdict, "epoch 4503599627370497 is beyond any a master publishes (2^52)");
+  publish(2, "S2", {5, 3});
+  ASSERT_EQ(greyhound_job_poll_plan_v1(client_, &p), GREYHOUND_JOB_OK) << greyhound_job_last_error_v1(client_);
+  EXPECT_EQ(p.epoch, 2);
   const std::int64_t too_far = (std::int64_t{1} << 53) + 1;
   EXPECT_EQ(greyhound_job_ack_v1(client_, 0, too_far, 5, GREYHOUND_JOB_ACK_APPLIED, nullptr), GREYHOUND_JOB_ERR_INVALID);
   EXPECT_EQ(greyhound_job_ack_v1(client_, 0, 1, too_far, GREYHOUND_JOB_ACK_APPLIED, nullptr), GREYHOUND_JOB_ERR_INVALID);

@@ -246,7 +246,8 @@ TEST_F(MasterJobsTest, AJobWhosePlanLeaseIsHeldIsServedBeforeItsAgentsAreBack) {
 // The master's HTTP answers come from memory: a request reads nothing from Redis (with Redis hung, it is
 // answered at once), and the jobs' statuses are snapshots the loop reads while they are wanted, spaced so that
 // even a ranks set planted with 200,000 members (read up to 65,536 without a layout) takes at most a tenth of
-// the loop.
+// the loop (more than 2.5 s without a reading, where once a second would read again); a snapshot too old is
+// not served.
 TEST_F(MasterJobsTest, HttpAnswersReadNothingAndTheLoopReadsStatusesBoundedly) {
   MasterConfig cfg;
   cfg.job = job_;
@@ -278,6 +279,11 @@ TEST_F(MasterJobsTest, HttpAnswersReadNothingAndTheLoopReadsStatusesBoundedly) {
   EXPECT_EQ(again.status, 200);
   EXPECT_LT(took_s, 0.5);
   EXPECT_NE(metrics.body.find("\ngreyhound_master_status_read_seconds "), std::string::npos) << metrics.body;
+  // A snapshot the loop has not renewed for 3 s (Redis away, the loop held) is not served as the status.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3200));
+  EXPECT_EQ(get("/status").status, 503);  // (and /metrics leaves its samples out: the same fresh_status)
+  m.tick();
+  EXPECT_EQ(get("/status").status, 200);
 
   // A planted ranks set, the job without a layout: the reading costs what it costs, and the loop reads it
   // again only after ten times that.
@@ -297,7 +303,7 @@ TEST_F(MasterJobsTest, HttpAnswersReadNothingAndTheLoopReadsStatusesBoundedly) {
   ASSERT_GT(cost, 0);
   const auto t1 = std::chrono::steady_clock::now();
   int ticks = 0;
-  while (std::chrono::steady_clock::now() - t1 < std::chrono::milliseconds(std::max(200, static_cast<int>(cost * 3e3)))) {
+  while (std::chrono::steady_clock::now() - t1 < std::chrono::milliseconds(std::max(2500, static_cast<int>(cost * 3e3)))) {
     m.tick();
     ++ticks;
   }
