@@ -83,11 +83,8 @@ Status BackgroundJobClient::acknowledge(const PlanAck& ack) {
   if (a.t_unix_ms == 0) a.t_unix_ms = unix_ms_now();  // when it was given, not when Redis took it
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (acks_queued_.size() >= kMaxQueuedAcks) {
-      acks_queued_.pop_front();
-      ++acks_dropped_;
-    }
     acks_queued_.push_back(std::move(a));
+    drop_oldest_acks();
   }
   wake_.notify_one();
   return ok_status();
@@ -104,14 +101,8 @@ Result<std::optional<RestartRequest>> BackgroundJobClient::restart_request() {
   return client_->restart_request();
 }
 
-std::uint64_t BackgroundJobClient::acks_dropped() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return acks_dropped_;
-}
-
-std::size_t BackgroundJobClient::queued_writes() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return acks_queued_.size() + (layout_queued_ ? 1 : 0);
+void BackgroundJobClient::drop_oldest_acks() {
+  while (acks_queued_.size() > kMaxQueuedAcks) acks_queued_.pop_front();
 }
 
 bool BackgroundJobClient::write_queued() {
@@ -129,10 +120,7 @@ bool BackgroundJobClient::write_queued() {
     std::lock_guard<std::mutex> lk(mu_);
     if (l && !layout_queued_) layout_queued_ = std::move(l);  // unless a newer one came
     acks_queued_.insert(acks_queued_.begin(), rest.begin(), rest.end());
-    while (acks_queued_.size() > kMaxQueuedAcks) {
-      acks_queued_.pop_front();
-      ++acks_dropped_;
-    }
+    drop_oldest_acks();
   };
   auto failed = [&](const Error& e) {
     std::lock_guard<std::mutex> lk(mu_);

@@ -9,7 +9,7 @@
 // I/O:
 //  - publish_layout() checks the layout (job/plan_check.h) and queues it: kInvalid for one that is not one;
 //  - acknowledge() checks the acknowledgement and queues it (at most kMaxQueuedAcks waiting; past that the
-//    oldest is dropped and counted);
+//    oldest is dropped);
 //  - poll_plan() hands out the next outcome the I/O thread judged (a plan, a plan turned down, a stale one),
 //    or kNone; the I/O thread's latest failed Redis attempt (kUnavailable while Redis is away, kRefused for a
 //    write Redis refused) is reported once, as a poll of the synchronous client reports it, only without the
@@ -67,11 +67,6 @@ class BackgroundJobClient {
   Status request_restart(const RestartRequest& request);
   Result<std::optional<RestartRequest>> restart_request();
 
-  // Acknowledgements dropped because kMaxQueuedAcks waited (Redis away for long).
-  std::uint64_t acks_dropped() const;
-  // Writes waiting (layout and acknowledgements): tests.
-  std::size_t queued_writes() const;
-
  private:
   // What the I/O thread judged, with the layout it judged it against (its generation).
   struct Outcome {
@@ -82,6 +77,8 @@ class BackgroundJobClient {
   // The I/O thread's writes: false when one waits for Redis (it stays queued, with what came after it).
   // Needs client_mu_.
   bool write_queued();
+  // Past kMaxQueuedAcks waiting, the oldest go. Needs mu_.
+  void drop_oldest_acks();
 
   const std::string job_;
   const Options options_;
@@ -101,7 +98,6 @@ class BackgroundJobClient {
   std::uint64_t generation_queued_ = 0;  // of layout_queued_ (0: none was ever published: nothing is read)
   std::uint64_t generation_judged_ = 0;  // I/O thread: of the layout the client judges against
   std::deque<PlanAck> acks_queued_;
-  std::uint64_t acks_dropped_ = 0;
   std::deque<Outcome> outcomes_;
   std::optional<Error> io_failure_;  // the I/O thread's latest failed attempt, until reported
   bool await_layout_ = false;        // a plan was taken: the next read waits for the layout it brings
