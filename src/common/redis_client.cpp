@@ -100,21 +100,31 @@ std::string redact_redis_url(std::string_view text) {
 }
 
 bool hide_redis_passwords(int argc, char** argv, const char* program) {
-  bool found = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg(argv[i]);
-    for (std::size_t at = arg.find("redis://"); at != std::string_view::npos; at = arg.find("redis://", at + 8)) {
-      const auto [b, e] = credentials_at(arg, at, true);
-      for (std::size_t k = b; k < e; ++k) argv[i][k] = '*';
-      found = found || b != e;
+  // Two passes: the warning is on stderr before any argument changes, so whoever sees the hidden command line
+  // (a test reading /proc/PID/cmdline, then stopping the process) finds the warning already written.
+  const auto each_password = [&](auto&& on_password) {
+    bool found = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view arg(argv[i]);
+      for (std::size_t at = arg.find("redis://"); at != std::string_view::npos; at = arg.find("redis://", at + 8)) {
+        const auto [b, e] = credentials_at(arg, at, true);
+        if (b == e) continue;
+        found = true;
+        on_password(argv[i], b, e);
+      }
     }
-  }
+    return found;
+  };
+  const bool found = each_password([](char*, std::size_t, std::size_t) {});
   if (found && program != nullptr) {
     std::fprintf(stderr,
                  "%s: a Redis password on the command line can be read by other users of this machine until the "
                  "process starts; give it in a file named by GREYHOUND_REDIS_PASSWORD_FILE instead\n",
                  program);
   }
+  each_password([](char* arg, std::size_t b, std::size_t e) {
+    for (std::size_t k = b; k < e; ++k) arg[k] = '*';
+  });
   return found;
 }
 
