@@ -30,8 +30,8 @@ namespace {
 using nlohmann::json;
 using itest::slurp;
 
-// The cases with a fault share its schedule, and so the run without greyhound they are held against (made
-// once): rank 1's GPU (node 0) at 1/1.5 from 10 to 30 s, 40 s, TP2 x DP2 x PP2 on 4 nodes of 2 GPUs,
+// The cases with a fault share its schedule, and each runs it without greyhound beside its run with it (at
+// once, so that load falls on both alike): rank 1's GPU (node 0) at 1/1.5 from 10 to 30 s, 40 s, TP2 x DP2 x PP2 on 4 nodes of 2 GPUs,
 // 8 micro-batches per replica.
 constexpr double kFaultFrom = 10, kFaultTo = 30;
 constexpr const char* kFaults = R"({"faults":[{"kind":"gpu","rank":1,"start_s":10,"end_s":30,"slowdown":1.5}]})";
@@ -39,44 +39,31 @@ constexpr const char* kDuration = "--duration-s 40 ";
 
 class FaultMatrix : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { suite_root_ = itest::make_temp_dir("gh-matrix-ref"); }
-  static void TearDownTestSuite() {
-    std::system(("rm -rf " + suite_root_).c_str());
-    reference_.reset();  // its files are gone (a --gtest_repeat makes it again)
-  }
   void SetUp() override {
     root_ = itest::make_temp_dir("gh-matrix");
     ASSERT_FALSE(root_.empty());
-    ASSERT_FALSE(suite_root_.empty());
+    std::ofstream(faults_file()) << kFaults;
   }
   void TearDown() override { std::system(("rm -rf " + root_).c_str()); }
 
-  // The schedule's file, written once.
-  static std::string faults_file() {
-    const std::string path = suite_root_ + "/faults.json";
-    if (!std::ifstream(path)) std::ofstream(path) << kFaults;
-    return path;
-  }
-  // The schedule with greyhound (--mitigate) and `extra`, as job `name`.
-  itest::SimRun with_greyhound(const std::string& name, const std::string& extra) const {
-    return itest::run_simcluster(root_, name, std::string(kDuration) + "--faults " + faults_file() + " --mitigate " + extra,
-                                 8, 2);
-  }
-  // The schedule without greyhound, run by the first test that needs it.
-  static const itest::SimRun& without_greyhound() {
-    if (!reference_) {
-      reference_ = itest::run_simcluster(suite_root_, "plain",
-                                         std::string(kDuration) + "--faults " + faults_file() + " --no-greyhound", 8, 2);
-    }
-    return *reference_;
+  std::string faults_file() const { return root_ + "/faults.json"; }
+  // The schedule with greyhound (--mitigate) and `extra`, as job `name`, and without greyhound ("plain"),
+  // both at once.
+  std::pair<itest::SimRun, itest::SimRun> with_and_without_greyhound(const std::string& name,
+                                                                      const std::string& extra) const {
+    return itest::at_once(
+        [&] {
+          return itest::run_simcluster(root_, name, std::string(kDuration) + "--faults " + faults_file() +
+                                                        " --mitigate " + extra, 8, 2);
+        },
+        [&] {
+          return itest::run_simcluster(root_, "plain", std::string(kDuration) + "--faults " + faults_file() +
+                                                           " --no-greyhound", 8, 2);
+        });
   }
 
-  static std::string suite_root_;
-  static std::optional<itest::SimRun> reference_;
   std::string root_;
 };
-std::string FaultMatrix::suite_root_;
-std::optional<itest::SimRun> FaultMatrix::reference_;
 
 // Losses of a last-stage rank, by iteration.
 std::map<long, double> losses(const itest::SimRun& r, int rank) {
@@ -144,12 +131,11 @@ TEST_F(FaultMatrix, AStalledAgentWithOverflowingRingsAndASteppedMasterClockLeave
   const std::string stepper = "(sleep 14; [ -e " + offset + " ] && echo +3600 > " + offset + "; sleep 8; [ -e " +
                               offset + " ] && echo -3600 > " + offset + ") >/dev/null 2>&1 &";
   ASSERT_EQ(std::system(stepper.c_str()), 0);
-  const itest::SimRun r = with_greyhound(
+  const auto [r, ref] = with_and_without_greyhound(
       "clock", std::string("--rank-env GREYHOUND_RING_RECORDS=64 --master-env LD_PRELOAD=") + GREYHOUND_LIBFAKETIME +
                    ",FAKETIME_TIMESTAMP_FILE=" + offset + ",FAKETIME_NO_CACHE=1,FAKETIME_DONT_FAKE_MONOTONIC=1" +
                    " --chaos '[{\"at_s\":3,\"action\":\"stop\",\"target\":\"agent:0\"},"
                    "{\"at_s\":8,\"action\":\"cont\",\"target\":\"agent:0\"}]'");
-  const itest::SimRun& ref = without_greyhound();
   ASSERT_EQ(r.exit_code, 0) << r.log();
   ASSERT_EQ(ref.exit_code, 0) << ref.log();
   ASSERT_EQ(r.report["chaos"].size(), 2u) << r.report["chaos"].dump();
@@ -225,8 +211,9 @@ TEST_F(FaultMatrix, AFullShmDirectoryLeavesTheJobRunningCorrectAndAtItsSpeed) {
                               "/report.json " + args;
     return itest::run_command(r, unshare + " sh -c '" + inner + "' > " + r.dir + "/simcluster.log 2>&1");
   };
-  const itest::SimRun r = run("full", "--mitigate");
-  const itest::SimRun ref = run("plain", "--no-greyhound");
+  // Both at once: each mounts its own full tmpfs there, in its own mount namespace.
+  const auto [r, ref] = itest::at_once([&] { return run("full", "--mitigate"); },
+                                       [&] { return run("plain", "--no-greyhound"); });
   ASSERT_EQ(r.exit_code, 0) << r.log();
   ASSERT_EQ(ref.exit_code, 0) << ref.log();
   EXPECT_NE(r.log().find("100%"), std::string::npos) << "the tmpfs was full: " << r.log().substr(0, 1000);
@@ -273,9 +260,8 @@ TEST_F(FaultMatrix, AMasterKilledRightAfterPublishingAPlanLeavesItAppliedAndTheR
   const std::string token = root_ + "/failpoint.token";
   std::ofstream(token) << "once\n";
   setenv("GREYHOUND_FAILPOINT", ("plan_published:" + token).c_str(), 1);
-  const itest::SimRun r = with_greyhound("failpoint", "--chaos " + root_ + "/chaos.json");
-  unsetenv("GREYHOUND_FAILPOINT");
-  const itest::SimRun& ref = without_greyhound();
+  const auto [r, ref] = with_and_without_greyhound("failpoint", "--chaos " + root_ + "/chaos.json");
+  unsetenv("GREYHOUND_FAILPOINT");  // the master's alone: the run without greyhound has none
   ASSERT_EQ(r.exit_code, 0) << r.log();
   ASSERT_EQ(ref.exit_code, 0) << ref.log();
 

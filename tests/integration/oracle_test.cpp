@@ -64,7 +64,8 @@ TEST(OracleRun, PlansTheSplitAtOnsetRevertsAfterTheEndAndKeepsTheTraining) {
 
   // The same training as without faults and plans: the global batch never changed (the loss agrees up to
   // the order of floating-point sums).
-  const itest::SimRun ref = itest::run_simcluster(root, "reference", "--iterations 30 --no-greyhound", 8);
+  const itest::SimRun ref =
+      itest::reference_run("--tp 2 --dp 2 --pp 2 --gpus-per-node 4 --microbatches 8 --iterations 30");
   ASSERT_EQ(ref.exit_code, 0) << ref.log();
   const auto with_plans = r.rank_iterations(7), plain = ref.rank_iterations(7);  // the last stage's loss
   ASSERT_EQ(with_plans.size(), 30u);

@@ -2,9 +2,16 @@
 // virtual nodes of 4 GPUs) in a directory of its own and read back what it left there.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <future>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -214,6 +221,88 @@ inline SimRun run_simcluster(const std::string& root, const std::string& name, c
                           " --quiet --job " + name + " --work-dir " + r.dir + " --report " + r.dir + "/report.json " +
                           args + " > " + r.dir + "/simcluster.log 2>&1";
   return run_command(std::move(r), cmd);
+}
+
+// Two runs at once (b on a thread of its own): a test that holds a run with greyhound against one without
+// runs both side by side, so that whatever else loads the machine falls on both alike.
+template <typename A, typename B>
+auto at_once(A a, B b) {
+  auto later = std::async(std::launch::async, std::move(b));
+  auto first = a();
+  return std::make_pair(std::move(first), later.get());
+}
+
+// A timing model (sim/sim_model.h's fields) in which no modelled kernel, collective or transfer takes time:
+// the ranks run as fast as their CPU work goes (80 iterations of 8 ranks in about 4 s instead of 35). For
+// references whose results do not depend on timing (losses, weight checksums: the same bit for bit, the
+// stand-ins compute the same numbers whatever their durations). Quoted for the shell.
+inline constexpr const char* kInstantModel =
+    R"('{"intra_bw_MBps":1e9,"inter_bw_MBps":1e9,"intra_lat_us":0,"inter_lat_us":0,"gemm_gflops":1e6,)"
+    R"("mem_bw_MBps":1e9,"launch_us":0}')";
+
+// FNV-1a, 64 bits: a cache key that is the same in every process of the suite.
+inline std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The newest modification time (ns) of the programs and libraries a simulated run uses (the build tree's
+// bin/ and lib/): a cached reference is made again after any of them was rebuilt.
+inline std::int64_t newest_build_mtime_ns() {
+  namespace fs = std::filesystem;
+  std::int64_t newest = 0;
+  const fs::path bin = fs::path(GREYHOUND_SIMCLUSTER).parent_path();
+  for (const fs::path& dir : {bin, bin.parent_path() / "lib"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      struct stat st {};
+      if (::stat(e.path().c_str(), &st) == 0) {
+        newest = std::max<std::int64_t>(newest, st.st_mtim.tv_sec * 1'000'000'000ll + st.st_mtim.tv_nsec);
+      }
+    }
+  }
+  return newest;
+}
+
+// A reference run without greyhound on the instant model, made once for the whole suite: the first test
+// process that needs it runs it (under a lock on its key), every later one reads it back. `args` is the
+// whole of the run's command line but its files (the shape, the length, the seed: no file outside the key,
+// a fault file say, whose contents would not be part of it). Keyed by `args` and by the build
+// (newest_build_mtime_ns); kept in GREYHOUND_TEST_CACHE_DIR (the build tree), where a rebuild's first
+// reference removes those of earlier builds. Read-only to the tests.
+inline SimRun reference_run(const std::string& args) {
+  namespace fs = std::filesystem;
+  const std::string all = args + " --no-greyhound --model " + kInstantModel;
+  const std::string build = std::to_string(newest_build_mtime_ns());
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(all)));
+  const fs::path cache = GREYHOUND_TEST_CACHE_DIR;
+  std::error_code ec;
+  fs::create_directories(cache, ec);
+  SimRun r;
+  r.dir = (cache / (std::string(hash) + "-" + build)).string();
+  const int lock = ::open((r.dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock >= 0) ::flock(lock, LOCK_EX);  // released when closed
+  if (std::ifstream(r.dir + "/done").good()) {
+    r = run_command(std::move(r), "true");  // reads the report back
+    r.exit_code = 0;
+  } else {
+    for (const auto& e : fs::directory_iterator(cache, ec)) {  // earlier builds' references
+      const std::string name = e.path().filename().string();
+      const std::string suffix = "-" + build;
+      const bool ours = name.size() >= suffix.size() && (name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 ||
+                                                         name.find(suffix + ".") != std::string::npos);
+      if (!ours) fs::remove_all(e.path(), ec);
+    }
+    fs::remove_all(r.dir, ec);
+    fs::create_directories(r.dir, ec);
+    r = run_command(std::move(r), std::string(GREYHOUND_SIMCLUSTER) + " " + all + " --quiet --job reference --work-dir " +
+                                      r.dir + " --report " + r.dir + "/report.json > " + r.dir + "/simcluster.log 2>&1");
+    if (r.exit_code == 0) std::ofstream(r.dir + "/done") << all << "\n";
+  }
+  if (lock >= 0) ::close(lock);
+  return r;
 }
 
 }  // namespace greyhound::itest

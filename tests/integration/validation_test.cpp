@@ -63,13 +63,13 @@ class Validation : public ::testing::Test {
     return out;
   }
 
-  // What every rank computes without greyhound, `iterations` iterations (computed once per length).
+  // What every rank computes without greyhound, `iterations` iterations (once per length for the suite).
   static const std::map<int, std::vector<std::string>>& reference(int iterations) {
     static std::map<int, std::map<int, std::vector<std::string>>> cache;
     auto& ref = cache[iterations];
     if (ref.empty()) {
-      const SimRun r = itest::run_simcluster(root_, "reference-" + std::to_string(iterations),
-                                             "--iterations " + std::to_string(iterations) + " --no-greyhound", 4, 2);
+      const SimRun r = itest::reference_run("--tp 2 --dp 2 --pp 2 --gpus-per-node 2 --microbatches 4 --iterations " +
+                                            std::to_string(iterations));
       EXPECT_EQ(r.exit_code, 0) << r.log();
       for (int rank = 0; rank < 8; ++rank) ref[rank] = checksums(r, rank);
     }

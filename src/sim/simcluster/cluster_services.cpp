@@ -260,25 +260,25 @@ void ClusterServices::on_tick(double t_s) {
   }
 }
 
-bool ClusterServices::wait_agents_exit(double max_s, bool kill_late) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_s);
-  bool all = true;
-  for (std::size_t n = 0; n < opt_.node_shm_dirs.size(); ++n) {
-    const pid_t p = agent_pid(static_cast<int>(n));
+void ClusterServices::stop_agents() {
+  // Every agent at once: each reads what its rings still hold, writes agent_stop and flushes its events
+  // within 3 s (src/agent/main.cpp), so 5 s is its grace before SIGKILL.
+  std::vector<pid_t> agents = extra_agents_;
+  for (std::size_t n = 0; n < opt_.node_shm_dirs.size(); ++n) agents.push_back(agent_pid(static_cast<int>(n)));
+  for (pid_t p : agents) {
+    if (!alive(p)) continue;
+    kill(p, SIGTERM);
+    kill(p, SIGCONT);  // one a chaos "stop" left stopped handles its SIGTERM now
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (pid_t p : agents) {
     while (alive(p) && std::chrono::steady_clock::now() < deadline) {
-      for (pid_t e : extra_agents_) reap(e);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      reap(p);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (alive(p)) {
-      all = false;
-      if (kill_late) terminate(p, 3.0);
-    }
+    if (alive(p)) terminate(p, 0.0);
   }
-  if (kill_late) {
-    for (pid_t e : extra_agents_) terminate(e, 3.0);
-    extra_agents_.clear();
-  }
-  return all;
+  extra_agents_.clear();
 }
 
 std::optional<RestartRequest> ClusterServices::restart_request(std::string* error) {
@@ -294,8 +294,8 @@ std::optional<RestartRequest> ClusterServices::restart_request(std::string* erro
 }
 
 void ClusterServices::finish() {
-  // Agents exit by themselves once their ranks are gone and drained (--idle-exit-s); give them time.
-  wait_agents_exit(8.0, true);
+  // The ranks are gone: the agents need not wait out their --idle-exit-s.
+  stop_agents();
   // The master (ours, or the one already serving the job) catches up with the stream (its cursor reaches
   // the last entry); ours then stops.
   const bool any_master = std::any_of(master_pids_.begin(), master_pids_.end(), [](pid_t p) { return alive(p); });

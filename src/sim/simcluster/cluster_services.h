@@ -54,12 +54,13 @@ class ClusterServices {
 
   // Runs the chaos actions that are due at job time t_s.
   void on_tick(double t_s);
-  // Waits up to max_s for every node's agent to exit by itself (its ranks gone and drained); with
-  // kill_late, stops those still running after that. True when all had exited.
-  bool wait_agents_exit(double max_s, bool kill_late);
+  // Once the ranks have ended: stops every node's agent (SIGTERM: it reads what its rings hold, reports
+  // agent_stop and flushes its events), at once rather than after its --idle-exit-s (which stays, for an
+  // agent nobody stops); SIGKILL for one still running 5 s later.
+  void stop_agents();
   // The job's restart request (S4, key "restart"); nullopt with *error when none could be read.
   std::optional<RestartRequest> restart_request(std::string* error);
-  // After the ranks are done: lets the agents drain and exit, the master catch up, then stops them.
+  // After the ranks are done: stops the agents, lets the master catch up, then stops it.
   void finish();
   // Every event of the job's stream, in order, each with its stream "id".
   nlohmann::json events();

@@ -754,8 +754,8 @@ int main(int argc, char** argv) {
       rc = 1;
       break;
     }
-    // The old ranks' agents drain and exit first (a node's new ranks start a new one).
-    if (services) services->wait_agents_exit(8.0, true);
+    // The old ranks' agents drain and stop first (a node's new ranks start a new one).
+    if (services) services->stop_agents();
     const double cost_s = gs::simulated_costs(o.costs_job_s, o.time_scale).s4_restart_s;
     while (!g_stop && job_time_now() < stopped_s + cost_s) {
       tick();

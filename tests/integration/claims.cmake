@@ -1,0 +1,40 @@
+# Read by ctest after the discovered scenarios of greyhound_integration_tests (TEST_INCLUDE_FILES): what
+# differs from their defaults (COST 40) and each one's claim (greyhound_gtest's CORES LATER). A name here that no longer exists is an error ctest
+# reports, so this list follows the tests.
+
+# Two clusters at once (with and without greyhound, side by side; or two jobs): a core; the others half.
+set(two_clusters
+  FailSlows.ACpuContendedHostIsAHostStragglerAndGetsS2
+  FailSlows.ACongestedLinkGetsS3AppliedItPaysAndItIsRevertedAfterTheLinkRecovers
+  FaultMatrix.AStalledAgentWithOverflowingRingsAndASteppedMasterClockLeaveTheJobClockRight
+  FaultMatrix.AFullShmDirectoryLeavesTheJobRunningCorrectAndAtItsSpeed
+  FaultMatrix.AMasterKilledRightAfterPublishingAPlanLeavesItAppliedAndTheRestartedMasterRevertsIt
+  FaultTolerance.RestartsOfRedisMasterAndAgentNeitherHarmTheJobNorLoseEvents
+  MultiJob.OneMasterServesTwoJobsAndOpensAnIncidentOnlyInTheSlowOne)
+set(one_cluster ${greyhound_integration_tests_TESTS})
+list(REMOVE_ITEM one_cluster ${two_clusters})
+set_tests_properties(${one_cluster} PROPERTIES RESOURCE_GROUPS cores:50)
+set_tests_properties(${two_clusters} PROPERTIES RESOURCE_GROUPS cores:100)
+
+# The longest first (seconds on two cores, alone).
+set_tests_properties(FailSlows.ACongestedLinkGetsS3AppliedItPaysAndItIsRevertedAfterTheLinkRecovers PROPERTIES COST 80)
+set_tests_properties(
+  FailSlows.S4RestartsTheJobWithoutTheSlowNodeFromItsCheckpointWithTheSameGlobalBatch
+  Validation.AMasterKilledDuringAPauseLeavesEveryRankResumingByItself
+  Validation.AnAgentKilledDuringAPauseLeavesItsRanksResumingByThemselves
+  Validation.RedisStoppedDuringAPauseLeavesEveryRankResumingByItself
+  PROPERTIES COST 70)
+set_tests_properties(
+  Validation.ASlowGpuAndASlowLinkAtOnceAreBothNamed
+  Validation.ACongestedLinkIsNamedByItsTransfers
+  FailSlows.ASplitForASlowGpuRevertsSoonAfterItRecoversWhileAnOverlappingLinkStaysOpen
+  FailSlows.ACpuContendedHostIsAHostStragglerAndGetsS2
+  Validation.ARankThatNeverReachesTheCutAbortsThePauseForAll
+  Validation.ASlowGpuIsNamedByItsGemm
+  Mitigation.SlowGpuIsLocalisedRebalancedAndRevertedAfterRecovery
+  Mitigation.AMasterRestartedMidIncidentResumesFromTheLayoutAndReverts
+  Mitigation.AStandbyMasterTakesOverFromAKilledLeaderMidIncidentAndLosesNothing
+  FaultMatrix.AStalledAgentWithOverflowingRingsAndASteppedMasterClockLeaveTheJobClockRight
+  FaultMatrix.AMasterKilledRightAfterPublishingAPlanLeavesItAppliedAndTheRestartedMasterRevertsIt
+  FaultTolerance.RestartsOfRedisMasterAndAgentNeitherHarmTheJobNorLoseEvents
+  PROPERTIES COST 55)
