@@ -1,8 +1,10 @@
-# Read by ctest after the discovered scenarios of greyhound_integration_tests (TEST_INCLUDE_FILES): what
-# differs from their defaults (COST 40) and each one's claim (greyhound_gtest's CORES LATER). A name here that no longer exists is an error ctest
-# reports, so this list follows the tests.
+# Read by ctest after the discovered scenarios of greyhound_integration_tests (TEST_INCLUDE_FILES): each
+# one's claim (greyhound_gtest's CORES LATER) and the COSTs that differ from their default (40). A name
+# here that no longer exists is an error ctest reports, so this list follows the tests.
 
-# Two clusters at once (with and without greyhound, side by side; or two jobs): a core; the others half.
+# Two clusters at once (with and without greyhound, side by side; or two jobs): twice the others' claim
+# (greyhound_cluster_cores: cluster_cores.cmake, written at configure time).
+math(EXPR two_clusters_cores "2 * ${greyhound_cluster_cores}")
 set(two_clusters
   FailSlows.ACpuContendedHostIsAHostStragglerAndGetsS2
   FailSlows.ACongestedLinkGetsS3AppliedItPaysAndItIsRevertedAfterTheLinkRecovers
@@ -13,8 +15,8 @@ set(two_clusters
   MultiJob.OneMasterServesTwoJobsAndOpensAnIncidentOnlyInTheSlowOne)
 set(one_cluster ${greyhound_integration_tests_TESTS})
 list(REMOVE_ITEM one_cluster ${two_clusters})
-set_tests_properties(${one_cluster} PROPERTIES RESOURCE_GROUPS cores:50)
-set_tests_properties(${two_clusters} PROPERTIES RESOURCE_GROUPS cores:100)
+set_tests_properties(${one_cluster} PROPERTIES RESOURCE_GROUPS cores:${greyhound_cluster_cores})
+set_tests_properties(${two_clusters} PROPERTIES RESOURCE_GROUPS cores:${two_clusters_cores})
 
 # The longest first (seconds on two cores, alone).
 set_tests_properties(FailSlows.ACongestedLinkGetsS3AppliedItPaysAndItIsRevertedAfterTheLinkRecovers PROPERTIES COST 80)

@@ -297,8 +297,9 @@ inline SimRun reference_run(const std::string& args) {
     }
     fs::remove_all(r.dir, ec);
     fs::create_directories(r.dir, ec);
-    r = run_command(std::move(r), std::string(GREYHOUND_SIMCLUSTER) + " " + all + " --quiet --job reference --work-dir " +
-                                      r.dir + " --report " + r.dir + "/report.json > " + r.dir + "/simcluster.log 2>&1");
+    const std::string cmd = std::string(GREYHOUND_SIMCLUSTER) + " " + all + " --quiet --job reference --work-dir " +
+                            r.dir + " --report " + r.dir + "/report.json > " + r.dir + "/simcluster.log 2>&1";
+    r = run_command(std::move(r), cmd);  // cmd first: the order in which arguments are evaluated is unspecified
     if (r.exit_code == 0) std::ofstream(r.dir + "/done") << all << "\n";
   }
   if (lock >= 0) ::close(lock);
