@@ -13,10 +13,14 @@ set(two_clusters
   FaultMatrix.AMasterKilledRightAfterPublishingAPlanLeavesItAppliedAndTheRestartedMasterRevertsIt
   FaultTolerance.RestartsOfRedisMasterAndAgentNeitherHarmTheJobNorLoseEvents
   MultiJob.OneMasterServesTwoJobsAndOpensAnIncidentOnlyInTheSlowOne)
+# A cluster and a Redis kept busy (back-to-back scripts: a core of its own for 8 s).
+set(busy_redis FaultTolerance.ARedisStoppedThenBusyNeitherSlowsAMitigatedJobNorOpensAnIncident)
+math(EXPR busy_redis_cores "${greyhound_cluster_cores} + 100")
 set(one_cluster ${greyhound_integration_tests_TESTS})
-list(REMOVE_ITEM one_cluster ${two_clusters})
+list(REMOVE_ITEM one_cluster ${two_clusters} ${busy_redis})
 set_tests_properties(${one_cluster} PROPERTIES RESOURCE_GROUPS cores:${greyhound_cluster_cores})
 set_tests_properties(${two_clusters} PROPERTIES RESOURCE_GROUPS cores:${two_clusters_cores})
+set_tests_properties(${busy_redis} PROPERTIES RESOURCE_GROUPS cores:${busy_redis_cores})
 
 # The longest first (seconds on two cores, alone).
 set_tests_properties(FailSlows.ACongestedLinkGetsS3AppliedItPaysAndItIsRevertedAfterTheLinkRecovers PROPERTIES COST 80)
