@@ -288,12 +288,8 @@ inline SimRun reference_run(const std::string& args) {
     r = run_command(std::move(r), "true");  // reads the report back
     r.exit_code = 0;
   } else {
-    for (const auto& e : fs::directory_iterator(cache, ec)) {  // earlier builds' references
-      const std::string name = e.path().filename().string();
-      const std::string suffix = "-" + build;
-      const bool ours = name.size() >= suffix.size() && (name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 ||
-                                                         name.find(suffix + ".") != std::string::npos);
-      if (!ours) fs::remove_all(e.path(), ec);
+    for (const auto& e : fs::directory_iterator(cache, ec)) {  // earlier builds' references and locks
+      if (e.path().filename().string().find("-" + build) == std::string::npos) fs::remove_all(e.path(), ec);
     }
     fs::remove_all(r.dir, ec);
     fs::create_directories(r.dir, ec);
