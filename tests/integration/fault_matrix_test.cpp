@@ -31,8 +31,8 @@ using nlohmann::json;
 using itest::slurp;
 
 // The cases with a fault share its schedule, and each runs it without greyhound beside its run with it (at
-// once, so that load falls on both alike): rank 1's GPU (node 0) at 1/1.5 from 10 to 30 s, 40 s, TP2 x DP2 x PP2 on 4 nodes of 2 GPUs,
-// 8 micro-batches per replica.
+// once, so that load falls on both alike): rank 1's GPU (node 0) at 1/1.5 from 10 to 30 s, 40 s, TP2 x DP2 x
+// PP2 on 4 nodes of 2 GPUs, 8 micro-batches per replica.
 constexpr double kFaultFrom = 10, kFaultTo = 30;
 constexpr const char* kFaults = R"({"faults":[{"kind":"gpu","rank":1,"start_s":10,"end_s":30,"slowdown":1.5}]})";
 constexpr const char* kDuration = "--duration-s 40 ";

@@ -10,11 +10,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
-#include <future>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/localiser.h"
+#include "greyhound/hash.h"
 #include "sim/simcluster/run_report.h"
 
 namespace greyhound::itest {
@@ -240,13 +241,6 @@ inline constexpr const char* kInstantModel =
     R"('{"intra_bw_MBps":1e9,"inter_bw_MBps":1e9,"intra_lat_us":0,"inter_lat_us":0,"gemm_gflops":1e6,)"
     R"("mem_bw_MBps":1e9,"launch_us":0}')";
 
-// FNV-1a, 64 bits: a cache key that is the same in every process of the suite.
-inline std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // The newest modification time (ns) of the programs and libraries a simulated run uses (the build tree's
 // bin/ and lib/): a cached reference is made again after any of them was rebuilt.
 inline std::int64_t newest_build_mtime_ns() {
@@ -276,7 +270,7 @@ inline SimRun reference_run(const std::string& args) {
   const std::string all = args + " --no-greyhound --model " + kInstantModel;
   const std::string build = std::to_string(newest_build_mtime_ns());
   char hash[32];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(all)));
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(all)));  // one key in every process
   const fs::path cache = GREYHOUND_TEST_CACHE_DIR;
   std::error_code ec;
   fs::create_directories(cache, ec);
